@@ -1,0 +1,120 @@
+//! `transduce bench`: training tokens/s and decoding sentences/s on a fixed synthetic
+//! workload, next to the backend's plain matmul GFLOP/s.
+
+use std::time::Instant;
+
+use transduce::burn::optim::{AdamConfig, GradientsParams};
+use transduce::burn::prelude::*;
+use transduce::decode::{DecodeOptions, beam_search};
+use transduce::{ModelConfig, Transformer};
+
+use crate::data::cache::Pairs;
+use crate::error::Result;
+use crate::train::{batch_tensors, loss, rng::Rng};
+
+pub struct BenchReport {
+    pub matmul_gflops: f64,
+    pub train_tokens_per_sec: f64,
+    pub train_gflops: f64,
+    pub decode_sentences_per_sec: f64,
+}
+
+fn synthetic(n: usize, len: usize, vocab: usize, seed: u64) -> Pairs {
+    let mut rng = Rng::new(seed);
+    let mut pairs = Pairs::default();
+    for _ in 0..n {
+        let seq = |rng: &mut Rng| -> Vec<u32> {
+            (0..len)
+                .map(|_| 4 + rng.below(vocab as u64 - 4) as u32)
+                .collect()
+        };
+        let s = seq(&mut rng);
+        let t = seq(&mut rng);
+        pairs.push(s, t);
+    }
+    pairs
+}
+
+/// FLOPs of one training step ≈ 6 × parameters × tokens (forward 2, backward 4).
+fn train_flops(config: &ModelConfig, tokens: usize) -> f64 {
+    6.0 * config.num_params() as f64 * tokens as f64
+}
+
+pub fn run(
+    config: &ModelConfig,
+    device: &Device,
+    batch_tokens: usize,
+    steps: usize,
+) -> Result<BenchReport> {
+    // Plain matmul throughput.
+    let n = 1024;
+    let a = Tensor::<2>::random(
+        [n, n],
+        transduce::burn::tensor::Distribution::Default,
+        device,
+    );
+    let b = Tensor::<2>::random(
+        [n, n],
+        transduce::burn::tensor::Distribution::Default,
+        device,
+    );
+    a.clone().matmul(b.clone()).into_data();
+    let reps = 5;
+    let start = Instant::now();
+    for _ in 0..reps {
+        a.clone().matmul(b.clone()).into_data();
+    }
+    let matmul_gflops =
+        2.0 * (n as f64).powi(3) * reps as f64 / start.elapsed().as_secs_f64() / 1e9;
+
+    // Training: fixed batches of 25-token sentences.
+    let len = 25;
+    let rows = (batch_tokens / (len + 1)).max(1);
+    let pairs = synthetic(rows, len, config.vocab_size, 1);
+    let batch: Vec<usize> = (0..rows).collect();
+    let ad = device.clone().autodiff();
+    ad.seed(1);
+    let mut model = Transformer::new(config, &ad)?;
+    let mut optim = AdamConfig::new()
+        .with_beta_1(0.9)
+        .with_beta_2(0.98)
+        .with_epsilon(1e-9)
+        .init();
+    let mut step = |model: Transformer| -> Result<Transformer> {
+        let (src, tgt_in, tgt_out) = batch_tensors(&pairs, &batch, &ad)?;
+        let logits = model.forward(src, tgt_in);
+        let l = loss::label_smoothed(logits, tgt_out, config.label_smoothing).smoothed;
+        let grads = GradientsParams::from_grads(l.backward(), &model);
+        let model = optim.step(1e-4, model, grads);
+        ad.sync().ok();
+        Ok(model)
+    };
+    model = step(model)?; // warm-up
+    let start = Instant::now();
+    for _ in 0..steps.max(1) {
+        model = step(model)?;
+    }
+    let secs = start.elapsed().as_secs_f64();
+    let tokens = rows * (len + 1) * steps.max(1);
+    let train_tokens_per_sec = tokens as f64 / secs;
+    let train_gflops = train_flops(config, tokens) / secs / 1e9;
+
+    // Decoding: beam 4 over 16 sentences of 20 tokens, 20 output tokens each.
+    let eval = Transformer::new(config, device)?;
+    let sources: Vec<Vec<u32>> = synthetic(16, 20, config.vocab_size, 2).src;
+    let options = DecodeOptions {
+        beam: 4,
+        alpha: 0.6,
+        max_extra: 0,
+    };
+    beam_search(&eval, &sources[..2], &options, None)?;
+    let start = Instant::now();
+    beam_search(&eval, &sources, &options, None)?;
+    let decode_sentences_per_sec = sources.len() as f64 / start.elapsed().as_secs_f64();
+    Ok(BenchReport {
+        matmul_gflops,
+        train_tokens_per_sec,
+        train_gflops,
+        decode_sentences_per_sec,
+    })
+}

@@ -1,0 +1,5 @@
+//! Data: corpora → tokens → cached ids → batches.
+
+pub mod batch;
+pub mod cache;
+pub mod corpus;

@@ -1,0 +1,45 @@
+//! Errors of the command-line tool: every one says what went wrong and where.
+
+use std::path::{Path, PathBuf};
+
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum CliError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}, line {line}: invalid UTF-8 ({detail})")]
+    Utf8 {
+        path: PathBuf,
+        line: usize,
+        detail: String,
+    },
+    #[error("{path}: the file is empty")]
+    EmptyFile { path: PathBuf },
+    #[error("line counts differ: {src_path} has {src_lines} lines but {tgt_path} has {tgt_lines}")]
+    LineCount {
+        src_path: PathBuf,
+        src_lines: usize,
+        tgt_path: PathBuf,
+        tgt_lines: usize,
+    },
+    #[error("{path}: {message}")]
+    Format { path: PathBuf, message: String },
+    #[error(transparent)]
+    Model(#[from] transduce::Error),
+    #[error("{0}")]
+    Usage(String),
+}
+
+pub type Result<T> = std::result::Result<T, CliError>;
+
+/// Attaches a path to an I/O error.
+pub fn io(path: &Path) -> impl FnOnce(std::io::Error) -> CliError + '_ {
+    move |source| CliError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}

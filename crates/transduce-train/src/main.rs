@@ -1,0 +1,643 @@
+//! `transduce`: prepare data, train the Transformer (§5), average checkpoints, translate,
+//! evaluate and export bundles for the browser.
+
+mod average;
+mod backend;
+mod bench;
+mod data;
+mod error;
+mod fsutil;
+mod prepare;
+mod source;
+mod train;
+mod translate;
+
+use std::io::{BufRead, Write};
+use std::path::{Path, PathBuf};
+
+use clap::{Args, Parser, Subcommand};
+use transduce::bundle::{CONFIG_FILE, TOKENIZER_FILE, WEIGHTS_FILE, WeightDtype};
+use transduce::decode::DecodeOptions;
+use transduce::{ModelConfig, Task};
+
+use backend::Backend;
+use error::{CliError, Result, io};
+
+#[derive(Parser)]
+#[command(
+    name = "transduce",
+    version,
+    about = "Train and run the Transformer of \"Attention Is All You Need\""
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Learn a shared BPE vocabulary and write token-id caches for training.
+    Prepare(PrepareCmd),
+    /// Train a model (§5): Adam + warm-up schedule, dropout, label smoothing, checkpoints.
+    Train(TrainCmd),
+    /// Average the last N checkpoints of a run (§6.1).
+    Average(AverageCmd),
+    /// Translate text with a bundle or a training run (beam search, §6.1).
+    Translate(TranslateCmd),
+    /// Evaluate: sacreBLEU-identical BLEU, EVALB-identical bracket F1, perplexity.
+    Eval {
+        #[command(subcommand)]
+        metric: EvalCmd,
+    },
+    /// Write a bundle (config.json, tokenizer.json, model.safetensors) for the browser.
+    Export(ExportCmd),
+    /// Measure training and decoding speed on a synthetic workload.
+    Bench(BenchCmd),
+    /// Print Table 3's parameter counts, computed, next to the paper's.
+    Table3,
+}
+
+#[derive(Args)]
+struct PrepareCmd {
+    /// Source side of the training corpus (one sentence a line, .gz accepted).
+    #[arg(long)]
+    src: PathBuf,
+    /// Target side of the training corpus.
+    #[arg(long)]
+    tgt: PathBuf,
+    /// Source side of the validation corpus.
+    #[arg(long, requires = "valid_tgt")]
+    valid_src: Option<PathBuf>,
+    /// Target side of the validation corpus.
+    #[arg(long, requires = "valid_src")]
+    valid_tgt: Option<PathBuf>,
+    /// Size of the shared BPE vocabulary (§5.1: about 37,000 for WMT14 en–de).
+    #[arg(long, default_value_t = 37_000)]
+    vocab_size: usize,
+    /// Pairs with a side longer than this many tokens are dropped (and counted).
+    #[arg(long, default_value_t = 256)]
+    max_len: usize,
+    /// Output folder.
+    #[arg(long)]
+    out: PathBuf,
+}
+
+#[derive(Args)]
+struct TrainCmd {
+    /// Prepared data folder (from `transduce prepare`).
+    #[arg(long)]
+    data: Option<PathBuf>,
+    /// Run folder: checkpoints, metrics.jsonl, run.json.
+    #[arg(long)]
+    out: PathBuf,
+    /// Model preset: base, big, parsing, tiny, mini, small, or a Table 3 row (A1 … E).
+    #[arg(long, default_value = "base")]
+    preset: String,
+    /// Model config as JSON (overrides --preset).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Continue the run in --out from its newest checkpoint.
+    #[arg(long)]
+    resume: bool,
+    #[arg(long, value_enum, default_value = "cpu")]
+    backend: Backend,
+    /// Source/target tokens per batch, padding included (§5.1: 25,000).
+    #[arg(long, default_value_t = 25_000)]
+    max_tokens: usize,
+    /// Batches accumulated per optimizer step.
+    #[arg(long, default_value_t = 1)]
+    accum: usize,
+    /// Warm-up steps of the learning-rate schedule (§5.3).
+    #[arg(long, default_value_t = 4000)]
+    warmup: u64,
+    /// Factor on the §5.3 learning rate.
+    #[arg(long, default_value_t = 1.0)]
+    lr_factor: f64,
+    /// Residual/embedding dropout P_drop (default: the preset's).
+    #[arg(long)]
+    dropout: Option<f64>,
+    /// Label smoothing ε_ls (default: the preset's).
+    #[arg(long)]
+    label_smoothing: Option<f64>,
+    #[arg(long)]
+    max_steps: Option<u64>,
+    #[arg(long)]
+    max_epochs: Option<u64>,
+    /// Stop after this many minutes of training (across resumes).
+    #[arg(long)]
+    max_minutes: Option<f64>,
+    /// Checkpoint interval in minutes (§5.2 used 10).
+    #[arg(long, default_value_t = 10.0)]
+    checkpoint_minutes: f64,
+    /// Checkpoint interval in steps (in addition to minutes).
+    #[arg(long)]
+    checkpoint_steps: Option<u64>,
+    /// Checkpoints kept.
+    #[arg(long, default_value_t = 20)]
+    keep: usize,
+    /// Validate every N steps (0: at checkpoints).
+    #[arg(long, default_value_t = 0)]
+    valid_every: u64,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// No progress bar.
+    #[arg(long)]
+    quiet: bool,
+}
+
+#[derive(Args)]
+struct AverageCmd {
+    /// Run folder.
+    #[arg(long)]
+    run: PathBuf,
+    /// How many of the newest checkpoints.
+    #[arg(long, default_value_t = 5)]
+    last: usize,
+    /// Output file (default: RUN/averaged-last-N.safetensors).
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+#[derive(Args)]
+struct ModelArgs {
+    /// A bundle folder, or a training run folder.
+    #[arg(long)]
+    model: PathBuf,
+    /// With a run folder: a checkpoint folder or a .safetensors file (default: newest).
+    #[arg(long)]
+    checkpoint: Option<PathBuf>,
+    #[arg(long, value_enum, default_value = "cpu")]
+    backend: Backend,
+}
+
+#[derive(Args)]
+struct TranslateCmd {
+    #[command(flatten)]
+    model: ModelArgs,
+    /// Input file (default: standard input).
+    #[arg(long)]
+    input: Option<PathBuf>,
+    /// Output file (default: standard output).
+    #[arg(long)]
+    output: Option<PathBuf>,
+    /// Beam size (1 = greedy).
+    #[arg(long, default_value_t = 4)]
+    beam: usize,
+    /// Length penalty α.
+    #[arg(long, default_value_t = 0.6)]
+    alpha: f64,
+    /// Output may be this many tokens longer than the input.
+    #[arg(long, default_value_t = 50)]
+    max_extra: usize,
+    /// Sentences decoded together.
+    #[arg(long, default_value_t = 32)]
+    batch_size: usize,
+    #[arg(long)]
+    quiet: bool,
+}
+
+#[derive(Subcommand)]
+enum EvalCmd {
+    /// BLEU exactly as sacreBLEU 2.6 computes it, with its signature.
+    Bleu {
+        /// System output, one sentence a line.
+        #[arg(long)]
+        hyp: PathBuf,
+        /// Reference translations (repeat for several references).
+        #[arg(long = "ref", required = true)]
+        refs: Vec<PathBuf>,
+        /// 13a (sacreBLEU's default), intl, or none.
+        #[arg(long, default_value = "13a")]
+        tokenize: String,
+        /// Case-insensitive BLEU.
+        #[arg(long)]
+        lowercase: bool,
+        /// exp (default), floor, add-k, or none.
+        #[arg(long, default_value = "exp")]
+        smooth_method: String,
+        /// Value for floor / add-k smoothing.
+        #[arg(long)]
+        smooth_value: Option<f64>,
+        /// Sentence-level BLEU (effective order), one score per line.
+        #[arg(long)]
+        sentence: bool,
+    },
+    /// Bracket scores exactly as EVALB with COLLINS.prm prints them.
+    F1 {
+        /// Gold trees, one per line.
+        #[arg(long)]
+        gold: PathBuf,
+        /// Parser output, one per line.
+        #[arg(long)]
+        test: PathBuf,
+    },
+    /// Perplexity per target wordpiece of a model on a parallel corpus.
+    Ppl {
+        #[command(flatten)]
+        model: ModelArgs,
+        #[arg(long)]
+        src: PathBuf,
+        #[arg(long)]
+        tgt: PathBuf,
+    },
+}
+
+#[derive(Args)]
+struct ExportCmd {
+    #[command(flatten)]
+    model: ModelArgs,
+    /// Output bundle folder.
+    #[arg(long)]
+    out: PathBuf,
+    /// Store weights in half precision (half the size).
+    #[arg(long)]
+    f16: bool,
+    /// Source language code (translation).
+    #[arg(long, default_value = "en")]
+    source: String,
+    /// Target language code (translation).
+    #[arg(long, default_value = "de")]
+    target: String,
+    /// A metric to record in config.json, as key=value (repeatable).
+    #[arg(long = "metric")]
+    metrics: Vec<String>,
+    /// A command to record in the provenance (repeatable).
+    #[arg(long = "command")]
+    commands: Vec<String>,
+}
+
+#[derive(Args)]
+struct BenchCmd {
+    #[arg(long, default_value = "small")]
+    preset: String,
+    #[arg(long, value_enum, default_value = "cpu")]
+    backend: Backend,
+    /// Tokens per training batch.
+    #[arg(long, default_value_t = 4096)]
+    batch_tokens: usize,
+    /// Timed training steps.
+    #[arg(long, default_value_t = 5)]
+    steps: usize,
+}
+
+fn main() {
+    let cli = Cli::parse();
+    if let Err(e) = run(cli) {
+        eprintln!("error: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn read_input(path: Option<&Path>) -> Result<Vec<String>> {
+    match path {
+        Some(p) => {
+            let bytes = data::corpus::read_bytes(p)?;
+            if bytes.is_empty() {
+                return Ok(Vec::new());
+            }
+            data::corpus::read_lines(p)
+        }
+        None => {
+            let stdin = std::io::stdin();
+            let mut lines = Vec::new();
+            for (i, line) in stdin.lock().split(b'\n').enumerate() {
+                let line = line.map_err(io(Path::new("<stdin>")))?;
+                let line = line.strip_suffix(b"\r").unwrap_or(&line).to_vec();
+                lines.push(String::from_utf8(line).map_err(|e| CliError::Utf8 {
+                    path: PathBuf::from("<stdin>"),
+                    line: i + 1,
+                    detail: e.utf8_error().to_string(),
+                })?);
+            }
+            Ok(lines)
+        }
+    }
+}
+
+fn eval_bleu(
+    hyp: &Path,
+    refs: &[PathBuf],
+    tokenize: &str,
+    lowercase: bool,
+    smooth_method: &str,
+    smooth_value: Option<f64>,
+    sentence: bool,
+) -> Result<()> {
+    use transduce_metrics::bleu;
+    let usage = |e: bleu::BleuError| CliError::Usage(e.to_string());
+    let options = bleu::BleuOptions {
+        lowercase,
+        tokenize: tokenize.parse().map_err(usage)?,
+        smooth_method: smooth_method.parse().map_err(usage)?,
+        smooth_value,
+        effective_order: None,
+    };
+    let hyps = read_input(Some(hyp))?;
+    let streams: Vec<Vec<String>> = refs
+        .iter()
+        .map(|r| read_input(Some(r)))
+        .collect::<Result<_>>()?;
+    for (r, stream) in refs.iter().zip(&streams) {
+        if stream.len() != hyps.len() {
+            return Err(CliError::LineCount {
+                src_path: hyp.to_path_buf(),
+                src_lines: hyps.len(),
+                tgt_path: r.clone(),
+                tgt_lines: stream.len(),
+            });
+        }
+    }
+    if sentence {
+        for (i, h) in hyps.iter().enumerate() {
+            let sentence_refs: Vec<&str> = streams.iter().map(|s| s[i].as_str()).collect();
+            let score = bleu::sentence_bleu(h, &sentence_refs, &options).map_err(usage)?;
+            println!("{}", score.format_with_signature());
+        }
+    } else {
+        let score = bleu::corpus_bleu_streams(&hyps, &streams, &options).map_err(usage)?;
+        println!("{}", score.format_with_signature());
+    }
+    Ok(())
+}
+
+fn model_config(cmd: &TrainCmd, vocab: usize) -> Result<ModelConfig> {
+    let mut config = match &cmd.config {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).map_err(io(path))?;
+            serde_json::from_str(&text).map_err(|e| CliError::Format {
+                path: path.clone(),
+                message: format!("line {} column {}: {e}", e.line(), e.column()),
+            })?
+        }
+        None => ModelConfig::preset(&cmd.preset)?,
+    };
+    config.vocab_size = vocab;
+    if let Some(p) = cmd.dropout {
+        config.dropout = p;
+    }
+    if let Some(e) = cmd.label_smoothing {
+        config.label_smoothing = e;
+    }
+    config.validate()?;
+    Ok(config)
+}
+
+fn run(cli: Cli) -> Result<()> {
+    match cli.command {
+        Command::Prepare(cmd) => {
+            prepare::prepare(prepare::PrepareArgs {
+                src: &cmd.src,
+                tgt: &cmd.tgt,
+                valid_src: cmd.valid_src.as_deref(),
+                valid_tgt: cmd.valid_tgt.as_deref(),
+                vocab_size: cmd.vocab_size,
+                max_len: cmd.max_len,
+                out: &cmd.out,
+            })?;
+        }
+        Command::Train(cmd) => {
+            let device = cmd.backend.device()?;
+            eprintln!("device: {device:?}");
+            let (data_dir, run_config) = if cmd.resume {
+                let run = train::RunConfig::read(&cmd.out)?;
+                (run.data.clone(), Some(run))
+            } else {
+                let data = cmd
+                    .data
+                    .clone()
+                    .ok_or_else(|| CliError::Usage("--data is required for a new run".into()))?;
+                (data, None)
+            };
+            let prepared = prepare::Prepared::load(&data_dir)?;
+            let config = match run_config {
+                Some(run) => run,
+                None => train::RunConfig {
+                    model: model_config(&cmd, prepared.tokenizer.vocab_size())?,
+                    options: train::TrainOptions {
+                        max_tokens: cmd.max_tokens,
+                        accum: cmd.accum,
+                        warmup: cmd.warmup,
+                        lr_factor: cmd.lr_factor,
+                        max_steps: cmd.max_steps,
+                        max_epochs: cmd.max_epochs,
+                        max_minutes: cmd.max_minutes,
+                        checkpoint_minutes: Some(cmd.checkpoint_minutes),
+                        checkpoint_steps: cmd.checkpoint_steps,
+                        keep: cmd.keep,
+                        valid_every: cmd.valid_every,
+                        seed: cmd.seed,
+                    },
+                    data: data_dir.clone(),
+                },
+            };
+            let mut config = config;
+            if cmd.resume {
+                // Stop conditions may be extended when resuming.
+                config.options.max_steps = cmd.max_steps.or(config.options.max_steps);
+                config.options.max_epochs = cmd.max_epochs.or(config.options.max_epochs);
+                config.options.max_minutes = cmd.max_minutes.or(config.options.max_minutes);
+            }
+            std::fs::create_dir_all(&cmd.out).map_err(io(&cmd.out))?;
+            fsutil::write_atomic(
+                &cmd.out.join(TOKENIZER_FILE),
+                prepared.tokenizer.to_json()?.as_bytes(),
+            )?;
+            eprintln!(
+                "model: {} parameters; {} training pairs",
+                config.model.num_params(),
+                prepared.train.len()
+            );
+            let summary = train::Trainer {
+                run_dir: &cmd.out,
+                config,
+                train: &prepared.train,
+                valid: prepared.valid.as_ref(),
+                device,
+                resume: cmd.resume,
+                progress: !cmd.quiet,
+            }
+            .run()?;
+            eprintln!(
+                "stopped at step {} (epoch {}, {:.0} s); checkpoint {}{}",
+                summary.state.step,
+                summary.state.epoch,
+                summary.state.elapsed_secs,
+                summary
+                    .last_checkpoint
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_default(),
+                summary
+                    .valid_nll
+                    .map(|n| format!("; validation perplexity {:.3}", n.exp()))
+                    .unwrap_or_default()
+            );
+        }
+        Command::Average(cmd) => {
+            let out = cmd.out.unwrap_or_else(|| {
+                cmd.run
+                    .join(format!("averaged-last-{}.safetensors", cmd.last))
+            });
+            let steps = average::average(&cmd.run, cmd.last, &out)?;
+            eprintln!("averaged steps {steps:?} into {}", out.display());
+        }
+        Command::Translate(cmd) => {
+            let device = cmd.model.backend.device()?;
+            let task = Task::Translate {
+                source: String::new(),
+                target: String::new(),
+            };
+            let bundle = source::load(
+                &cmd.model.model,
+                cmd.model.checkpoint.as_deref(),
+                task,
+                &device,
+            )?;
+            let lines = read_input(cmd.input.as_deref())?;
+            let options = DecodeOptions {
+                beam: cmd.beam,
+                alpha: cmd.alpha,
+                max_extra: cmd.max_extra,
+            };
+            let out =
+                translate::translate_lines(&bundle, &lines, &options, cmd.batch_size, !cmd.quiet)?;
+            let mut text = out.join("\n");
+            if !out.is_empty() {
+                text.push('\n');
+            }
+            match cmd.output {
+                Some(p) => std::fs::write(&p, text).map_err(io(&p))?,
+                None => std::io::stdout()
+                    .write_all(text.as_bytes())
+                    .map_err(io(Path::new("<stdout>")))?,
+            }
+        }
+        Command::Eval { metric } => match metric {
+            EvalCmd::Bleu {
+                hyp,
+                refs,
+                tokenize,
+                lowercase,
+                smooth_method,
+                smooth_value,
+                sentence,
+            } => eval_bleu(
+                &hyp,
+                &refs,
+                &tokenize,
+                lowercase,
+                &smooth_method,
+                smooth_value,
+                sentence,
+            )?,
+            EvalCmd::F1 { gold, test } => {
+                use transduce_metrics::evalb;
+                let gold_text =
+                    String::from_utf8_lossy(&data::corpus::read_bytes(&gold)?).to_string();
+                let test_text =
+                    String::from_utf8_lossy(&data::corpus::read_bytes(&test)?).to_string();
+                let report =
+                    evalb::evaluate_text(&gold_text, &test_text, &evalb::EvalbParams::collins())
+                        .map_err(|e| {
+                            CliError::Usage(format!(
+                                "{} vs {}: {e}",
+                                gold.display(),
+                                test.display()
+                            ))
+                        })?;
+                for line in report.stderr_lines() {
+                    eprintln!("{line}");
+                }
+                print!("{report}");
+            }
+            EvalCmd::Ppl { model, src, tgt } => {
+                let device = model.backend.device()?;
+                let task = Task::Translate {
+                    source: String::new(),
+                    target: String::new(),
+                };
+                let bundle =
+                    source::load(&model.model, model.checkpoint.as_deref(), task, &device)?;
+                let pairs = data::corpus::read_parallel(&src, &tgt)?;
+                let mut ids = data::cache::Pairs::default();
+                for (s, t) in &pairs {
+                    let (s, t) = (bundle.tokenizer.encode(s)?, bundle.tokenizer.encode(t)?);
+                    if !s.is_empty() && !t.is_empty() {
+                        ids.push(s, t);
+                    }
+                }
+                let nll = train::evaluate_nll(&bundle.model, &ids, 4096)?;
+                println!(
+                    "perplexity {:.3} (loss {nll:.4} nats per target wordpiece, {} pairs)",
+                    nll.exp(),
+                    ids.len()
+                );
+            }
+        },
+        Command::Export(cmd) => {
+            let device = cmd.model.backend.device()?;
+            let task = Task::Translate {
+                source: cmd.source.clone(),
+                target: cmd.target.clone(),
+            };
+            let mut bundle = source::load(
+                &cmd.model.model,
+                cmd.model.checkpoint.as_deref(),
+                task,
+                &device,
+            )?;
+            for m in &cmd.metrics {
+                let (k, v) = m
+                    .split_once('=')
+                    .ok_or_else(|| CliError::Usage(format!("--metric {m}: expected key=value")))?;
+                let value = v
+                    .parse::<f64>()
+                    .map(serde_json::Value::from)
+                    .unwrap_or_else(|_| serde_json::Value::from(v));
+                bundle.config.metrics.insert(k.to_string(), value);
+            }
+            bundle
+                .config
+                .provenance
+                .commands
+                .extend(cmd.commands.iter().cloned());
+            let dtype = if cmd.f16 {
+                WeightDtype::F16
+            } else {
+                WeightDtype::F32
+            };
+            let files = bundle.to_bytes(dtype)?;
+            std::fs::create_dir_all(&cmd.out).map_err(io(&cmd.out))?;
+            fsutil::write_atomic(&cmd.out.join(CONFIG_FILE), &files.config)?;
+            fsutil::write_atomic(&cmd.out.join(TOKENIZER_FILE), &files.tokenizer)?;
+            fsutil::write_atomic(&cmd.out.join(WEIGHTS_FILE), &files.weights)?;
+            eprintln!(
+                "wrote {} ({:.1} MB of weights)",
+                cmd.out.display(),
+                files.weights.len() as f64 / 1e6
+            );
+        }
+        Command::Bench(cmd) => {
+            let device = cmd.backend.device()?;
+            let config = ModelConfig::preset(&cmd.preset)?;
+            eprintln!(
+                "device: {device:?}; preset {} ({} parameters)",
+                cmd.preset,
+                config.num_params()
+            );
+            let r = bench::run(&config, &device, cmd.batch_tokens, cmd.steps)?;
+            println!("matmul 1024×1024:   {:>10.1} GFLOP/s", r.matmul_gflops);
+            println!(
+                "training:           {:>10.0} tokens/s ({:.1} GFLOP/s, {:.0}% of matmul)",
+                r.train_tokens_per_sec,
+                r.train_gflops,
+                100.0 * r.train_gflops / r.matmul_gflops
+            );
+            println!(
+                "decoding (beam 4):  {:>10.2} sentences/s",
+                r.decode_sentences_per_sec
+            );
+        }
+        Command::Table3 => print!("{}", transduce::config::table3_report()),
+    }
+    Ok(())
+}

@@ -1,0 +1,98 @@
+//! Finding a model to run: a bundle folder (`config.json`), or a run folder (`run.json`)
+//! with its newest checkpoint, a chosen checkpoint, or averaged weights.
+
+use std::path::{Path, PathBuf};
+
+use transduce::bundle::{
+    BUNDLE_FORMAT, BundleConfig, BundleFiles, CONFIG_FILE, Provenance, TOKENIZER_FILE,
+    WEIGHTS_FILE, load_weights,
+};
+use transduce::burn::prelude::*;
+use transduce::decode::DecodeOptions;
+use transduce::{Bundle, Task, Tokenizer};
+
+use crate::error::{CliError, Result, io};
+use crate::train::{RUN_FILE, RunConfig, checkpoint};
+
+fn read(path: &Path) -> Result<Vec<u8>> {
+    std::fs::read(path).map_err(io(path))
+}
+
+/// The weights file a run folder and an optional `--checkpoint` point at.
+pub fn weights_path(run_dir: &Path, checkpoint_arg: Option<&Path>) -> Result<PathBuf> {
+    match checkpoint_arg {
+        Some(p) if p.is_dir() => Ok(p.join(checkpoint::MODEL_FILE)),
+        Some(p) => Ok(p.to_path_buf()),
+        None => checkpoint::list(run_dir)?
+            .pop()
+            .map(|(_, dir)| dir.join(checkpoint::MODEL_FILE))
+            .ok_or_else(|| {
+                CliError::Usage(format!("{} has no checkpoints yet", run_dir.display()))
+            }),
+    }
+}
+
+/// Loads a bundle folder, or builds a bundle in memory from a run folder.
+pub fn load(
+    path: &Path,
+    checkpoint_arg: Option<&Path>,
+    task: Task,
+    device: &Device,
+) -> Result<Bundle> {
+    if path.join(CONFIG_FILE).exists() {
+        let files = BundleFiles {
+            config: read(&path.join(CONFIG_FILE))?,
+            tokenizer: read(&path.join(TOKENIZER_FILE))?,
+            weights: read(&path.join(WEIGHTS_FILE))?,
+        };
+        return Bundle::from_bytes(&files, device).map_err(|e| CliError::Format {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        });
+    }
+    if !path.join(RUN_FILE).exists() {
+        return Err(CliError::Usage(format!(
+            "{}: neither a bundle (no {CONFIG_FILE}) nor a training run (no {RUN_FILE})",
+            path.display()
+        )));
+    }
+    let run = RunConfig::read(path)?;
+    let tokenizer_path = path.join(TOKENIZER_FILE);
+    let tokenizer =
+        Tokenizer::from_bytes(&read(&tokenizer_path)?).map_err(|e| CliError::Format {
+            path: tokenizer_path,
+            message: e.to_string(),
+        })?;
+    let weights = weights_path(path, checkpoint_arg)?;
+    let model =
+        load_weights(&run.model, &read(&weights)?, device).map_err(|e| CliError::Format {
+            path: weights.clone(),
+            message: e.to_string(),
+        })?;
+    let decoding = match task {
+        Task::Parse => DecodeOptions {
+            beam: 21,
+            alpha: 0.3,
+            max_extra: 300,
+        },
+        Task::Translate { .. } => DecodeOptions::default(),
+    };
+    Ok(Bundle {
+        config: BundleConfig {
+            format: BUNDLE_FORMAT,
+            task,
+            model: run.model,
+            decoding,
+            provenance: Provenance {
+                created_by: format!("transduce {}", env!("CARGO_PKG_VERSION")),
+                data: vec![run.data.display().to_string()],
+                notes: format!("weights: {}", weights.display()),
+                ..Default::default()
+            },
+            metrics: Default::default(),
+            sha256: Default::default(),
+        },
+        tokenizer,
+        model,
+    })
+}

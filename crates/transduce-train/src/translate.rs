@@ -1,0 +1,66 @@
+//! `transduce translate`: batched beam search over lines of text.
+
+use indicatif::{ProgressBar, ProgressStyle};
+use transduce::Bundle;
+use transduce::decode::{DecodeOptions, beam_search, greedy};
+
+use crate::error::Result;
+
+/// Translates every line; empty lines stay empty. Lines are sorted by length into batches
+/// of `batch_size` so padding stays small, and written back in input order.
+pub fn translate_lines(
+    bundle: &Bundle,
+    lines: &[String],
+    options: &DecodeOptions,
+    batch_size: usize,
+    progress: bool,
+) -> Result<Vec<String>> {
+    let encoded: Vec<Vec<u32>> = lines
+        .iter()
+        .map(|l| bundle.tokenizer.encode(l.trim()))
+        .collect::<transduce::Result<_>>()?;
+    let mut order: Vec<usize> = (0..lines.len())
+        .filter(|&i| !encoded[i].is_empty())
+        .collect();
+    order.sort_by_key(|&i| (encoded[i].len(), i));
+    let bar = if progress {
+        let bar = ProgressBar::new(lines.len() as u64);
+        bar.set_style(
+            ProgressStyle::with_template(
+                "{elapsed_precise} [{bar:30}] {pos}/{len} sentences, eta {eta}",
+            )
+            .expect("valid template")
+            .progress_chars("=> "),
+        );
+        bar
+    } else {
+        ProgressBar::hidden()
+    };
+    bar.inc((lines.len() - order.len()) as u64);
+    let mut out = vec![String::new(); lines.len()];
+    for chunk in order.chunks(batch_size.max(1)) {
+        let sources: Vec<Vec<u32>> = chunk.iter().map(|&i| encoded[i].clone()).collect();
+        let best: Vec<Vec<u32>> = if options.beam <= 1 {
+            greedy(&bundle.model, &sources, options, None)?
+                .into_iter()
+                .map(|h| h.tokens)
+                .collect()
+        } else {
+            beam_search(&bundle.model, &sources, options, None)?
+                .into_iter()
+                .map(|hyps| {
+                    hyps.into_iter()
+                        .next()
+                        .map(|h| h.tokens)
+                        .unwrap_or_default()
+                })
+                .collect()
+        };
+        for (&i, tokens) in chunk.iter().zip(best) {
+            out[i] = bundle.tokenizer.decode(&tokens)?;
+        }
+        bar.inc(chunk.len() as u64);
+    }
+    bar.finish_and_clear();
+    Ok(out)
+}

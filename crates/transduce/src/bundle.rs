@@ -1,0 +1,435 @@
+//! The model bundle: `config.json` + `tokenizer.json` + `model.safetensors`.
+//!
+//! Loaded from bytes, so the native CLI and the browser share this one loader. Tensor names
+//! follow the module tree (`encoder.layers.0.self_attn.q.weight`); linear weights are stored
+//! `[out, in]` and LayerNorm parameters as `weight`/`bias`, the layout other toolkits use.
+
+use std::collections::{BTreeMap, HashMap};
+
+use burn::module::{Module, ModuleMapper, ModuleVisitor, Param};
+use burn::prelude::*;
+use burn::tensor::TensorData;
+use safetensors::{Dtype, SafeTensors, tensor::TensorView};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::config::ModelConfig;
+use crate::decode::DecodeOptions;
+use crate::error::{Error, Result};
+use crate::model::Transformer;
+use crate::tokenizer::Tokenizer;
+
+/// Version of the bundle layout this crate writes and reads.
+pub const BUNDLE_FORMAT: u32 = 1;
+/// File names inside a bundle.
+pub const CONFIG_FILE: &str = "config.json";
+pub const TOKENIZER_FILE: &str = "tokenizer.json";
+pub const WEIGHTS_FILE: &str = "model.safetensors";
+
+/// What a bundle's model does.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum Task {
+    /// Translation from `source` to `target` language (ISO 639-1 codes).
+    Translate { source: String, target: String },
+    /// English constituency parsing (§6.3): words in, linearized tree out.
+    Parse,
+}
+
+/// Where a model came from.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Provenance {
+    /// Program and version that produced the weights.
+    pub created_by: String,
+    /// Training data, as paths or names.
+    pub data: Vec<String>,
+    /// Commands that reproduce the bundle.
+    pub commands: Vec<String>,
+    /// Optimizer steps.
+    pub steps: u64,
+    /// Wall-clock training time in seconds.
+    pub training_seconds: f64,
+    /// Free-form notes (hardware, averaging, ...).
+    pub notes: String,
+}
+
+/// Contents of `config.json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BundleConfig {
+    pub format: u32,
+    pub task: Task,
+    pub model: ModelConfig,
+    /// Decoding defaults for this task.
+    #[serde(default)]
+    pub decoding: DecodeOptions,
+    #[serde(default)]
+    pub provenance: Provenance,
+    /// Measured scores, e.g. `{"bleu_test2016": 35.1, "bleu_signature": "nrefs:1|..."}`.
+    #[serde(default)]
+    pub metrics: BTreeMap<String, serde_json::Value>,
+    /// sha256 (hex) of the other two files, checked on load.
+    #[serde(default)]
+    pub sha256: BTreeMap<String, String>,
+}
+
+impl BundleConfig {
+    /// Parses `config.json`; a syntax or schema error names its line and column.
+    pub fn from_json(bytes: &[u8]) -> Result<Self> {
+        let config: BundleConfig =
+            serde_json::from_slice(bytes).map_err(|e| Error::ConfigSyntax {
+                line: e.line(),
+                column: e.column(),
+                message: e.to_string(),
+            })?;
+        if config.format != BUNDLE_FORMAT {
+            return Err(Error::invalid(
+                "format",
+                format!(
+                    "bundle format {} is not supported (this build reads {BUNDLE_FORMAT})",
+                    config.format
+                ),
+            ));
+        }
+        config.model.validate()?;
+        Ok(config)
+    }
+
+    /// Serializes as pretty JSON.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("bundle config serializes")
+    }
+}
+
+/// A loaded bundle: configuration, tokenizer and model on a device.
+pub struct Bundle {
+    pub config: BundleConfig,
+    pub tokenizer: Tokenizer,
+    pub model: Transformer,
+}
+
+/// The three files of a bundle, in memory.
+#[derive(Clone, Debug)]
+pub struct BundleFiles {
+    pub config: Vec<u8>,
+    pub tokenizer: Vec<u8>,
+    pub weights: Vec<u8>,
+}
+
+/// Storage precision of `model.safetensors`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WeightDtype {
+    F32,
+    /// Half precision: half the size; weights are widened back to f32 on load.
+    F16,
+}
+
+/// Lowercase hex sha256.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+impl Bundle {
+    /// Loads a bundle from its three files' bytes onto `device`.
+    pub fn from_bytes(files: &BundleFiles, device: &Device) -> Result<Bundle> {
+        let config = BundleConfig::from_json(&files.config)?;
+        for (name, bytes) in [
+            (TOKENIZER_FILE, &files.tokenizer),
+            (WEIGHTS_FILE, &files.weights),
+        ] {
+            if let Some(expected) = config.sha256.get(name) {
+                let found = sha256_hex(bytes);
+                if !found.eq_ignore_ascii_case(expected) {
+                    return Err(Error::Checksum {
+                        file: name.to_string(),
+                        expected: expected.clone(),
+                        found,
+                    });
+                }
+            }
+        }
+        let tokenizer = Tokenizer::from_bytes(&files.tokenizer)?;
+        if tokenizer.vocab_size() > config.model.vocab_size {
+            return Err(Error::invalid(
+                "model.vocab_size",
+                format!(
+                    "{} is smaller than the tokenizer's {} tokens",
+                    config.model.vocab_size,
+                    tokenizer.vocab_size()
+                ),
+            ));
+        }
+        let model = load_weights(&config.model, &files.weights, device)?;
+        Ok(Bundle {
+            config,
+            tokenizer,
+            model,
+        })
+    }
+
+    /// Writes the bundle's three files. `config.sha256` is filled in here.
+    pub fn to_bytes(&self, dtype: WeightDtype) -> Result<BundleFiles> {
+        let weights = save_weights(&self.model, dtype)?;
+        let tokenizer = self.tokenizer.to_json()?.into_bytes();
+        let mut config = self.config.clone();
+        config.model = self.model.config().clone();
+        config.sha256 = BTreeMap::from([
+            (TOKENIZER_FILE.to_string(), sha256_hex(&tokenizer)),
+            (WEIGHTS_FILE.to_string(), sha256_hex(&weights)),
+        ]);
+        Ok(BundleFiles {
+            config: config.to_json().into_bytes(),
+            tokenizer,
+            weights,
+        })
+    }
+}
+
+/// Walks the module tree keeping the dotted path and the enclosing struct.
+#[derive(Default)]
+struct Path {
+    names: Vec<String>,
+    containers: Vec<String>,
+}
+
+impl Path {
+    fn enter(&mut self, name: &str, container: &str) {
+        self.names.push(name.to_string());
+        self.containers.push(container.to_string());
+    }
+
+    fn exit(&mut self) {
+        self.names.pop();
+        self.containers.pop();
+    }
+
+    /// The stored name, and whether the tensor is a linear weight (stored transposed).
+    fn stored(&self) -> (String, bool) {
+        let mut names = self.names.clone();
+        let container = self.containers.last().map(String::as_str).unwrap_or("");
+        let last = names.last_mut();
+        let mut linear = false;
+        if let Some(last) = last {
+            match (container, last.as_str()) {
+                ("Struct:LayerNorm", "gamma") => *last = "weight".into(),
+                ("Struct:LayerNorm", "beta") => *last = "bias".into(),
+                ("Struct:Linear", "weight") => linear = true,
+                _ => {}
+            }
+        }
+        (names.join("."), linear)
+    }
+}
+
+/// `[r, c]` row-major → `[c, r]`.
+fn transpose(data: &[f32], r: usize, c: usize) -> Vec<f32> {
+    let mut out = vec![0.0; data.len()];
+    for i in 0..r {
+        for j in 0..c {
+            out[j * r + i] = data[i * c + j];
+        }
+    }
+    out
+}
+
+struct Collector {
+    path: Path,
+    tensors: Vec<(String, Vec<usize>, Vec<f32>)>,
+    error: Option<Error>,
+}
+
+impl ModuleVisitor for Collector {
+    fn enter_module(&mut self, name: &str, container_type: &str) {
+        self.path.enter(name, container_type);
+    }
+
+    fn exit_module(&mut self, _: &str, _: &str) {
+        self.path.exit();
+    }
+
+    fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+        let (name, linear) = self.path.stored();
+        let tensor = param.val();
+        let mut shape = tensor.dims().to_vec();
+        let values = match tensor.into_data().try_into_vec_as::<f32>() {
+            Ok(v) => v,
+            Err(e) => {
+                self.error = Some(Error::Device(format!("reading {name}: {e:?}")));
+                return;
+            }
+        };
+        let values = if linear && D == 2 {
+            let (r, c) = (shape[0], shape[1]);
+            shape = vec![c, r];
+            transpose(&values, r, c)
+        } else {
+            values
+        };
+        self.tensors.push((name, shape, values));
+    }
+}
+
+/// Serializes a model's parameters to safetensors bytes (a blocking device read).
+pub fn save_weights(model: &Transformer, dtype: WeightDtype) -> Result<Vec<u8>> {
+    let mut collector = Collector {
+        path: Path::default(),
+        tensors: Vec::new(),
+        error: None,
+    };
+    model.visit(&mut collector);
+    if let Some(e) = collector.error {
+        return Err(e);
+    }
+    let buffers: Vec<(String, Vec<usize>, Vec<u8>)> = collector
+        .tensors
+        .into_iter()
+        .map(|(name, shape, values)| {
+            let bytes = match dtype {
+                WeightDtype::F32 => values.iter().flat_map(|v| v.to_le_bytes()).collect(),
+                WeightDtype::F16 => values
+                    .iter()
+                    .flat_map(|&v| half::f16::from_f32(v).to_le_bytes())
+                    .collect(),
+            };
+            (name, shape, bytes)
+        })
+        .collect();
+    let st_dtype = match dtype {
+        WeightDtype::F32 => Dtype::F32,
+        WeightDtype::F16 => Dtype::F16,
+    };
+    let views = buffers
+        .iter()
+        .map(|(name, shape, bytes)| {
+            TensorView::new(st_dtype, shape.clone(), bytes)
+                .map(|view| (name.clone(), view))
+                .map_err(|e| Error::CorruptWeights(format!("{name}: {e}")))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let metadata = HashMap::from([("format".to_string(), "transduce".to_string())]);
+    safetensors::serialize(views, Some(metadata)).map_err(|e| Error::CorruptWeights(e.to_string()))
+}
+
+struct Loader<'a> {
+    path: Path,
+    file: &'a SafeTensors<'a>,
+    used: Vec<String>,
+    error: Option<Error>,
+    device: Device,
+}
+
+impl Loader<'_> {
+    fn tensor<const D: usize>(&mut self, expected: [usize; D]) -> Result<Tensor<D>> {
+        let (name, linear) = self.path.stored();
+        let view = self
+            .file
+            .tensor(&name)
+            .map_err(|_| Error::MissingTensor(name.clone()))?;
+        self.used.push(name.clone());
+        let stored_shape: Vec<usize> = if linear && D == 2 {
+            vec![expected[1], expected[0]]
+        } else {
+            expected.to_vec()
+        };
+        if view.shape() != stored_shape.as_slice() {
+            return Err(Error::ShapeMismatch {
+                name,
+                expected: stored_shape,
+                found: view.shape().to_vec(),
+            });
+        }
+        let values: Vec<f32> = match view.dtype() {
+            Dtype::F32 => view
+                .data()
+                .chunks_exact(4)
+                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                .collect(),
+            Dtype::F16 => view
+                .data()
+                .chunks_exact(2)
+                .map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32())
+                .collect(),
+            other => {
+                return Err(Error::UnsupportedDtype {
+                    name,
+                    dtype: format!("{other:?}"),
+                });
+            }
+        };
+        if let Some(bad) = values.iter().position(|v| !v.is_finite()) {
+            return Err(Error::CorruptWeights(format!(
+                "tensor `{name}` holds a non-finite value at index {bad}"
+            )));
+        }
+        let values = if linear && D == 2 {
+            transpose(&values, stored_shape[0], stored_shape[1])
+        } else {
+            values
+        };
+        Ok(Tensor::from_data(
+            TensorData::new(values, expected),
+            &self.device,
+        ))
+    }
+}
+
+impl ModuleMapper for Loader<'_> {
+    fn enter_module(&mut self, name: &str, container_type: &str) {
+        self.path.enter(name, container_type);
+    }
+
+    fn exit_module(&mut self, _: &str, _: &str) {
+        self.path.exit();
+    }
+
+    fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
+        if self.error.is_some() {
+            return param;
+        }
+        let expected: [usize; D] = param.val().dims();
+        match self.tensor(expected) {
+            Ok(tensor) => {
+                let require_grad = param.val().is_require_grad();
+                param.map(|_| tensor.set_require_grad(require_grad))
+            }
+            Err(e) => {
+                self.error = Some(e);
+                param
+            }
+        }
+    }
+}
+
+/// Builds a model for `config` and fills it from safetensors bytes; every mismatch between
+/// config and file is an error naming the tensor.
+pub fn load_weights(config: &ModelConfig, bytes: &[u8], device: &Device) -> Result<Transformer> {
+    let file =
+        SafeTensors::deserialize(bytes).map_err(|e| Error::CorruptWeights(format!("{e:?}")))?;
+    let model = Transformer::new(config, device)?;
+    let mut loader = Loader {
+        path: Path::default(),
+        file: &file,
+        used: Vec::new(),
+        error: None,
+        device: device.clone(),
+    };
+    let model = model.map(&mut loader);
+    if let Some(e) = loader.error {
+        return Err(e);
+    }
+    let mut unexpected: Vec<String> = file
+        .names()
+        .into_iter()
+        .filter(|n| !loader.used.iter().any(|u| u == n))
+        .map(str::to_string)
+        .collect();
+    if !unexpected.is_empty() {
+        unexpected.sort();
+        return Err(Error::UnexpectedTensors(unexpected));
+    }
+    Ok(model)
+}

@@ -1,0 +1,536 @@
+//! Model hyper-parameters (§3, Table 3) as a serde struct, with the paper's presets.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+/// How positions enter the model (§3.5, Table 3 row E).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Positional {
+    /// Fixed sinusoids, PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(..).
+    Sinusoid,
+    /// Learned positional embeddings, one table for the encoder and one for the decoder.
+    Learned,
+}
+
+/// Hyper-parameters of the encoder–decoder Transformer.
+///
+/// Field names follow the paper: `n_layers` is N, `n_heads` is h; `d_k` and `d_v` are free
+/// settings (Table 3 rows A and B) rather than forced to `d_model / h`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelConfig {
+    /// Size of the shared (source+target) vocabulary.
+    pub vocab_size: usize,
+    /// N: identical layers in the encoder and in the decoder.
+    pub n_layers: usize,
+    /// d_model: width of every sub-layer output and embedding.
+    pub d_model: usize,
+    /// d_ff: inner width of the position-wise feed-forward network (§3.3).
+    pub d_ff: usize,
+    /// h: attention heads (§3.2.2).
+    pub n_heads: usize,
+    /// d_k: width of each head's queries and keys.
+    pub d_k: usize,
+    /// d_v: width of each head's values.
+    pub d_v: usize,
+    /// P_drop: residual and embedding dropout (§5.4).
+    pub dropout: f64,
+    /// Dropout on attention weights. The paper does not use it (0.0); tensor2tensor's
+    /// parsing setting does.
+    #[serde(default)]
+    pub attention_dropout: f64,
+    /// ε_ls: label smoothing used in training (§5.4).
+    pub label_smoothing: f64,
+    /// Sinusoidal or learned positions.
+    pub positional: Positional,
+    /// Longest sequence the model accepts (learned positions have this many rows).
+    pub max_len: usize,
+    /// One matrix for source embedding, target embedding and pre-softmax projection (§3.4).
+    /// When false the three are separate.
+    pub share_embeddings: bool,
+}
+
+/// One row of the paper's Table 3, with the parameter count it reports (millions).
+#[derive(Clone, Debug)]
+pub struct Table3Row {
+    pub name: &'static str,
+    pub config: ModelConfig,
+    /// The paper's "params ×10^6" column; rows that leave it blank repeat the base model.
+    pub paper_params_millions: f64,
+}
+
+/// Vocabulary size used for the parameter counts of Table 3 (§5.1: about 37,000 tokens).
+pub const TABLE3_VOCAB: usize = 37_000;
+
+impl ModelConfig {
+    /// The base model of Table 3: N=6, d_model=512, d_ff=2048, h=8, d_k=d_v=64, P_drop=0.1.
+    pub fn base() -> Self {
+        ModelConfig {
+            vocab_size: TABLE3_VOCAB,
+            n_layers: 6,
+            d_model: 512,
+            d_ff: 2048,
+            n_heads: 8,
+            d_k: 64,
+            d_v: 64,
+            dropout: 0.1,
+            attention_dropout: 0.0,
+            label_smoothing: 0.1,
+            positional: Positional::Sinusoid,
+            max_len: 1024,
+            share_embeddings: true,
+        }
+    }
+
+    /// The big model of Table 3: d_model=1024, d_ff=4096, h=16, P_drop=0.3.
+    pub fn big() -> Self {
+        ModelConfig {
+            d_model: 1024,
+            d_ff: 4096,
+            n_heads: 16,
+            dropout: 0.3,
+            ..Self::base()
+        }
+    }
+
+    /// The WSJ-only parsing model of §6.3: 4 layers, d_model=1024.
+    ///
+    /// The paper gives only those two numbers. The rest follows tensor2tensor's
+    /// `transformer_parsing_base` hyper-parameters, which start from `transformer_base` and
+    /// change hidden size to 1024, attention and residual dropout to 0.2 and untie the
+    /// embeddings; d_ff stays 2048 and h stays 8, so d_k = d_v = 1024 / 8 = 128.
+    pub fn parsing() -> Self {
+        ModelConfig {
+            vocab_size: 16_000,
+            n_layers: 4,
+            d_model: 1024,
+            d_ff: 2048,
+            n_heads: 8,
+            d_k: 128,
+            d_v: 128,
+            dropout: 0.2,
+            attention_dropout: 0.2,
+            label_smoothing: 0.1,
+            positional: Positional::Sinusoid,
+            max_len: 1024,
+            share_embeddings: false,
+        }
+    }
+
+    /// A tiny model for tests and synthetic tasks: trains in seconds on a 2-core CPU.
+    pub fn tiny() -> Self {
+        ModelConfig {
+            vocab_size: 64,
+            n_layers: 2,
+            d_model: 64,
+            d_ff: 256,
+            n_heads: 4,
+            d_k: 16,
+            d_v: 16,
+            dropout: 0.0,
+            attention_dropout: 0.0,
+            label_smoothing: 0.0,
+            positional: Positional::Sinusoid,
+            max_len: 256,
+            share_embeddings: true,
+        }
+    }
+
+    /// A small translation model for CPU training (Multi30k-sized data, 8k vocabulary).
+    pub fn small() -> Self {
+        ModelConfig {
+            vocab_size: 8_000,
+            n_layers: 3,
+            d_model: 256,
+            d_ff: 1024,
+            n_heads: 4,
+            d_k: 64,
+            d_v: 64,
+            dropout: 0.1,
+            attention_dropout: 0.0,
+            label_smoothing: 0.1,
+            positional: Positional::Sinusoid,
+            max_len: 512,
+            share_embeddings: true,
+        }
+    }
+
+    /// Between `tiny` and `small`: quick CPU experiments.
+    pub fn mini() -> Self {
+        ModelConfig {
+            n_layers: 2,
+            d_model: 128,
+            d_ff: 512,
+            n_heads: 4,
+            d_k: 32,
+            d_v: 32,
+            ..Self::small()
+        }
+    }
+
+    /// Looks a preset up by name: `base`, `big`, `parsing`, `tiny`, `mini`, `small`, or a
+    /// Table 3 row such as `A1`, `B2`, `C7`, `D3`, `E`.
+    pub fn preset(name: &str) -> Result<Self> {
+        match name {
+            "base" => Ok(Self::base()),
+            "big" => Ok(Self::big()),
+            "parsing" => Ok(Self::parsing()),
+            "tiny" => Ok(Self::tiny()),
+            "mini" => Ok(Self::mini()),
+            "small" => Ok(Self::small()),
+            other => table3()
+                .into_iter()
+                .find(|row| row.name.eq_ignore_ascii_case(other))
+                .map(|row| row.config)
+                .ok_or_else(|| {
+                    Error::invalid(
+                        "preset",
+                        format!(
+                            "unknown preset `{other}` (known: {})",
+                            preset_names().join(", ")
+                        ),
+                    )
+                }),
+        }
+    }
+
+    /// The same model with another vocabulary size.
+    pub fn with_vocab(mut self, vocab_size: usize) -> Self {
+        self.vocab_size = vocab_size;
+        self
+    }
+
+    /// Checks every field; the error names the field.
+    pub fn validate(&self) -> Result<()> {
+        let positive = [
+            ("vocab_size", self.vocab_size),
+            ("n_layers", self.n_layers),
+            ("d_model", self.d_model),
+            ("d_ff", self.d_ff),
+            ("n_heads", self.n_heads),
+            ("d_k", self.d_k),
+            ("d_v", self.d_v),
+            ("max_len", self.max_len),
+        ];
+        for (field, value) in positive {
+            if value == 0 {
+                return Err(Error::invalid(field, "must be at least 1"));
+            }
+        }
+        if self.vocab_size < crate::tokenizer::SPECIAL_TOKENS.len() {
+            return Err(Error::invalid(
+                "vocab_size",
+                "must hold at least the 4 special tokens",
+            ));
+        }
+        if self.positional == Positional::Sinusoid && self.d_model % 2 != 0 {
+            return Err(Error::invalid(
+                "d_model",
+                "must be even for sinusoidal positions",
+            ));
+        }
+        for (field, p) in [
+            ("dropout", self.dropout),
+            ("attention_dropout", self.attention_dropout),
+        ] {
+            if !(0.0..1.0).contains(&p) {
+                return Err(Error::invalid(field, format!("{p} is not in [0, 1)")));
+            }
+        }
+        if !(0.0..1.0).contains(&self.label_smoothing) {
+            return Err(Error::invalid(
+                "label_smoothing",
+                format!("{} is not in [0, 1)", self.label_smoothing),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Number of trainable parameters, computed from the formulae of §3 (not by building the
+    /// model): attention projections have no biases (the paper's W^Q, W^K, W^V, W^O are plain
+    /// matrices), the FFN has biases b1, b2, every LayerNorm has a gain and a bias.
+    pub fn num_params(&self) -> usize {
+        let d = self.d_model;
+        let h = self.n_heads;
+        let attention = d * h * self.d_k * 2 + d * h * self.d_v + h * self.d_v * d;
+        let ffn = d * self.d_ff + self.d_ff + self.d_ff * d + d;
+        let norm = 2 * d;
+        let encoder_layer = attention + ffn + 2 * norm;
+        let decoder_layer = 2 * attention + ffn + 3 * norm;
+        let embeddings = if self.share_embeddings {
+            self.vocab_size * d
+        } else {
+            3 * self.vocab_size * d
+        };
+        let positions = match self.positional {
+            Positional::Sinusoid => 0,
+            Positional::Learned => 2 * self.max_len * d,
+        };
+        self.n_layers * (encoder_layer + decoder_layer) + embeddings + positions
+    }
+}
+
+/// Every preset name [`ModelConfig::preset`] accepts.
+pub fn preset_names() -> Vec<String> {
+    let mut names: Vec<String> = ["base", "big", "parsing", "tiny", "mini", "small"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    names.extend(table3().into_iter().map(|row| row.name.to_string()));
+    names
+}
+
+/// The rows of Table 3 ("Variations on the Transformer architecture"), vocabulary 37,000.
+///
+/// Rows A1–A4 vary h with d_k = d_v = d_model / h; B1–B2 shrink d_k; C1–C7 vary N, d_model
+/// and d_ff; D1–D4 vary dropout and label smoothing; E uses learned positions. Rows whose
+/// params column is blank in the paper repeat the base count (65M).
+pub fn table3() -> Vec<Table3Row> {
+    let base = ModelConfig::base();
+    let row = |name: &'static str, paper: f64, config: ModelConfig| Table3Row {
+        name,
+        config,
+        paper_params_millions: paper,
+    };
+    let heads = |h: usize, dk: usize| ModelConfig {
+        n_heads: h,
+        d_k: dk,
+        d_v: dk,
+        ..base.clone()
+    };
+    vec![
+        row("base", 65.0, base.clone()),
+        row("A1", 65.0, heads(1, 512)),
+        row("A2", 65.0, heads(4, 128)),
+        row("A3", 65.0, heads(16, 32)),
+        row("A4", 65.0, heads(32, 16)),
+        row(
+            "B1",
+            58.0,
+            ModelConfig {
+                d_k: 16,
+                ..base.clone()
+            },
+        ),
+        row(
+            "B2",
+            60.0,
+            ModelConfig {
+                d_k: 32,
+                ..base.clone()
+            },
+        ),
+        row(
+            "C1",
+            36.0,
+            ModelConfig {
+                n_layers: 2,
+                ..base.clone()
+            },
+        ),
+        row(
+            "C2",
+            50.0,
+            ModelConfig {
+                n_layers: 4,
+                ..base.clone()
+            },
+        ),
+        row(
+            "C3",
+            80.0,
+            ModelConfig {
+                n_layers: 8,
+                ..base.clone()
+            },
+        ),
+        row(
+            "C4",
+            28.0,
+            ModelConfig {
+                d_model: 256,
+                d_k: 32,
+                d_v: 32,
+                ..base.clone()
+            },
+        ),
+        row(
+            "C5",
+            168.0,
+            ModelConfig {
+                d_model: 1024,
+                d_k: 128,
+                d_v: 128,
+                ..base.clone()
+            },
+        ),
+        row(
+            "C6",
+            53.0,
+            ModelConfig {
+                d_ff: 1024,
+                ..base.clone()
+            },
+        ),
+        row(
+            "C7",
+            90.0,
+            ModelConfig {
+                d_ff: 4096,
+                ..base.clone()
+            },
+        ),
+        row(
+            "D1",
+            65.0,
+            ModelConfig {
+                dropout: 0.0,
+                ..base.clone()
+            },
+        ),
+        row(
+            "D2",
+            65.0,
+            ModelConfig {
+                dropout: 0.2,
+                ..base.clone()
+            },
+        ),
+        row(
+            "D3",
+            65.0,
+            ModelConfig {
+                label_smoothing: 0.0,
+                ..base.clone()
+            },
+        ),
+        row(
+            "D4",
+            65.0,
+            ModelConfig {
+                label_smoothing: 0.2,
+                ..base.clone()
+            },
+        ),
+        row(
+            "E",
+            65.0,
+            ModelConfig {
+                positional: Positional::Learned,
+                ..base.clone()
+            },
+        ),
+        row("big", 213.0, ModelConfig::big()),
+    ]
+}
+
+/// Table 3 as text: each row's settings, the computed parameter count and the paper's.
+///
+/// The paper's column is not consistent with any single vocabulary size (base implies
+/// about 41k tokens, big about 36k), so the difference is shown, not hidden.
+pub fn table3_report() -> String {
+    let mut out = String::new();
+    out.push_str(&format!(
+        "{:<5} {:>2} {:>6} {:>5} {:>3} {:>4} {:>4} {:>5} {:>5} {:<8} {:>10} {:>8} {:>7}\n",
+        "row",
+        "N",
+        "d_model",
+        "d_ff",
+        "h",
+        "d_k",
+        "d_v",
+        "P_drop",
+        "e_ls",
+        "pos",
+        "computed",
+        "paper",
+        "diff"
+    ));
+    for row in table3() {
+        let c = &row.config;
+        let computed = c.num_params() as f64 / 1e6;
+        let pos = match c.positional {
+            Positional::Sinusoid => "sinusoid",
+            Positional::Learned => "learned",
+        };
+        out.push_str(&format!(
+            "{:<5} {:>2} {:>6} {:>5} {:>3} {:>4} {:>4} {:>5.1} {:>5.1} {:<8} {:>9.1}M {:>7.0}M {:>+6.1}M\n",
+            row.name,
+            c.n_layers,
+            c.d_model,
+            c.d_ff,
+            c.n_heads,
+            c.d_k,
+            c.d_v,
+            c.dropout,
+            c.label_smoothing,
+            pos,
+            computed,
+            row.paper_params_millions,
+            computed - row.paper_params_millions
+        ));
+    }
+    out.push_str(&format!(
+        "computed with a shared vocabulary of {TABLE3_VOCAB} tokens (§5.1), tied embeddings (§3.4), no attention biases\n"
+    ));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn presets_validate_and_round_trip_through_json() {
+        for name in preset_names() {
+            let config = ModelConfig::preset(&name).unwrap();
+            config.validate().unwrap();
+            let json = serde_json::to_string(&config).unwrap();
+            let back: ModelConfig = serde_json::from_str(&json).unwrap();
+            assert_eq!(back, config, "{name}");
+        }
+    }
+
+    #[test]
+    fn base_count_by_hand() {
+        // Hand count for the base model with V = 37,000:
+        // embeddings 37,000·512 = 18,944,000
+        // encoder layer: attention 4·512·512 = 1,048,576; FFN 2·512·2048 + 2048 + 512 =
+        //   2,099,712; two LayerNorms 2·1,024 → 3,150,336; ×6 = 18,902,016
+        // decoder layer: 2·1,048,576 + 2,099,712 + 3·1,024 = 4,199,936; ×6 = 25,199,616
+        assert_eq!(
+            ModelConfig::base().num_params(),
+            18_944_000 + 18_902_016 + 25_199_616
+        );
+    }
+
+    #[test]
+    fn table3_rows_are_within_the_papers_rounding_of_the_vocab_ambiguity() {
+        // Each computed count is within 10% of the paper's: the paper's own column is not
+        // consistent with one vocabulary size, so exact agreement is impossible.
+        for row in table3() {
+            let computed = row.config.num_params() as f64 / 1e6;
+            let rel = (computed - row.paper_params_millions).abs() / row.paper_params_millions;
+            assert!(
+                rel < 0.10,
+                "{}: {computed} vs {}",
+                row.name,
+                row.paper_params_millions
+            );
+        }
+        assert!(table3_report().contains("C5"));
+    }
+
+    #[test]
+    fn bad_fields_are_named() {
+        let mut c = ModelConfig::tiny();
+        c.n_heads = 0;
+        assert!(c.validate().unwrap_err().to_string().contains("n_heads"));
+        let mut c = ModelConfig::tiny();
+        c.dropout = 1.5;
+        assert!(c.validate().unwrap_err().to_string().contains("dropout"));
+        assert!(ModelConfig::preset("nope").is_err());
+    }
+}

@@ -1,0 +1,184 @@
+//! Beam search with the GNMT length penalty (§6.1), batched over sentences.
+//!
+//! Per sentence and step, the 2k best extensions of the k live beams are ranked; an EOS
+//! among the first k ranks finishes a hypothesis, the first k non-EOS extensions live on
+//! (so k = 1 is exactly greedy). A sentence is done when k hypotheses have finished, or
+//! when no live beam can still beat the best finished one: log-probabilities are ≤ 0 and
+//! lp grows with length, so a live beam's best possible final score is
+//! `log_prob / lp(max_len)`.
+
+use super::{
+    Constraint, DecodeOptions, Hypothesis, allowed_tokens, check_sources, length_penalty,
+    max_output_len, next_log_probs, read, rows_tensor, tokens_tensor,
+};
+use crate::error::{Error, Result};
+use crate::model::{Transformer, token_tensor};
+use crate::tokenizer::{BOS, EOS};
+
+#[derive(Clone, Debug)]
+struct Beam {
+    tokens: Vec<u32>,
+    log_prob: f64,
+}
+
+struct Search {
+    live: Vec<Beam>,
+    finished: Vec<Hypothesis>,
+    limit: usize,
+    done: bool,
+}
+
+impl Search {
+    /// Best final score any live beam could still reach.
+    fn live_bound(&self, alpha: f64) -> f64 {
+        let best = self
+            .live
+            .iter()
+            .map(|b| b.log_prob)
+            .fold(f64::NEG_INFINITY, f64::max);
+        let next = self.live.first().map_or(1, |b| b.tokens.len() + 1);
+        // lp is monotone in length; its largest value over the remaining lengths.
+        let lp = length_penalty(next, alpha).max(length_penalty(self.limit, alpha));
+        best / lp
+    }
+
+    fn best_finished(&self) -> f64 {
+        self.finished
+            .iter()
+            .map(|h| h.score)
+            .fold(f64::NEG_INFINITY, f64::max)
+    }
+}
+
+/// Beam search over a batch of sources, blocking. Returns each sentence's finished
+/// hypotheses, best first.
+pub fn beam_search(
+    model: &Transformer,
+    sources: &[Vec<u32>],
+    options: &DecodeOptions,
+    constraint: Option<&dyn Constraint>,
+) -> Result<Vec<Vec<Hypothesis>>> {
+    pollster::block_on(beam_search_async(model, sources, options, constraint))
+}
+
+/// Beam search over a batch of sources; every device read is awaited.
+pub async fn beam_search_async(
+    model: &Transformer,
+    sources: &[Vec<u32>],
+    options: &DecodeOptions,
+    constraint: Option<&dyn Constraint>,
+) -> Result<Vec<Vec<Hypothesis>>> {
+    if options.beam == 0 {
+        return Err(Error::Input("beam size must be at least 1".into()));
+    }
+    check_sources(model, sources)?;
+    let k = options.beam;
+    let alpha = options.alpha;
+    let device = model.device();
+    let vocab = model.config().vocab_size;
+    let memory = model.encode(token_tensor(sources, &device)?);
+    let mut state = model.start_decoding(&memory);
+
+    let mut searches: Vec<Search> = sources
+        .iter()
+        .map(|s| Search {
+            live: vec![Beam {
+                tokens: Vec::new(),
+                log_prob: 0.0,
+            }],
+            finished: Vec::new(),
+            limit: max_output_len(model, s.len(), options),
+            done: false,
+        })
+        .collect();
+    // Row r of the decoder batch is live beam rows[r].1 of sentence rows[r].0.
+    let mut rows: Vec<(usize, usize)> = (0..sources.len()).map(|s| (s, 0)).collect();
+    let mut last: Vec<u32> = vec![BOS; sources.len()];
+
+    while !rows.is_empty() {
+        let logits = model.decode_step(&mut state, tokens_tensor(&last, &device));
+        let all = read(next_log_probs(model, logits)).await?;
+
+        let mut next_rows = Vec::new();
+        let mut parents = Vec::new();
+        let mut next_last = Vec::new();
+        let mut r = 0;
+        while r < rows.len() {
+            let s = rows[r].0;
+            let n_beams = rows[r..].iter().take_while(|(t, _)| *t == s).count();
+            let search = &mut searches[s];
+            let prefix_len = search.live[0].tokens.len();
+            let last_position = prefix_len + 1 >= search.limit;
+
+            // Every allowed extension of every live beam of this sentence.
+            let mut candidates: Vec<(f64, usize, u32)> = Vec::new();
+            for b in 0..n_beams {
+                let beam = &search.live[b];
+                let row = &all[(r + b) * vocab..(r + b + 1) * vocab];
+                let mask = allowed_tokens(constraint, s, &beam.tokens, vocab, last_position);
+                for (id, &lp) in row.iter().enumerate() {
+                    if lp == f32::NEG_INFINITY || mask.as_ref().is_some_and(|m| !m[id]) {
+                        continue;
+                    }
+                    candidates.push((beam.log_prob + lp as f64, b, id as u32));
+                }
+            }
+            let take = (2 * k).min(candidates.len());
+            let by_score = |a: &(f64, usize, u32), b: &(f64, usize, u32)| {
+                b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2))
+            };
+            if take < candidates.len() && take > 0 {
+                candidates.select_nth_unstable_by(take - 1, by_score);
+                candidates.truncate(take);
+            }
+            candidates.sort_by(by_score);
+
+            let mut live = Vec::with_capacity(k);
+            for (rank, &(log_prob, b, id)) in candidates.iter().enumerate() {
+                if id == EOS {
+                    if rank < k {
+                        let tokens = search.live[b].tokens.clone();
+                        let len = tokens.len() + 1;
+                        search.finished.push(Hypothesis {
+                            tokens,
+                            log_prob,
+                            score: log_prob / length_penalty(len, alpha),
+                        });
+                    }
+                } else if live.len() < k {
+                    let mut tokens = search.live[b].tokens.clone();
+                    tokens.push(id);
+                    live.push((Beam { tokens, log_prob }, r + b));
+                }
+            }
+            search.live = live.iter().map(|(beam, _)| beam.clone()).collect();
+            search.done = search.live.is_empty()
+                || search.finished.len() >= k
+                || (!search.finished.is_empty()
+                    && search.best_finished() >= search.live_bound(alpha));
+            if !search.done {
+                for (i, (beam, parent)) in live.into_iter().enumerate() {
+                    next_rows.push((s, i));
+                    parents.push(parent);
+                    next_last.push(*beam.tokens.last().unwrap_or(&EOS));
+                }
+            }
+            r += n_beams;
+        }
+        if !parents.is_empty() {
+            state = state.select(rows_tensor(&parents, &device));
+        }
+        rows = next_rows;
+        last = next_last;
+    }
+
+    Ok(searches
+        .into_iter()
+        .map(|mut search| {
+            search.finished.sort_by(|a, b| b.score.total_cmp(&a.score));
+            // One step can finish several hypotheses at once: keep the k best.
+            search.finished.truncate(k);
+            search.finished
+        })
+        .collect())
+}

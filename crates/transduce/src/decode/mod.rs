@@ -1,0 +1,152 @@
+//! Decoding (§6.1): the encoder runs once, the decoder steps one token at a time over a
+//! per-layer key/value cache. Greedy search and beam search with the GNMT length penalty.
+//!
+//! Every device read goes through [`read`], which is async: in the browser a synchronous
+//! read panics. Top-k selection runs on the host after that read (WebGPU's `topk` falls
+//! back to a synchronous path). Native callers use the blocking wrappers.
+
+mod beam;
+mod constraints;
+mod greedy;
+
+pub use beam::{beam_search, beam_search_async};
+pub use constraints::{Constraint, Unconstrained};
+pub use greedy::{greedy, greedy_async};
+
+use burn::prelude::*;
+use burn::tensor::activation::log_softmax;
+
+use crate::error::{Error, Result};
+use crate::model::Transformer;
+use crate::tokenizer::{BOS, EOS, PAD};
+
+/// Search settings; the defaults are §6.1's: beam 4, α = 0.6, max length input + 50.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct DecodeOptions {
+    /// Beam size k; 1 is greedy.
+    pub beam: usize,
+    /// Length-penalty exponent α of lp(Y) = ((5 + |Y|) / 6)^α.
+    pub alpha: f64,
+    /// Output may be at most input length + `max_extra` tokens (EOS included).
+    pub max_extra: usize,
+}
+
+impl Default for DecodeOptions {
+    fn default() -> Self {
+        DecodeOptions {
+            beam: 4,
+            alpha: 0.6,
+            max_extra: 50,
+        }
+    }
+}
+
+/// One decoded output.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Hypothesis {
+    /// Output ids, without BOS and EOS.
+    pub tokens: Vec<u32>,
+    /// Sum of token log-probabilities, EOS included.
+    pub log_prob: f64,
+    /// `log_prob / lp(|Y|)`, |Y| counting EOS: what beam search ranks by.
+    pub score: f64,
+}
+
+/// GNMT length penalty lp(Y) = ((5 + |Y|) / 6)^α (Wu et al. 2016, used in §6.1).
+pub fn length_penalty(len: usize, alpha: f64) -> f64 {
+    ((5.0 + len as f64) / 6.0).powf(alpha)
+}
+
+/// Reads a float tensor to the host without blocking.
+pub async fn read(tensor: Tensor<2>) -> Result<Vec<f32>> {
+    let data = tensor
+        .into_data_async()
+        .await
+        .map_err(|e| Error::Device(format!("{e:?}")))?;
+    data.try_into_vec_as::<f32>()
+        .map_err(|e| Error::Device(format!("{e:?}")))
+}
+
+/// Reads an int tensor to the host without blocking.
+pub async fn read_int(tensor: Tensor<2, Int>) -> Result<Vec<i64>> {
+    let data = tensor
+        .into_data_async()
+        .await
+        .map_err(|e| Error::Device(format!("{e:?}")))?;
+    data.try_into_vec_as::<i64>()
+        .map_err(|e| Error::Device(format!("{e:?}")))
+}
+
+/// Longest output (EOS included) for a source of `src_len` tokens.
+fn max_output_len(model: &Transformer, src_len: usize, options: &DecodeOptions) -> usize {
+    let limit = src_len + options.max_extra.max(1);
+    match model.config().positional {
+        // Learned positions have max_len rows; position 0 is BOS.
+        crate::config::Positional::Learned => limit.min(model.config().max_len),
+        crate::config::Positional::Sinusoid => limit,
+    }
+}
+
+/// Checks a batch of sources before decoding: non-empty, ids in range, no PAD inside.
+fn check_sources(model: &Transformer, sources: &[Vec<u32>]) -> Result<()> {
+    let vocab = model.config().vocab_size as u32;
+    for (i, src) in sources.iter().enumerate() {
+        if src.is_empty() {
+            return Err(Error::Input(format!("source {i} is empty")));
+        }
+        if let Some(bad) = src.iter().find(|&&id| id >= vocab) {
+            return Err(Error::Input(format!(
+                "source {i} has token id {bad}, outside the vocabulary of {vocab}"
+            )));
+        }
+        if src.contains(&PAD) {
+            return Err(Error::Input(format!("source {i} contains the padding id")));
+        }
+        model.check_length(src.len())?;
+    }
+    Ok(())
+}
+
+/// Next-token log-probabilities `[rows, vocab]`, with PAD and BOS never allowed.
+fn next_log_probs(model: &Transformer, logits: Tensor<2>) -> Tensor<2> {
+    let [_, v] = logits.dims();
+    let device = logits.device();
+    let mut banned = vec![0.0f32; v];
+    banned[PAD as usize] = f32::NEG_INFINITY;
+    banned[BOS as usize] = f32::NEG_INFINITY;
+    let _ = model;
+    log_softmax(logits, 1) + Tensor::<1>::from_floats(banned.as_slice(), &device).reshape([1, v])
+}
+
+/// Host-side mask of one row: the constraint, and EOS alone when the length limit is hit.
+fn allowed_tokens(
+    constraint: Option<&dyn Constraint>,
+    sentence: usize,
+    prefix: &[u32],
+    vocab: usize,
+    last_position: bool,
+) -> Option<Vec<bool>> {
+    if last_position {
+        let mut allowed = vec![false; vocab];
+        allowed[EOS as usize] = true;
+        return Some(allowed);
+    }
+    constraint.map(|c| {
+        let mut allowed = vec![true; vocab];
+        c.restrict(sentence, prefix, &mut allowed);
+        allowed
+    })
+}
+
+/// Int tensor of row indices.
+fn rows_tensor(rows: &[usize], device: &Device) -> Tensor<1, Int> {
+    let data: Vec<i32> = rows.iter().map(|&r| r as i32).collect();
+    Tensor::<1, Int>::from_data(burn::tensor::TensorData::new(data, [rows.len()]), device)
+}
+
+/// Int tensor of one token per row.
+fn tokens_tensor(tokens: &[u32], device: &Device) -> Tensor<1, Int> {
+    let data: Vec<i32> = tokens.iter().map(|&t| t as i32).collect();
+    Tensor::<1, Int>::from_data(burn::tensor::TensorData::new(data, [tokens.len()]), device)
+}

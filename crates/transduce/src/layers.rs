@@ -1,0 +1,165 @@
+//! Encoder and decoder layers (§3.1): each sub-layer is wrapped as
+//! `LayerNorm(x + Dropout(Sublayer(x)))` (post-LN, with residual dropout of §5.4).
+
+use burn::nn::{
+    Dropout, DropoutConfig, Initializer, LayerNorm, LayerNormConfig, Linear, LinearConfig,
+};
+use burn::prelude::*;
+use burn::tensor::activation::relu;
+
+use crate::attention::{KvCache, MultiHeadAttention};
+use crate::config::ModelConfig;
+
+/// FFN(x) = max(0, xW1 + b1)W2 + b2 (§3.3).
+#[derive(Module, Debug)]
+pub struct FeedForward {
+    pub fc1: Linear,
+    pub fc2: Linear,
+}
+
+impl FeedForward {
+    pub fn new(d_model: usize, d_ff: usize, device: &Device) -> Self {
+        let linear = |i, o| {
+            LinearConfig::new(i, o)
+                .with_initializer(Initializer::XavierUniform { gain: 1.0 })
+                .init(device)
+        };
+        FeedForward {
+            fc1: linear(d_model, d_ff),
+            fc2: linear(d_ff, d_model),
+        }
+    }
+
+    pub fn forward(&self, x: Tensor<3>) -> Tensor<3> {
+        self.fc2.forward(relu(self.fc1.forward(x)))
+    }
+}
+
+fn attention(config: &ModelConfig, device: &Device) -> MultiHeadAttention {
+    MultiHeadAttention::new(
+        config.d_model,
+        config.n_heads,
+        config.d_k,
+        config.d_v,
+        config.attention_dropout,
+        device,
+    )
+}
+
+fn norm(config: &ModelConfig, device: &Device) -> LayerNorm {
+    LayerNormConfig::new(config.d_model).init(device)
+}
+
+/// Encoder layer: self-attention then FFN (§3.1).
+#[derive(Module, Debug)]
+pub struct EncoderLayer {
+    pub self_attn: MultiHeadAttention,
+    pub self_attn_norm: LayerNorm,
+    pub ffn: FeedForward,
+    pub ffn_norm: LayerNorm,
+    dropout: Dropout,
+}
+
+impl EncoderLayer {
+    pub fn new(config: &ModelConfig, device: &Device) -> Self {
+        EncoderLayer {
+            self_attn: attention(config, device),
+            self_attn_norm: norm(config, device),
+            ffn: FeedForward::new(config.d_model, config.d_ff, device),
+            ffn_norm: norm(config, device),
+            dropout: DropoutConfig::new(config.dropout).init(),
+        }
+    }
+
+    /// `x`: `[b, s, d_model]`; `blocked`: source padding, `[b, 1, 1, s]`.
+    pub fn forward(
+        &self,
+        x: Tensor<3>,
+        blocked: &Tensor<4, Bool>,
+        need_weights: bool,
+    ) -> (Tensor<3>, Option<Tensor<4>>) {
+        let kv = self.self_attn.project_kv(x.clone());
+        let attended = self
+            .self_attn
+            .attend(x.clone(), &kv, Some(blocked.clone()), need_weights);
+        let x = self
+            .self_attn_norm
+            .forward(x + self.dropout.forward(attended.output));
+        let x = self
+            .ffn_norm
+            .forward(x.clone() + self.dropout.forward(self.ffn.forward(x)));
+        (x, attended.weights)
+    }
+}
+
+/// Decoder layer: masked self-attention, encoder–decoder attention, FFN (§3.1).
+#[derive(Module, Debug)]
+pub struct DecoderLayer {
+    pub self_attn: MultiHeadAttention,
+    pub self_attn_norm: LayerNorm,
+    pub cross_attn: MultiHeadAttention,
+    pub cross_attn_norm: LayerNorm,
+    pub ffn: FeedForward,
+    pub ffn_norm: LayerNorm,
+    dropout: Dropout,
+}
+
+/// Attention weights of one decoder layer.
+pub struct DecoderWeights {
+    pub self_attn: Tensor<4>,
+    pub cross_attn: Tensor<4>,
+}
+
+impl DecoderLayer {
+    pub fn new(config: &ModelConfig, device: &Device) -> Self {
+        DecoderLayer {
+            self_attn: attention(config, device),
+            self_attn_norm: norm(config, device),
+            cross_attn: attention(config, device),
+            cross_attn_norm: norm(config, device),
+            ffn: FeedForward::new(config.d_model, config.d_ff, device),
+            ffn_norm: norm(config, device),
+            dropout: DropoutConfig::new(config.dropout).init(),
+        }
+    }
+
+    /// One decoder layer over target positions `y` `[b, t, d_model]`, given the keys and
+    /// values its self-attention may see (`self_kv`: this and earlier positions) and the
+    /// encoder's (`cross_kv`). The full pass and the cached step both go through here.
+    pub fn forward(
+        &self,
+        y: Tensor<3>,
+        self_kv: &KvCache,
+        self_blocked: Option<Tensor<4, Bool>>,
+        cross_kv: &KvCache,
+        cross_blocked: &Tensor<4, Bool>,
+        need_weights: bool,
+    ) -> (Tensor<3>, Option<DecoderWeights>) {
+        let own = self
+            .self_attn
+            .attend(y.clone(), self_kv, self_blocked, need_weights);
+        let y = self
+            .self_attn_norm
+            .forward(y + self.dropout.forward(own.output));
+        let cross = self.cross_attn.attend(
+            y.clone(),
+            cross_kv,
+            Some(cross_blocked.clone()),
+            need_weights,
+        );
+        let y = self
+            .cross_attn_norm
+            .forward(y + self.dropout.forward(cross.output));
+        let y = self
+            .ffn_norm
+            .forward(y.clone() + self.dropout.forward(self.ffn.forward(y)));
+        let weights = match (own.weights, cross.weights) {
+            (Some(self_attn), Some(cross_attn)) => Some(DecoderWeights {
+                self_attn,
+                cross_attn,
+            }),
+            _ => None,
+        };
+        (y, weights)
+    }
+}

@@ -1,0 +1,29 @@
+//! # transduce
+//!
+//! The Transformer of "Attention Is All You Need" (Vaswani et al., 2017): the
+//! encoder–decoder of §3, the decoding of §6.1 (greedy and beam search with a length
+//! penalty over a key/value cache), and the bundle format that carries a trained model.
+//!
+//! Data flows one way: text → [`tokenizer`] → ids → [`model`] → [`decode`] → ids → text.
+//! This crate has no file system, CLI or DOM: it takes bytes and returns tensors, tokens and
+//! text, and builds for native targets and `wasm32-unknown-unknown` alike.
+
+pub mod attention;
+pub mod bundle;
+pub mod config;
+pub mod decode;
+pub mod embedding;
+pub mod error;
+pub mod layers;
+pub mod model;
+pub mod tokenizer;
+
+pub use bundle::{Bundle, BundleConfig, BundleFiles, Task, WeightDtype};
+pub use config::{ModelConfig, Positional};
+pub use decode::{DecodeOptions, Hypothesis};
+pub use error::{Error, Result};
+pub use model::Transformer;
+pub use tokenizer::Tokenizer;
+
+/// Re-exported so dependents use the same burn as this crate.
+pub use burn;

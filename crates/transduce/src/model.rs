@@ -1,0 +1,366 @@
+//! The encoder–decoder Transformer (§3): embeddings, stacks, output projection, and the
+//! three ways to run it — training (full teacher-forced pass), encoding once, and cached
+//! decoder steps.
+
+use burn::module::{ModuleMapper, Param, ParamId};
+use burn::nn::{
+    Dropout, DropoutConfig, Embedding, EmbeddingConfig, Initializer, Linear, LinearConfig,
+};
+use burn::prelude::*;
+use burn::tensor::TensorData;
+use burn::tensor::module::{embedding, linear};
+
+use crate::attention::KvCache;
+use crate::config::{ModelConfig, Positional};
+use crate::embedding::sinusoid;
+use crate::error::{Error, Result};
+use crate::layers::{DecoderLayer, EncoderLayer};
+use crate::tokenizer::PAD;
+
+/// The encoder stack.
+#[derive(Module, Debug)]
+pub struct Encoder {
+    pub layers: Vec<EncoderLayer>,
+}
+
+/// The decoder stack.
+#[derive(Module, Debug)]
+pub struct Decoder {
+    pub layers: Vec<DecoderLayer>,
+}
+
+/// The Transformer of "Attention Is All You Need".
+#[derive(Module, Debug)]
+pub struct Transformer {
+    /// Shared embedding (§3.4) — or the target embedding when `share_embeddings` is off.
+    pub embedding: Embedding,
+    /// Source embedding when untied.
+    pub src_embedding: Option<Embedding>,
+    /// Pre-softmax projection when untied; otherwise the embedding matrix is reused.
+    pub output: Option<Linear>,
+    /// Learned positions (Table 3 row E), one table per stack.
+    pub src_positions: Option<Embedding>,
+    pub tgt_positions: Option<Embedding>,
+    pub encoder: Encoder,
+    pub decoder: Decoder,
+    dropout: Dropout,
+    #[module(skip)]
+    config: ModelConfig,
+}
+
+/// The encoder's output for a batch, with its padding mask.
+#[derive(Clone, Debug)]
+pub struct Memory {
+    /// `[b, s, d_model]`
+    pub states: Tensor<3>,
+    /// True at source padding, `[b, 1, 1, s]`.
+    pub blocked: Tensor<4, Bool>,
+}
+
+impl Memory {
+    /// Keeps (or repeats) batch rows.
+    pub fn select(&self, rows: Tensor<1, Int>) -> Memory {
+        Memory {
+            states: self.states.clone().select(0, rows.clone()),
+            blocked: self.blocked.clone().select(0, rows),
+        }
+    }
+}
+
+/// Per-layer caches of an incremental decode (§6.1 decoding, one token per step).
+#[derive(Clone, Debug)]
+pub struct DecoderState {
+    /// Self-attention keys/values of positions decoded so far, per layer.
+    pub self_kv: Vec<Option<KvCache>>,
+    /// Encoder–decoder keys/values, computed once, per layer.
+    pub cross_kv: Vec<KvCache>,
+    /// Source padding, `[b, 1, 1, s]`.
+    pub blocked: Tensor<4, Bool>,
+    /// Number of target positions already fed.
+    pub position: usize,
+}
+
+impl DecoderState {
+    /// Reorders batch rows of every cache (beam search re-ranking, finished sentences).
+    pub fn select(&self, rows: Tensor<1, Int>) -> DecoderState {
+        DecoderState {
+            self_kv: self
+                .self_kv
+                .iter()
+                .map(|kv| kv.as_ref().map(|kv| kv.select(rows.clone())))
+                .collect(),
+            cross_kv: self
+                .cross_kv
+                .iter()
+                .map(|kv| kv.select(rows.clone()))
+                .collect(),
+            blocked: self.blocked.clone().select(0, rows),
+            position: self.position,
+        }
+    }
+
+    /// Rows in the batch.
+    pub fn batch_size(&self) -> usize {
+        self.blocked.dims()[0]
+    }
+}
+
+/// Attention weights of a teacher-forced pass, every layer and head (Figures 3–5).
+pub struct AttentionMaps {
+    /// Per encoder layer, `[b, h, s, s]`.
+    pub encoder_self: Vec<Tensor<4>>,
+    /// Per decoder layer, `[b, h, t, t]`.
+    pub decoder_self: Vec<Tensor<4>>,
+    /// Per decoder layer, `[b, h, t, s]`.
+    pub cross: Vec<Tensor<4>>,
+}
+
+fn embedding_table(rows: usize, d_model: usize, device: &Device) -> Embedding {
+    // N(0, d_model^-0.5): after the √d_model scale of §3.4 the inputs have unit variance.
+    EmbeddingConfig::new(rows, d_model)
+        .with_initializer(Initializer::Normal {
+            mean: 0.0,
+            std: (d_model as f64).powf(-0.5),
+        })
+        .init(device)
+}
+
+/// Gives parameters ids by their place in the module tree, so that optimizer state saved
+/// in a checkpoint finds its parameters again in a model rebuilt from the same config.
+/// Visiting in order also initializes the (lazy) parameters in a fixed order, so a seeded
+/// device always yields the same weights.
+struct NumberParams {
+    next: u64,
+}
+
+impl ModuleMapper for NumberParams {
+    fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
+        self.next += 1;
+        let (_, value, mapper) = param.consume();
+        Param::from_mapped_value(ParamId::from(self.next), value, mapper)
+    }
+}
+
+/// Token ids `[b, t]` as an int tensor.
+pub fn token_tensor(rows: &[Vec<u32>], device: &Device) -> Result<Tensor<2, Int>> {
+    let t = rows.iter().map(Vec::len).max().unwrap_or(0);
+    if rows.is_empty() || t == 0 {
+        return Err(Error::Input("empty batch".into()));
+    }
+    let mut data = Vec::with_capacity(rows.len() * t);
+    for row in rows {
+        data.extend(row.iter().map(|&id| id as i32));
+        data.extend(std::iter::repeat_n(PAD as i32, t - row.len()));
+    }
+    Ok(Tensor::from_data(
+        TensorData::new(data, [rows.len(), t]),
+        device,
+    ))
+}
+
+/// True above the diagonal: position i may not attend to j > i (§3.2.3), `[1, 1, t, t]`.
+pub fn causal_mask(t: usize, device: &Device) -> Tensor<4, Bool> {
+    let data: Vec<bool> = (0..t * t).map(|ij| ij % t > ij / t).collect();
+    Tensor::<2, Bool>::from_data(TensorData::new(data, [t, t]), device).reshape([1, 1, t, t])
+}
+
+impl Transformer {
+    /// A freshly initialized model.
+    pub fn new(config: &ModelConfig, device: &Device) -> Result<Self> {
+        config.validate()?;
+        let d = config.d_model;
+        let untied = !config.share_embeddings;
+        let learned = config.positional == Positional::Learned;
+        let model = Transformer {
+            embedding: embedding_table(config.vocab_size, d, device),
+            src_embedding: untied.then(|| embedding_table(config.vocab_size, d, device)),
+            output: untied.then(|| {
+                LinearConfig::new(d, config.vocab_size)
+                    .with_bias(false)
+                    .with_initializer(Initializer::XavierUniform { gain: 1.0 })
+                    .init(device)
+            }),
+            src_positions: learned.then(|| embedding_table(config.max_len, d, device)),
+            tgt_positions: learned.then(|| embedding_table(config.max_len, d, device)),
+            encoder: Encoder {
+                layers: (0..config.n_layers)
+                    .map(|_| EncoderLayer::new(config, device))
+                    .collect(),
+            },
+            decoder: Decoder {
+                layers: (0..config.n_layers)
+                    .map(|_| DecoderLayer::new(config, device))
+                    .collect(),
+            },
+            dropout: DropoutConfig::new(config.dropout).init(),
+            config: config.clone(),
+        };
+        Ok(model.map(&mut NumberParams { next: 0 }))
+    }
+
+    /// The hyper-parameters this model was built with.
+    pub fn config(&self) -> &ModelConfig {
+        &self.config
+    }
+
+    /// The device holding the weights.
+    pub fn device(&self) -> Device {
+        self.embedding.weight.val().device()
+    }
+
+    /// Fails when a sequence is longer than the model can place (learned positions).
+    pub fn check_length(&self, len: usize) -> Result<()> {
+        if self.config.positional == Positional::Learned && len > self.config.max_len {
+            return Err(Error::Input(format!(
+                "sequence of {len} tokens is longer than max_len {} of this model",
+                self.config.max_len
+            )));
+        }
+        Ok(())
+    }
+
+    /// Embedding × √d_model + positional encoding, then dropout (§3.4, §3.5, §5.4).
+    fn embed(
+        &self,
+        tokens: Tensor<2, Int>,
+        table: &Embedding,
+        positions: Option<&Embedding>,
+        start: usize,
+    ) -> Tensor<3> {
+        let [b, t] = tokens.dims();
+        let d = self.config.d_model;
+        let device = tokens.device();
+        let x = embedding(table.weight.val(), tokens).mul_scalar((d as f64).sqrt());
+        let pos = match positions {
+            Some(learned) => {
+                let ids = Tensor::<1, Int>::arange(start as i64..(start + t) as i64, &device)
+                    .reshape([1, t]);
+                embedding(learned.weight.val(), ids)
+            }
+            None => sinusoid(start, t, d, &device),
+        };
+        self.dropout.forward(x + pos.expand([b, t, d]))
+    }
+
+    /// Runs the encoder once over source ids `[b, s]` (PAD-padded).
+    pub fn encode(&self, src: Tensor<2, Int>) -> Memory {
+        self.encode_inner(src, false).0
+    }
+
+    fn encode_inner(&self, src: Tensor<2, Int>, need_weights: bool) -> (Memory, Vec<Tensor<4>>) {
+        let [b, s] = src.dims();
+        let blocked = src.clone().equal_elem(PAD as i64).reshape([b, 1, 1, s]);
+        let table = self.src_embedding.as_ref().unwrap_or(&self.embedding);
+        let mut x = self.embed(src, table, self.src_positions.as_ref(), 0);
+        let mut weights = Vec::new();
+        for layer in &self.encoder.layers {
+            let (y, w) = layer.forward(x, &blocked, need_weights);
+            x = y;
+            weights.extend(w);
+        }
+        (Memory { states: x, blocked }, weights)
+    }
+
+    /// Pre-softmax logits from decoder states: h · Eᵀ with the shared matrix (§3.4).
+    pub fn project(&self, h: Tensor<3>) -> Tensor<3> {
+        match &self.output {
+            Some(output) => output.forward(h),
+            None => linear(h, self.embedding.weight.val().transpose(), None),
+        }
+    }
+
+    /// Teacher-forced decoder pass over target inputs `[b, t]` (BOS + shifted target);
+    /// returns logits `[b, t, vocab]`.
+    pub fn decode(&self, memory: &Memory, tgt_in: Tensor<2, Int>) -> Tensor<3> {
+        self.decode_inner(memory, tgt_in, false).0
+    }
+
+    fn decode_inner(
+        &self,
+        memory: &Memory,
+        tgt_in: Tensor<2, Int>,
+        need_weights: bool,
+    ) -> (Tensor<3>, Vec<Tensor<4>>, Vec<Tensor<4>>) {
+        let t = tgt_in.dims()[1];
+        let device = tgt_in.device();
+        let mut y = self.embed(tgt_in, &self.embedding, self.tgt_positions.as_ref(), 0);
+        let future = causal_mask(t, &device);
+        let (mut self_w, mut cross_w) = (Vec::new(), Vec::new());
+        for layer in &self.decoder.layers {
+            let self_kv = layer.self_attn.project_kv(y.clone());
+            let cross_kv = layer.cross_attn.project_kv(memory.states.clone());
+            let (out, w) = layer.forward(
+                y,
+                &self_kv,
+                Some(future.clone()),
+                &cross_kv,
+                &memory.blocked,
+                need_weights,
+            );
+            y = out;
+            if let Some(w) = w {
+                self_w.push(w.self_attn);
+                cross_w.push(w.cross_attn);
+            }
+        }
+        (self.project(y), self_w, cross_w)
+    }
+
+    /// The training forward pass: logits `[b, t, vocab]` for source `[b, s]` and target
+    /// inputs `[b, t]`.
+    pub fn forward(&self, src: Tensor<2, Int>, tgt_in: Tensor<2, Int>) -> Tensor<3> {
+        let memory = self.encode(src);
+        self.decode(&memory, tgt_in)
+    }
+
+    /// Every attention weight of a teacher-forced pass, for heat maps.
+    pub fn attention_maps(&self, src: Tensor<2, Int>, tgt_in: Tensor<2, Int>) -> AttentionMaps {
+        let (memory, encoder_self) = self.encode_inner(src, true);
+        let (_, decoder_self, cross) = self.decode_inner(&memory, tgt_in, true);
+        AttentionMaps {
+            encoder_self,
+            decoder_self,
+            cross,
+        }
+    }
+
+    /// Prepares incremental decoding: cross-attention keys/values are computed here, once.
+    pub fn start_decoding(&self, memory: &Memory) -> DecoderState {
+        DecoderState {
+            self_kv: vec![None; self.decoder.layers.len()],
+            cross_kv: self
+                .decoder
+                .layers
+                .iter()
+                .map(|layer| layer.cross_attn.project_kv(memory.states.clone()))
+                .collect(),
+            blocked: memory.blocked.clone(),
+            position: 0,
+        }
+    }
+
+    /// Feeds one token per row (`[b]`), appending its keys/values to the caches, and
+    /// returns next-token logits `[b, vocab]`.
+    pub fn decode_step(&self, state: &mut DecoderState, tokens: Tensor<1, Int>) -> Tensor<2> {
+        let [b] = tokens.dims();
+        let mut y = self.embed(
+            tokens.reshape([b, 1]),
+            &self.embedding,
+            self.tgt_positions.as_ref(),
+            state.position,
+        );
+        for (i, layer) in self.decoder.layers.iter().enumerate() {
+            let new = layer.self_attn.project_kv(y.clone());
+            let kv = match state.self_kv[i].take() {
+                Some(cache) => cache.append(new),
+                None => new,
+            };
+            // The newest position may see every cached one: no mask needed.
+            let (out, _) = layer.forward(y, &kv, None, &state.cross_kv[i], &state.blocked, false);
+            state.self_kv[i] = Some(kv);
+            y = out;
+        }
+        state.position += 1;
+        self.project(y).reshape([b, self.config.vocab_size])
+    }
+}

@@ -1,0 +1,178 @@
+//! A thin wrapper over Hugging Face `tokenizers`: one shared BPE vocabulary for source and
+//! target (§5.1), SentencePiece-style word boundaries (`▁`) so detokenization is exact, and
+//! the four special tokens at fixed ids.
+
+use tokenizers::models::bpe::{BPE, BpeTrainerBuilder};
+use tokenizers::normalizers::unicode::NFKC;
+use tokenizers::pre_tokenizers::metaspace::{Metaspace, PrependScheme};
+use tokenizers::{AddedToken, PostProcessorWrapper, TokenizerImpl};
+
+use crate::error::{Error, Result};
+
+/// Padding: fills short sequences in a batch; never attended to.
+pub const PAD: u32 = 0;
+/// Beginning of sentence: the first decoder input.
+pub const BOS: u32 = 1;
+/// End of sentence: ends every target.
+pub const EOS: u32 = 2;
+/// Unknown: anything the vocabulary cannot spell.
+pub const UNK: u32 = 3;
+/// The special tokens, in id order.
+pub const SPECIAL_TOKENS: [&str; 4] = ["<pad>", "<s>", "</s>", "<unk>"];
+
+/// A BPE tokenizer with the special tokens at ids 0–3.
+#[derive(Clone, Debug)]
+pub struct Tokenizer {
+    inner: tokenizers::Tokenizer,
+}
+
+impl Tokenizer {
+    /// Parses `tokenizer.json` and checks the special tokens sit at their fixed ids.
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self> {
+        let inner = tokenizers::Tokenizer::from_bytes(bytes)
+            .map_err(|e| Error::Tokenizer(format!("cannot parse: {e}")))?;
+        for (id, token) in SPECIAL_TOKENS.iter().enumerate() {
+            match inner.token_to_id(token) {
+                Some(found) if found == id as u32 => {}
+                Some(found) => {
+                    return Err(Error::Tokenizer(format!(
+                        "special token {token} has id {found}, expected {id}"
+                    )));
+                }
+                None => {
+                    return Err(Error::Tokenizer(format!(
+                        "special token {token} is missing"
+                    )));
+                }
+            }
+        }
+        Ok(Tokenizer { inner })
+    }
+
+    /// Learns a shared BPE vocabulary of at most `vocab_size` tokens from sentences of both
+    /// languages (§5.1 uses one source–target vocabulary of about 37,000 tokens).
+    pub fn train<I, S>(sentences: I, vocab_size: usize) -> Result<Self>
+    where
+        I: Iterator<Item = S> + Send,
+        S: AsRef<str> + Send,
+    {
+        let specials: Vec<AddedToken> = SPECIAL_TOKENS
+            .iter()
+            .map(|t| AddedToken::from(t.to_string(), true))
+            .collect();
+        let mut trainer = BpeTrainerBuilder::new()
+            .show_progress(false)
+            .vocab_size(vocab_size)
+            .min_frequency(2)
+            .special_tokens(specials)
+            .build();
+        let model = BPE::builder()
+            .unk_token(SPECIAL_TOKENS[UNK as usize].to_string())
+            .build()
+            .map_err(|e| Error::Tokenizer(e.to_string()))?;
+        let metaspace = Metaspace::new('▁', PrependScheme::Always, true);
+        let mut tokenizer: TokenizerImpl<BPE, NFKC, Metaspace, PostProcessorWrapper, Metaspace> =
+            TokenizerImpl::new(model);
+        tokenizer
+            .with_normalizer(Some(NFKC))
+            .with_pre_tokenizer(Some(metaspace.clone()))
+            .with_decoder(Some(metaspace));
+        tokenizer
+            .train(&mut trainer, sentences)
+            .map_err(|e| Error::Tokenizer(format!("training failed: {e}")))?;
+        // The post-processor slot stays empty: BOS/EOS are added by the model code.
+        let inner: tokenizers::Tokenizer = tokenizer.into();
+        let json = inner
+            .to_string(false)
+            .map_err(|e| Error::Tokenizer(e.to_string()))?;
+        Self::from_bytes(json.as_bytes())
+    }
+
+    /// Serializes to `tokenizer.json`.
+    pub fn to_json(&self) -> Result<String> {
+        self.inner
+            .to_string(true)
+            .map_err(|e| Error::Tokenizer(e.to_string()))
+    }
+
+    /// Number of tokens, special tokens included.
+    pub fn vocab_size(&self) -> usize {
+        self.inner.get_vocab_size(true)
+    }
+
+    /// Text to token ids, without BOS/EOS.
+    pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
+        let encoding = self
+            .inner
+            .encode(text, false)
+            .map_err(|e| Error::Input(format!("cannot tokenize: {e}")))?;
+        Ok(encoding.get_ids().to_vec())
+    }
+
+    /// Token ids to text; special tokens are dropped.
+    pub fn decode(&self, ids: &[u32]) -> Result<String> {
+        self.inner
+            .decode(ids, true)
+            .map_err(|e| Error::Input(format!("cannot detokenize: {e}")))
+    }
+
+    /// The surface string of each token id (for attention heat-map labels).
+    pub fn id_to_token(&self, id: u32) -> Option<String> {
+        self.inner.id_to_token(id)
+    }
+
+    /// The id of a token string, if it is in the vocabulary.
+    pub fn token_to_id(&self, token: &str) -> Option<u32> {
+        self.inner.token_to_id(token)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn corpus() -> Vec<&'static str> {
+        vec![
+            "Two young men are playing football.",
+            "Zwei junge Männer spielen Fußball.",
+            "A dog runs through the grass.",
+            "Ein Hund rennt durch das Gras.",
+            "Two dogs are playing in the grass.",
+            "Zwei Hunde spielen im Gras.",
+        ]
+    }
+
+    #[test]
+    fn specials_at_fixed_ids_and_exact_round_trip() {
+        let tok = Tokenizer::train(corpus().into_iter(), 200).unwrap();
+        for (id, t) in SPECIAL_TOKENS.iter().enumerate() {
+            assert_eq!(tok.token_to_id(t), Some(id as u32));
+        }
+        for s in corpus() {
+            let ids = tok.encode(s).unwrap();
+            assert!(ids.iter().all(|&i| i > UNK), "{s}: {ids:?}");
+            assert_eq!(tok.decode(&ids).unwrap(), s);
+        }
+        // Shared vocabulary: subwords of both languages in one table.
+        assert!(tok.vocab_size() <= 200);
+        let json = tok.to_json().unwrap();
+        let back = Tokenizer::from_bytes(json.as_bytes()).unwrap();
+        assert_eq!(
+            back.encode("Zwei Hunde").unwrap(),
+            tok.encode("Zwei Hunde").unwrap()
+        );
+    }
+
+    #[test]
+    fn unseen_characters_become_unk() {
+        let tok = Tokenizer::train(corpus().into_iter(), 200).unwrap();
+        let ids = tok.encode("Q").unwrap();
+        assert!(ids.contains(&UNK), "{ids:?}");
+    }
+
+    #[test]
+    fn bad_tokenizer_json_is_an_error() {
+        let err = Tokenizer::from_bytes(b"{not json").unwrap_err();
+        assert!(err.to_string().starts_with("tokenizer.json"), "{err}");
+    }
+}
