@@ -287,7 +287,7 @@ fn prepare_reports_dropped_pairs() {
     let b = dir.join("b.de");
     let long = "word ".repeat(50);
     std::fs::write(&a, format!("a cat\n\nthe dog\n{long}\nthe cat\n")).unwrap();
-    std::fs::write(&b, format!("eine Katze\nleer\nder Hund\nkurz\ndie Katze\n")).unwrap();
+    std::fs::write(&b, "eine Katze\nleer\nder Hund\nkurz\ndie Katze\n").unwrap();
     let out = run(&[
         "prepare",
         "--src",

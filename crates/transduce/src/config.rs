@@ -225,7 +225,7 @@ impl ModelConfig {
                 "must hold at least the 4 special tokens",
             ));
         }
-        if self.positional == Positional::Sinusoid && self.d_model % 2 != 0 {
+        if self.positional == Positional::Sinusoid && !self.d_model.is_multiple_of(2) {
             return Err(Error::invalid(
                 "d_model",
                 "must be even for sinusoidal positions",

@@ -107,10 +107,11 @@ fn wide_beam_finds_the_exhaustive_optimum() {
             };
             let limit = src.len() + options.max_extra;
             let truth = exhaustive(&model, &src, limit, alpha);
-            let found = &beam_search(&model, &[src.clone()], &options, None).unwrap()[0][0];
+            let found =
+                &beam_search(&model, std::slice::from_ref(&src), &options, None).unwrap()[0][0];
             assert_eq!(found.tokens, truth.tokens, "seed {seed} alpha {alpha}");
             assert!((found.score - truth.score).abs() < 1e-4);
-            let g = &greedy(&model, &[src.clone()], &options, None).unwrap()[0];
+            let g = &greedy(&model, std::slice::from_ref(&src), &options, None).unwrap()[0];
             greedy_was_wrong += usize::from(g.tokens != truth.tokens);
         }
     }
