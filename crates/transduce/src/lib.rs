@@ -16,6 +16,7 @@ pub mod embedding;
 pub mod error;
 pub mod layers;
 pub mod model;
+pub mod task;
 pub mod tokenizer;
 
 pub use bundle::{Bundle, BundleConfig, BundleFiles, Task, WeightDtype};
