@@ -344,13 +344,7 @@ impl Trainer<'_> {
             }
             if checkpoint_now {
                 state.elapsed_secs = base_elapsed + started.elapsed().as_secs_f64();
-                last_checkpoint = Some(checkpoint::save(
-                    self.run_dir,
-                    &model,
-                    &optimizer,
-                    &state,
-                    options.keep,
-                )?);
+                last_checkpoint = Some(self.save(&model, &optimizer, &state)?);
                 last_checkpoint_time = Instant::now();
             }
         }
@@ -360,13 +354,7 @@ impl Trainer<'_> {
             .is_some_and(|p: &PathBuf| p.ends_with(format!("step-{:08}", state.step)));
         if !already_saved {
             valid_nll = self.validate(&model, &bar, &mut metrics, &metrics_path, &state)?;
-            last_checkpoint = Some(checkpoint::save(
-                self.run_dir,
-                &model,
-                &optimizer,
-                &state,
-                options.keep,
-            )?);
+            last_checkpoint = Some(self.save(&model, &optimizer, &state)?);
         }
         bar.finish_and_clear();
         Ok(Summary {
@@ -374,6 +362,21 @@ impl Trainer<'_> {
             last_checkpoint,
             valid_nll,
         })
+    }
+
+    fn save(
+        &self,
+        model: &Transformer,
+        optimizer: &ModuleOptimizer,
+        state: &TrainState,
+    ) -> Result<PathBuf> {
+        checkpoint::save(
+            self.run_dir,
+            model,
+            optimizer,
+            state,
+            self.config.options.keep,
+        )
     }
 
     fn validate(

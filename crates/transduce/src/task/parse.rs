@@ -1155,22 +1155,18 @@ pub fn print_tree(tree: &Tree, outer_bracket: bool) -> String {
     }
     fn write(tree: &Tree, out: &mut String, root: bool) {
         match tree {
-            Tree::Phrase { label, children } if root && label.is_empty() => {
-                out.push('(');
-                for child in children {
-                    out.push(' ');
-                    write(child, out, false);
-                }
-                out.push_str(" )");
-            }
             Tree::Phrase { label, children } => {
+                // Only the treebank's outer bracket is unlabeled, written `( (S ...) )`.
+                let outer = root && label.is_empty();
                 out.push('(');
-                atom(out, label);
+                if !outer {
+                    atom(out, label);
+                }
                 for child in children {
                     out.push(' ');
                     write(child, out, false);
                 }
-                out.push(')');
+                out.push_str(if outer { " )" } else { ")" });
             }
             Tree::Word { tag, word } => {
                 out.push('(');
