@@ -39,3 +39,55 @@ ensure_apt() {
     [ "$(id -u)" -ne 0 ] && sudo="sudo"
     $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
 }
+
+# Tools built with cargo install get their own build cache, away from the project's.
+TOOLS_TARGET_DIR="${TOOLS_TARGET_DIR:-$HOME/.cache/transduce-tools}"
+TRUNK_VERSION=0.21.14
+
+# wasm-bindgen-cli must match the wasm-bindgen crate in Cargo.lock exactly.
+wasm_bindgen_version() {
+    awk '/^name = "wasm-bindgen"$/ { getline; gsub(/version = |"/, ""); print; exit }' Cargo.lock
+}
+
+ensure_wasm_bindgen() {
+    local want
+    want=$(wasm_bindgen_version)
+    if ! wasm-bindgen --version 2>/dev/null | grep -qx "wasm-bindgen $want"; then
+        log "installing wasm-bindgen-cli $want (about 3 minutes)"
+        # No --locked: with it this version's install fails to resolve.
+        CARGO_TARGET_DIR="$TOOLS_TARGET_DIR" cargo install wasm-bindgen-cli --version "$want" --force
+    fi
+}
+
+ensure_trunk() {
+    if ! trunk --version 2>/dev/null | grep -q "trunk $TRUNK_VERSION"; then
+        log "installing trunk $TRUNK_VERSION (about 9 minutes; 0.22 needs a newer rustc)"
+        CARGO_TARGET_DIR="$TOOLS_TARGET_DIR" cargo install trunk --version "$TRUNK_VERSION" --locked --force
+    fi
+}
+
+# Node packages from package-lock.json: playwright-core for the browser tests and
+# binaryen@132.0.0 for wasm-opt (Debian's binaryen 108 breaks the wasm).
+ensure_node_modules() {
+    if ! command -v npm >/dev/null 2>&1; then
+        ensure_apt nodejs npm
+    fi
+    if [ ! -x node_modules/.bin/wasm-opt ] || [ ! -d node_modules/playwright-core ] \
+        || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+        log "installing node packages (npm ci)"
+        npm ci --no-audit --no-fund --loglevel=error
+    fi
+    export PATH="$PWD/node_modules/.bin:$PATH"
+}
+
+# Builds the demo page into dist/ with trunk, unless nothing it is made of changed since.
+build_page() {
+    local stamp=dist/.built
+    if [ -f "$stamp" ] && [ -z "$(find index.html Trunk.toml Cargo.toml Cargo.lock crates web \
+        -newer "$stamp" -type f 2>/dev/null | head -1)" ]; then
+        log "dist/ is up to date"
+        return 0
+    fi
+    log "building the page (trunk build; a clean wasm build takes about 10 minutes)"
+    trunk build && touch "$stamp"
+}

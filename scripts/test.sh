@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test command: installs what the tests need, then runs formatting and lint checks,
-# every cargo test of the workspace and the wasm32 build. Ends with one line
+# every cargo test of the workspace, the wasm32 build of the page and the npm package, and
+# the browser end-to-end tests (CPU, WebGPU, auto, embedded package). Ends with one line
 # "N passed, N failed" (", N skipped" when tests were skipped); exits non-zero on failure.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -8,8 +9,12 @@ source scripts/common.sh
 
 ensure_rust
 ensure_wasm_target
-# A software Vulkan device (lavapipe), so the wgpu backend is tested without a GPU.
-ensure_apt mesa-vulkan-drivers
+ensure_wasm_bindgen
+ensure_trunk
+# A software Vulkan device (lavapipe), so the wgpu backend is tested without a GPU;
+# Chromium for the browser tests.
+ensure_apt mesa-vulkan-drivers chromium
+ensure_node_modules
 
 passed=0
 failed=0
@@ -52,8 +57,27 @@ fi
 grep -h '^SKIP:' "$test_log" | sort -u >&2 || true
 rm -f "$test_log"
 
-step "wasm32 build of the model crate" \
-    cargo build -p transduce --target wasm32-unknown-unknown --release --locked
+pinned=$(awk -F'"' '/^wasm_bindgen = / { print $2 }' Trunk.toml)
+step "Trunk.toml pins Cargo.lock's wasm-bindgen ($(wasm_bindgen_version))" \
+    test "$pinned" = "$(wasm_bindgen_version)"
+step "trunk build of the page (wasm32)" build_page
+step "npm package (scripts/build-npm.sh)" bash scripts/build-npm.sh
+
+log "browser end-to-end tests (Chromium, playwright-core)"
+browser_log=$(mktemp)
+node tests/browser/run.mjs --bin "$CARGO_TARGET_DIR/debug/transduce" 2>&1 | tee "$browser_log"
+browser_status=${PIPESTATUS[0]}
+read -r bp bf < <(awk '/^browser: / { print $2, $4 }' "$browser_log")
+passed=$((passed + ${bp:-0}))
+failed=$((failed + ${bf:-0}))
+if [ "$browser_status" -ne 0 ] && [ "${bf:-0}" -eq 0 ]; then
+    failed=$((failed + 1))
+    failures+=("browser tests (harness failure)")
+fi
+grep -q '^not ok' "$browser_log" && failures+=("browser tests")
+skipped=$((skipped + $(grep -c "^SKIP:" "$browser_log" || true)))
+grep -h "^SKIP:" "$browser_log" >&2 || true
+rm -f "$browser_log"
 
 if [ ${#failures[@]} -gt 0 ]; then
     printf 'failed: %s\n' "${failures[@]}" >&2

@@ -7,6 +7,7 @@ mod bench;
 mod data;
 mod error;
 mod fsutil;
+mod parse;
 mod prepare;
 mod source;
 mod train;
@@ -44,6 +45,8 @@ enum Command {
     Average(AverageCmd),
     /// Translate text with a bundle or a training run (beam search, §6.1).
     Translate(TranslateCmd),
+    /// Parse English sentences into trees EVALB reads (§6.3: beam 21, α 0.3).
+    Parse(ParseCmd),
     /// Evaluate: sacreBLEU-identical BLEU, EVALB-identical bracket F1, perplexity.
     Eval {
         #[command(subcommand)]
@@ -57,21 +60,38 @@ enum Command {
     Table3,
 }
 
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum TaskKind {
+    /// A parallel corpus: --src and --tgt.
+    Translate,
+    /// A treebank (§6.3): --trees.
+    Parse,
+}
+
 #[derive(Args)]
 struct PrepareCmd {
+    #[arg(long, value_enum, default_value = "translate")]
+    task: TaskKind,
     /// Source side of the training corpus (one sentence a line, .gz accepted).
-    #[arg(long)]
-    src: PathBuf,
+    #[arg(long, required_if_eq("task", "translate"))]
+    src: Option<PathBuf>,
     /// Target side of the training corpus.
-    #[arg(long)]
-    tgt: PathBuf,
+    #[arg(long, required_if_eq("task", "translate"))]
+    tgt: Option<PathBuf>,
     /// Source side of the validation corpus.
     #[arg(long, requires = "valid_tgt")]
     valid_src: Option<PathBuf>,
     /// Target side of the validation corpus.
     #[arg(long, requires = "valid_src")]
     valid_tgt: Option<PathBuf>,
-    /// Size of the shared BPE vocabulary (§5.1: about 37,000 for WMT14 en–de).
+    /// Training treebank for --task parse (one tree a line or .mrg layout, .gz accepted).
+    #[arg(long, required_if_eq("task", "parse"))]
+    trees: Option<PathBuf>,
+    /// Validation treebank for --task parse.
+    #[arg(long)]
+    valid_trees: Option<PathBuf>,
+    /// Size of the shared BPE vocabulary (§5.1: about 37,000 for WMT14 en–de; §6.3:
+    /// 16,000 for WSJ parsing).
     #[arg(long, default_value_t = 37_000)]
     vocab_size: usize,
     /// Pairs with a side longer than this many tokens are dropped (and counted).
@@ -80,6 +100,54 @@ struct PrepareCmd {
     /// Output folder.
     #[arg(long)]
     out: PathBuf,
+}
+
+#[derive(Args)]
+struct ParseCmd {
+    #[command(flatten)]
+    model: OptionalModelArgs,
+    /// Input: one sentence a line as space-separated treebank tokens, or a treebank tree
+    /// a line (its words and POS tags are used). Default: standard input.
+    #[arg(long)]
+    input: Option<PathBuf>,
+    /// Output file (default: standard output).
+    #[arg(long)]
+    output: Option<PathBuf>,
+    /// Input lines are raw English: split into treebank tokens first.
+    #[arg(long)]
+    raw: bool,
+    /// Beam size (§6.3: 21).
+    #[arg(long, default_value_t = 21)]
+    beam: usize,
+    /// Length penalty α (§6.3: 0.3).
+    #[arg(long, default_value_t = 0.3)]
+    alpha: f64,
+    /// Output may be this many tokens longer than the input (§6.3: 300).
+    #[arg(long, default_value_t = 300)]
+    max_extra: usize,
+    /// Decode without the well-formedness constraint (malformed output is repaired).
+    #[arg(long)]
+    no_constraint: bool,
+    /// Ignore the model: output the right-branching baseline.
+    #[arg(long)]
+    right_branching: bool,
+    /// Sentences decoded together.
+    #[arg(long, default_value_t = 8)]
+    batch_size: usize,
+    #[arg(long)]
+    quiet: bool,
+}
+
+#[derive(Args)]
+struct OptionalModelArgs {
+    /// A bundle folder, or a training run folder.
+    #[arg(long, required_unless_present = "right_branching")]
+    model: Option<PathBuf>,
+    /// With a run folder: a checkpoint folder or a .safetensors file (default: newest).
+    #[arg(long)]
+    checkpoint: Option<PathBuf>,
+    #[arg(long, value_enum, default_value = "cpu")]
+    backend: Backend,
 }
 
 #[derive(Args)]
@@ -252,6 +320,9 @@ struct ExportCmd {
     /// Store weights in half precision (half the size).
     #[arg(long)]
     f16: bool,
+    /// What the model does (a run folder does not say).
+    #[arg(long, value_enum, default_value = "translate")]
+    task: TaskKind,
     /// Source language code (translation).
     #[arg(long, default_value = "en")]
     source: String,
@@ -384,17 +455,32 @@ fn model_config(cmd: &TrainCmd, vocab: usize) -> Result<ModelConfig> {
 
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
-        Command::Prepare(cmd) => {
-            prepare::prepare(prepare::PrepareArgs {
-                src: &cmd.src,
-                tgt: &cmd.tgt,
-                valid_src: cmd.valid_src.as_deref(),
-                valid_tgt: cmd.valid_tgt.as_deref(),
-                vocab_size: cmd.vocab_size,
-                max_len: cmd.max_len,
-                out: &cmd.out,
-            })?;
-        }
+        Command::Prepare(cmd) => match cmd.task {
+            TaskKind::Translate => {
+                let missing = || CliError::Usage("--src and --tgt are required".into());
+                prepare::prepare(prepare::PrepareArgs {
+                    src: cmd.src.as_deref().ok_or_else(missing)?,
+                    tgt: cmd.tgt.as_deref().ok_or_else(missing)?,
+                    valid_src: cmd.valid_src.as_deref(),
+                    valid_tgt: cmd.valid_tgt.as_deref(),
+                    vocab_size: cmd.vocab_size,
+                    max_len: cmd.max_len,
+                    out: &cmd.out,
+                })?;
+            }
+            TaskKind::Parse => {
+                let trees = cmd.trees.as_deref().ok_or_else(|| {
+                    CliError::Usage("--trees is required with --task parse".into())
+                })?;
+                prepare::prepare_parse(prepare::ParsePrepareArgs {
+                    train: trees,
+                    valid: cmd.valid_trees.as_deref(),
+                    vocab_size: cmd.vocab_size,
+                    max_len: cmd.max_len,
+                    out: &cmd.out,
+                })?;
+            }
+        },
         Command::Train(cmd) => {
             let device = cmd.backend.device()?;
             eprintln!("device: {device:?}");
@@ -511,6 +597,52 @@ fn run(cli: Cli) -> Result<()> {
                     .map_err(io(Path::new("<stdout>")))?,
             }
         }
+        Command::Parse(cmd) => {
+            let input_name = cmd
+                .input
+                .as_ref()
+                .map_or("<stdin>".to_string(), |p| p.display().to_string());
+            let lines = read_input(cmd.input.as_deref())?;
+            let sentences = parse::read_sentences(&lines, cmd.raw, &input_name)?;
+            let (bundle, method) = if cmd.right_branching {
+                (None, parse::Method::RightBranching)
+            } else {
+                let device = cmd.model.backend.device()?;
+                let path = cmd.model.model.as_deref().ok_or_else(|| {
+                    CliError::Usage("--model is required (or --right-branching)".into())
+                })?;
+                let bundle =
+                    source::load(path, cmd.model.checkpoint.as_deref(), Task::Parse, &device)?;
+                let method = parse::Method::Model {
+                    constrained: !cmd.no_constraint,
+                    options: DecodeOptions {
+                        beam: cmd.beam,
+                        alpha: cmd.alpha,
+                        max_extra: cmd.max_extra,
+                    },
+                    batch_size: cmd.batch_size,
+                };
+                (Some(bundle), method)
+            };
+            let (out, malformed) =
+                parse::parse_sentences(bundle.as_ref(), &sentences, &method, !cmd.quiet)?;
+            if !cmd.right_branching {
+                eprintln!(
+                    "{} sentences; {malformed} decoder outputs were not well-formed trees and were repaired",
+                    out.len()
+                );
+            }
+            let mut text = out.join("\n");
+            if !out.is_empty() {
+                text.push('\n');
+            }
+            match cmd.output {
+                Some(p) => std::fs::write(&p, text).map_err(io(&p))?,
+                None => std::io::stdout()
+                    .write_all(text.as_bytes())
+                    .map_err(io(Path::new("<stdout>")))?,
+            }
+        }
         Command::Eval { metric } => match metric {
             EvalCmd::Bleu {
                 hyp,
@@ -575,9 +707,12 @@ fn run(cli: Cli) -> Result<()> {
         },
         Command::Export(cmd) => {
             let device = cmd.model.backend.device()?;
-            let task = Task::Translate {
-                source: cmd.source.clone(),
-                target: cmd.target.clone(),
+            let task = match cmd.task {
+                TaskKind::Parse => Task::Parse,
+                TaskKind::Translate => Task::Translate {
+                    source: cmd.source.clone(),
+                    target: cmd.target.clone(),
+                },
             };
             let mut bundle = source::load(
                 &cmd.model.model,

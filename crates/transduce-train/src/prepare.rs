@@ -6,8 +6,9 @@ use serde::{Deserialize, Serialize};
 use transduce::Tokenizer;
 
 use crate::data::cache::{self, Pairs};
-use crate::data::corpus::read_parallel;
-use crate::error::{Result, io};
+use crate::data::corpus::{read_bytes, read_parallel};
+use crate::error::{CliError, Result, io};
+use transduce::task::parse::{Tree, linearize, parse_trees_lenient, preprocess, target_vocabulary};
 
 pub const TOKENIZER_FILE: &str = "tokenizer.json";
 pub const TRAIN_FILE: &str = "train.bin";
@@ -16,7 +17,10 @@ pub const SUMMARY_FILE: &str = "prepare.json";
 
 /// What `prepare` did, written to `prepare.json`.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct PrepareSummary {
+    /// `translate` or `parse`.
+    pub task: String,
     pub vocab_size: usize,
     pub train_pairs: usize,
     pub valid_pairs: usize,
@@ -24,6 +28,12 @@ pub struct PrepareSummary {
     pub dropped_too_long: usize,
     pub max_len: usize,
     pub sources: Vec<String>,
+    /// Parsing: malformed trees skipped by the reader, with file, line and reason.
+    pub skipped_trees: Vec<String>,
+    /// Parsing: trees left empty by preprocessing (only `-NONE-` elements).
+    pub empty_trees: usize,
+    /// Parsing: validation trees with a label the training trees never use.
+    pub dropped_unknown_label: usize,
 }
 
 pub struct PrepareArgs<'a> {
@@ -75,6 +85,7 @@ pub fn prepare(args: PrepareArgs) -> Result<PrepareSummary> {
         .filter(|s| !s.trim().is_empty());
     let tokenizer = Tokenizer::train(sentences, args.vocab_size)?;
     let mut summary = PrepareSummary {
+        task: "translate".into(),
         vocab_size: tokenizer.vocab_size(),
         max_len: args.max_len,
         sources: [
@@ -102,8 +113,7 @@ pub fn prepare(args: PrepareArgs) -> Result<PrepareSummary> {
         summary.valid_pairs = valid_ids.len();
         cache::write(&args.out.join(VALID_FILE), &valid_ids)?;
     }
-    let json = serde_json::to_string_pretty(&summary).expect("summary serializes");
-    crate::fsutil::write_atomic(&args.out.join(SUMMARY_FILE), json.as_bytes())?;
+    write_summary(args.out, &summary)?;
     eprintln!(
         "kept {} training and {} validation pairs; dropped {} empty and {} longer than {} tokens",
         summary.train_pairs,
@@ -111,6 +121,135 @@ pub fn prepare(args: PrepareArgs) -> Result<PrepareSummary> {
         summary.dropped_empty,
         summary.dropped_too_long,
         args.max_len
+    );
+    Ok(summary)
+}
+
+fn write_summary(out: &Path, summary: &PrepareSummary) -> Result<()> {
+    let json = serde_json::to_string_pretty(summary).expect("summary serializes");
+    crate::fsutil::write_atomic(&out.join(SUMMARY_FILE), json.as_bytes())
+}
+
+pub struct ParsePrepareArgs<'a> {
+    pub train: &'a Path,
+    pub valid: Option<&'a Path>,
+    pub vocab_size: usize,
+    pub max_len: usize,
+    pub out: &'a Path,
+}
+
+/// Reads a treebank file (one tree a line or `.mrg` layout, `.gz` accepted), keeping the
+/// well-formed trees, preprocessed (§6.3: no empty elements, no function tags). Each
+/// malformed tree is reported with file and line, never silently dropped.
+pub fn read_treebank(path: &Path, summary: &mut PrepareSummary) -> Result<Vec<Tree>> {
+    let bytes = read_bytes(path)?;
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Err(CliError::EmptyFile {
+            path: path.to_path_buf(),
+        });
+    }
+    let text = String::from_utf8(bytes).map_err(|e| {
+        let at = e.utf8_error().valid_up_to();
+        let line = e.as_bytes()[..at].iter().filter(|&&b| b == b'\n').count() + 1;
+        CliError::Utf8 {
+            path: path.to_path_buf(),
+            line,
+            detail: e.utf8_error().to_string(),
+        }
+    })?;
+    let report = parse_trees_lenient(&text);
+    for skipped in &report.skipped {
+        let message = format!("{}: {skipped}", path.display());
+        eprintln!("skipping malformed tree: {message}");
+        summary.skipped_trees.push(message);
+    }
+    let mut trees = Vec::with_capacity(report.trees.len());
+    for tree in &report.trees {
+        match preprocess(tree) {
+            Some(t) => trees.push(t),
+            None => summary.empty_trees += 1,
+        }
+    }
+    Ok(trees)
+}
+
+/// `prepare --task parse` (§6.3): source = the words, target = the linearized tree. The
+/// BPE vocabulary is learned from the words; every bracket token (`(NP`, `)NP`) and the
+/// word slot `XX` is added as one whole token, so target ids map one-to-one to tree tokens.
+pub fn prepare_parse(args: ParsePrepareArgs) -> Result<PrepareSummary> {
+    let mut summary = PrepareSummary {
+        task: "parse".into(),
+        max_len: args.max_len,
+        sources: [Some(args.train), args.valid]
+            .into_iter()
+            .flatten()
+            .map(|p| p.display().to_string())
+            .collect(),
+        ..Default::default()
+    };
+    let train = read_treebank(args.train, &mut summary)?;
+    let valid = args
+        .valid
+        .map(|p| read_treebank(p, &mut summary))
+        .transpose()?;
+    let tree_tokens = target_vocabulary(&train);
+    let train: Vec<(Vec<String>, Vec<String>)> = train.iter().map(linearize).collect();
+    eprintln!(
+        "read {} training trees ({} labels); learning a BPE vocabulary of {} tokens for the words",
+        train.len(),
+        (tree_tokens.len() - 1) / 2,
+        args.vocab_size
+    );
+    let sentences = train.iter().map(|(words, _)| words.join(" "));
+    let tokenizer = Tokenizer::train_with_tokens(sentences, args.vocab_size, &tree_tokens)?;
+    summary.vocab_size = tokenizer.vocab_size();
+    let encode = |pairs: &[(Vec<String>, Vec<String>)], summary: &mut PrepareSummary| {
+        let mut out = Pairs::default();
+        for (words, tokens) in pairs {
+            let src = tokenizer.encode(&words.join(" "))?;
+            let Some(tgt) = tokens
+                .iter()
+                .map(|t| tokenizer.token_to_id(t))
+                .collect::<Option<Vec<u32>>>()
+            else {
+                summary.dropped_unknown_label += 1;
+                continue;
+            };
+            if src.is_empty() {
+                summary.dropped_empty += 1;
+            } else if src.len() > args.max_len || tgt.len() > args.max_len {
+                summary.dropped_too_long += 1;
+            } else {
+                out.push(src, tgt);
+            }
+        }
+        Ok::<_, CliError>(out)
+    };
+    let train_ids = encode(&train, &mut summary)?;
+    summary.train_pairs = train_ids.len();
+    std::fs::create_dir_all(args.out).map_err(io(args.out))?;
+    crate::fsutil::write_atomic(
+        &args.out.join(TOKENIZER_FILE),
+        tokenizer.to_json()?.as_bytes(),
+    )?;
+    cache::write(&args.out.join(TRAIN_FILE), &train_ids)?;
+    if let Some(valid) = valid {
+        let valid: Vec<_> = valid.iter().map(linearize).collect();
+        let valid_ids = encode(&valid, &mut summary)?;
+        summary.valid_pairs = valid_ids.len();
+        cache::write(&args.out.join(VALID_FILE), &valid_ids)?;
+    }
+    write_summary(args.out, &summary)?;
+    eprintln!(
+        "kept {} training and {} validation trees; skipped {} malformed and {} empty trees; \
+         dropped {} longer than {} tokens and {} with labels unseen in training",
+        summary.train_pairs,
+        summary.valid_pairs,
+        summary.skipped_trees.len(),
+        summary.empty_trees,
+        summary.dropped_too_long,
+        args.max_len,
+        summary.dropped_unknown_label
     );
     Ok(summary)
 }

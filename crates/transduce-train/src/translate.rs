@@ -2,7 +2,8 @@
 
 use indicatif::{ProgressBar, ProgressStyle};
 use transduce::Bundle;
-use transduce::decode::{DecodeOptions, beam_search, greedy};
+use transduce::decode::DecodeOptions;
+use transduce::task::translate::best_outputs;
 
 use crate::error::Result;
 
@@ -40,22 +41,7 @@ pub fn translate_lines(
     let mut out = vec![String::new(); lines.len()];
     for chunk in order.chunks(batch_size.max(1)) {
         let sources: Vec<Vec<u32>> = chunk.iter().map(|&i| encoded[i].clone()).collect();
-        let best: Vec<Vec<u32>> = if options.beam <= 1 {
-            greedy(&bundle.model, &sources, options, None)?
-                .into_iter()
-                .map(|h| h.tokens)
-                .collect()
-        } else {
-            beam_search(&bundle.model, &sources, options, None)?
-                .into_iter()
-                .map(|hyps| {
-                    hyps.into_iter()
-                        .next()
-                        .map(|h| h.tokens)
-                        .unwrap_or_default()
-                })
-                .collect()
-        };
+        let best = best_outputs(bundle, &sources, options)?;
         for (&i, tokens) in chunk.iter().zip(best) {
             out[i] = bundle.tokenizer.decode(&tokens)?;
         }

@@ -356,3 +356,129 @@ fn eval_f1_prints_evalb_figures() {
     assert!(out.contains("Bracketing Recall"), "{out}");
     assert!(out.contains("Bracketing FMeasure"), "{out}");
 }
+
+/// Parsing end to end (§6.3) on a few treebank-style trees: `prepare --task parse` reports
+/// the malformed tree with its line, a briefly trained model's constrained output is a
+/// tree over exactly the input words for every sentence (whatever the model learned), and
+/// EVALB-identical scoring reads it without a length mismatch.
+#[test]
+fn parse_prepare_train_decode_and_score() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let trees = [
+        "( (S (NP-SBJ (DT The) (NN dog)) (VP (VBZ barks)) (. .)) )",
+        "( (S (NP-SBJ (NNP Mary)) (VP (VBD saw) (NP (DT a) (NN cat))) (. .)) )",
+        "( (S (NP-SBJ-1 (DT The) (JJ big) (NN cat)) (VP (VBD slept) (-NONE- *-1)) (. .)) )",
+        "( (S (NP-SBJ (PRP He)) (VP (VBZ runs) (PP (IN in) (NP (DT the) (NN park)))) (. .)) )",
+    ];
+    let mut text = String::new();
+    for _ in 0..8 {
+        for t in trees {
+            text.push_str(t);
+            text.push('\n');
+        }
+    }
+    let train = dir.join("train.trees");
+    std::fs::write(&train, format!("{text}(S (NP (DT a) (NN b)\n")).unwrap();
+    let data = dir.join("data");
+    let out = run(&[
+        "prepare",
+        "--task",
+        "parse",
+        "--trees",
+        s(&train),
+        "--vocab-size",
+        "40",
+        "--out",
+        s(&data),
+    ]);
+    assert!(out.contains("skipped 1 malformed"), "{out}");
+    assert!(out.contains("train.trees: line 33"), "{out}");
+
+    let run_dir = dir.join("run");
+    run(&[
+        "train",
+        "--data",
+        s(&data),
+        "--out",
+        s(&run_dir),
+        "--preset",
+        "tiny",
+        "--max-tokens",
+        "400",
+        "--warmup",
+        "20",
+        "--max-steps",
+        "30",
+        "--quiet",
+    ]);
+    let input = dir.join("input.txt");
+    std::fs::write(
+        &input,
+        "The dog barks .\nMary saw a big dog in the park .\nHe runs\n",
+    )
+    .unwrap();
+    let parsed = dir.join("parsed.txt");
+    run(&[
+        "parse",
+        "--model",
+        s(&run_dir),
+        "--input",
+        s(&input),
+        "--output",
+        s(&parsed),
+        "--beam",
+        "3",
+        "--quiet",
+    ]);
+    let out = std::fs::read_to_string(&parsed).unwrap();
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 3);
+    for (line, words) in lines
+        .iter()
+        .zip(std::fs::read_to_string(&input).unwrap().lines())
+    {
+        let tree = &transduce::task::parse::parse_trees(line).unwrap()[0];
+        assert_eq!(tree.words().join(" "), words, "{line}");
+    }
+
+    // Gold trees as input: words and tags are taken from them, so EVALB sees no mismatch.
+    let gold = dir.join("gold.trees");
+    std::fs::write(&gold, trees.join("\n") + "\n").unwrap();
+    let test = dir.join("test.trees");
+    run(&[
+        "parse",
+        "--model",
+        s(&run_dir),
+        "--input",
+        s(&gold),
+        "--output",
+        s(&test),
+        "--quiet",
+    ]);
+    let report = run(&["eval", "f1", "--gold", s(&gold), "--test", s(&test)]);
+    assert!(
+        report.contains("Number of Error sentence  =      0"),
+        "{report}"
+    );
+    assert!(
+        report.contains("Tagging accuracy          = 100.00"),
+        "{report}"
+    );
+
+    // The right-branching baseline, scored by the same evaluator.
+    let rb = dir.join("rb.trees");
+    run(&[
+        "parse",
+        "--right-branching",
+        "--input",
+        s(&gold),
+        "--output",
+        s(&rb),
+    ]);
+    let report = run(&["eval", "f1", "--gold", s(&gold), "--test", s(&rb)]);
+    assert!(
+        report.contains("Number of Valid sentence  =      4"),
+        "{report}"
+    );
+}

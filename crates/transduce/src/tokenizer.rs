@@ -56,6 +56,22 @@ impl Tokenizer {
         I: Iterator<Item = S> + Send,
         S: AsRef<str> + Send,
     {
+        Self::train_with_tokens(sentences, vocab_size, &[])
+    }
+
+    /// As [`Tokenizer::train`], then adds `tokens` as whole tokens after the learned
+    /// vocabulary: parsing (§6.3) writes its trees with bracket tokens such as `(NP` and
+    /// `)NP`, which must never be split into pieces. They only match as whole words, so a
+    /// source word that merely contains one is tokenized as usual.
+    pub fn train_with_tokens<I, S>(
+        sentences: I,
+        vocab_size: usize,
+        tokens: &[String],
+    ) -> Result<Self>
+    where
+        I: Iterator<Item = S> + Send,
+        S: AsRef<str> + Send,
+    {
         let specials: Vec<AddedToken> = SPECIAL_TOKENS
             .iter()
             .map(|t| AddedToken::from(t.to_string(), true))
@@ -80,6 +96,11 @@ impl Tokenizer {
         tokenizer
             .train(&mut trainer, sentences)
             .map_err(|e| Error::Tokenizer(format!("training failed: {e}")))?;
+        let added: Vec<AddedToken> = tokens
+            .iter()
+            .map(|t| AddedToken::from(t.clone(), false).single_word(true))
+            .collect();
+        tokenizer.add_tokens(&added);
         // The post-processor slot stays empty: BOS/EOS are added by the model code.
         let inner: tokenizers::Tokenizer = tokenizer.into();
         let json = inner
@@ -119,6 +140,13 @@ impl Tokenizer {
     /// The surface string of each token id (for attention heat-map labels).
     pub fn id_to_token(&self, id: u32) -> Option<String> {
         self.inner.id_to_token(id)
+    }
+
+    /// The surface string of every id below `vocab_size` (`""` for ids without a token).
+    pub fn id_strings(&self, vocab_size: usize) -> Vec<String> {
+        (0..vocab_size as u32)
+            .map(|id| self.id_to_token(id).unwrap_or_default())
+            .collect()
     }
 
     /// The id of a token string, if it is in the vocabulary.

@@ -79,7 +79,11 @@ pub async fn read_int(tensor: Tensor<2, Int>) -> Result<Vec<i64>> {
 }
 
 /// Longest output (EOS included) for a source of `src_len` tokens.
-fn max_output_len(model: &Transformer, src_len: usize, options: &DecodeOptions) -> usize {
+pub(crate) fn max_output_len(
+    model: &Transformer,
+    src_len: usize,
+    options: &DecodeOptions,
+) -> usize {
     let limit = src_len + options.max_extra.max(1);
     match model.config().positional {
         // Learned positions have max_len rows; position 0 is BOS.

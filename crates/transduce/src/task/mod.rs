@@ -2,9 +2,14 @@
 //! has trees, their linearization and the well-formedness constraint.
 
 pub mod parse;
+pub mod translate;
+pub mod words;
 
-use crate::decode::Constraint;
-use parse::ParseConstraint;
+use crate::bundle::Bundle;
+use crate::decode::{Constraint, DecodeOptions, beam_search_async, greedy_async, max_output_len};
+use crate::error::{Error, Result};
+use crate::tokenizer::EOS;
+use parse::{PLACEHOLDER, ParseConstraint, Tree, delinearize, repair};
 
 /// The parse constraint for one batch of sentences: sentence `i` has `words[i]` words and
 /// may produce at most `max_len[i]` tokens (EOS included), so every decoded output is a
@@ -23,5 +28,163 @@ impl Constraint for TreeConstraint<'_> {
             prefix,
             allowed,
         );
+    }
+}
+
+/// One parsed sentence.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Parse {
+    /// The tree over exactly the input words; POS tags are [`parse::PLACEHOLDER`].
+    pub tree: Tree,
+    /// Whether the decoder's own output was a well-formed tree with one slot per word;
+    /// `false` means [`repair`] had to fix it (never with the constraint on).
+    pub well_formed: bool,
+}
+
+/// Parsing with a bundle (§6.3): words in, a linearized tree decoded, the tree rebuilt.
+pub struct Parser {
+    rules: ParseConstraint,
+    vocab: Vec<String>,
+}
+
+impl Parser {
+    /// Reads the tree tokens (`(X`, `)X`, `XX`) of the bundle's vocabulary.
+    pub fn new(bundle: &Bundle) -> Result<Self> {
+        let vocab = bundle.tokenizer.id_strings(bundle.config.model.vocab_size);
+        if !vocab.iter().any(|t| t == PLACEHOLDER) {
+            return Err(Error::Tokenizer(format!(
+                "no `{PLACEHOLDER}` token: this is not a parsing model's vocabulary"
+            )));
+        }
+        Ok(Parser {
+            rules: ParseConstraint::new(&vocab, EOS),
+            vocab,
+        })
+    }
+
+    /// [`Parser::parse_async`], blocking (native callers).
+    pub fn parse(
+        &self,
+        bundle: &Bundle,
+        sentences: &[Vec<String>],
+        options: &DecodeOptions,
+        constrained: bool,
+    ) -> Result<Vec<Parse>> {
+        pollster::block_on(self.parse_async(bundle, sentences, options, constrained))
+    }
+
+    /// Parses sentences given as words (treebank tokens, e.g. from
+    /// [`words::ptb_words`]). With `constrained`, decoding may only write well-formed
+    /// trees over exactly the given words; without, malformed output is [`repair`]ed.
+    pub async fn parse_async(
+        &self,
+        bundle: &Bundle,
+        sentences: &[Vec<String>],
+        options: &DecodeOptions,
+        constrained: bool,
+    ) -> Result<Vec<Parse>> {
+        let mut sources = Vec::with_capacity(sentences.len());
+        for (i, words) in sentences.iter().enumerate() {
+            if words.is_empty() {
+                return Err(Error::Input(format!("sentence {i} has no words")));
+            }
+            sources.push(bundle.tokenizer.encode(&words.join(" "))?);
+        }
+        let model = &bundle.model;
+        let constraint = TreeConstraint {
+            rules: &self.rules,
+            words: sentences.iter().map(Vec::len).collect(),
+            max_len: sources
+                .iter()
+                .map(|s| max_output_len(model, s.len(), options))
+                .collect(),
+        };
+        let constraint: Option<&dyn Constraint> = constrained.then_some(&constraint);
+        let outputs: Vec<Vec<u32>> = if options.beam <= 1 {
+            greedy_async(model, &sources, options, constraint)
+                .await?
+                .into_iter()
+                .map(|h| h.tokens)
+                .collect()
+        } else {
+            beam_search_async(model, &sources, options, constraint)
+                .await?
+                .into_iter()
+                .map(|hyps| {
+                    hyps.into_iter()
+                        .next()
+                        .map(|h| h.tokens)
+                        .unwrap_or_default()
+                })
+                .collect()
+        };
+        Ok(outputs
+            .iter()
+            .zip(sentences)
+            .map(|(ids, words)| {
+                let tokens: Vec<&str> = ids
+                    .iter()
+                    .map(|&id| self.vocab.get(id as usize).map_or("", String::as_str))
+                    .collect();
+                match delinearize(&tokens, words) {
+                    Ok(tree) => Parse {
+                        tree,
+                        well_formed: true,
+                    },
+                    Err(_) => Parse {
+                        tree: repair(&tokens, words),
+                        well_formed: false,
+                    },
+                }
+            })
+            .collect())
+    }
+}
+
+/// The right-branching baseline of parsing papers: every word opens a constituent that
+/// spans the rest of the sentence, `(S w1 (S w2 (S w3 w4)))`, with final punctuation
+/// attached to the root. Scored by the same evaluator as the model, it shows how much of
+/// the F1 the model earns beyond English's tendency to branch right.
+pub fn right_branching(words: &[String], label: &str) -> Tree {
+    use parse::PLACEHOLDER as XX;
+    let mut words: Vec<&String> = words.iter().collect();
+    let punct = match words.last() {
+        Some(w) if words.len() > 1 && matches!(w.as_str(), "." | "?" | "!") => words.pop(),
+        _ => None,
+    };
+    let mut tree: Option<Tree> = None;
+    for (i, w) in words.iter().enumerate().rev() {
+        let leaf = Tree::word(XX, w.as_str());
+        tree = Some(match tree {
+            None if i == 0 => Tree::phrase(label, vec![leaf]),
+            None => leaf,
+            Some(rest) => Tree::phrase(label, vec![leaf, rest]),
+        });
+    }
+    let mut root = tree.unwrap_or_else(|| Tree::phrase(label, Vec::new()));
+    if let (Some(p), Tree::Phrase { children, .. }) = (punct, &mut root) {
+        children.push(Tree::word(XX, p.as_str()));
+    }
+    root
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use parse::print_tree;
+
+    fn words(s: &str) -> Vec<String> {
+        s.split_whitespace().map(str::to_string).collect()
+    }
+
+    #[test]
+    fn right_branching_shape() {
+        let t = right_branching(&words("a b c ."), "S");
+        assert_eq!(print_tree(&t, false), "(S (XX a) (S (XX b) (XX c)) (XX .))");
+        assert_eq!(
+            print_tree(&right_branching(&words("a"), "S"), false),
+            "(S (XX a))"
+        );
+        assert_eq!(t.words(), ["a", "b", "c", "."]);
     }
 }

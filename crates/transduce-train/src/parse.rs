@@ -1,0 +1,144 @@
+//! `transduce parse` (§6.3): sentences in, bracketed trees out, in the format EVALB reads.
+
+use indicatif::{ProgressBar, ProgressStyle};
+use transduce::Bundle;
+use transduce::decode::DecodeOptions;
+use transduce::task::parse::{Tree, parse_trees, preprocess, print_tree};
+use transduce::task::words::ptb_words;
+use transduce::task::{Parser, right_branching};
+
+use crate::error::{CliError, Result};
+
+/// One input line: its words, and POS tags when the line was a tree.
+pub struct Sentence {
+    pub words: Vec<String>,
+    pub tags: Option<Vec<String>>,
+}
+
+/// Reads input lines: a line starting with `(` is a treebank tree whose words (and tags)
+/// are taken, as when re-parsing a gold file for evaluation; other lines are treebank
+/// tokens separated by spaces, or raw English with `raw`.
+pub fn read_sentences(lines: &[String], raw: bool, input: &str) -> Result<Vec<Sentence>> {
+    lines
+        .iter()
+        .enumerate()
+        .map(|(i, line)| {
+            let text = line.trim();
+            if text.starts_with('(') {
+                let trees = parse_trees(text)
+                    .map_err(|e| CliError::Usage(format!("{input}, line {}: {}", i + 1, e.kind)))?;
+                let tree: Option<Tree> = match trees.as_slice() {
+                    [t] => preprocess(t),
+                    _ => {
+                        return Err(CliError::Usage(format!(
+                            "{input}, line {}: expected one tree, found {}",
+                            i + 1,
+                            trees.len()
+                        )));
+                    }
+                };
+                Ok(match tree {
+                    Some(t) => Sentence {
+                        words: t.words().into_iter().map(str::to_string).collect(),
+                        tags: Some(t.tags().into_iter().map(str::to_string).collect()),
+                    },
+                    None => Sentence {
+                        words: Vec::new(),
+                        tags: None,
+                    },
+                })
+            } else if raw {
+                Ok(Sentence {
+                    words: ptb_words(text),
+                    tags: None,
+                })
+            } else {
+                Ok(Sentence {
+                    words: text.split_whitespace().map(str::to_string).collect(),
+                    tags: None,
+                })
+            }
+        })
+        .collect()
+}
+
+/// How the trees are made.
+pub enum Method {
+    Model {
+        constrained: bool,
+        options: DecodeOptions,
+        batch_size: usize,
+    },
+    RightBranching,
+}
+
+/// Parses every sentence; returns one output line each (empty for a sentence without
+/// words) and how many model outputs were malformed and had to be repaired.
+pub fn parse_sentences(
+    bundle: Option<&Bundle>,
+    sentences: &[Sentence],
+    method: &Method,
+    progress: bool,
+) -> Result<(Vec<String>, usize)> {
+    let mut trees: Vec<Option<Tree>> = vec![None; sentences.len()];
+    let mut malformed = 0;
+    match method {
+        Method::RightBranching => {
+            for (slot, s) in trees.iter_mut().zip(sentences) {
+                if !s.words.is_empty() {
+                    *slot = Some(right_branching(&s.words, "S"));
+                }
+            }
+        }
+        Method::Model {
+            constrained,
+            options,
+            batch_size,
+        } => {
+            let bundle = bundle.ok_or_else(|| CliError::Usage("--model is required".into()))?;
+            let parser = Parser::new(bundle)?;
+            let mut order: Vec<usize> = (0..sentences.len())
+                .filter(|&i| !sentences[i].words.is_empty())
+                .collect();
+            order.sort_by_key(|&i| (sentences[i].words.len(), i));
+            let bar = if progress {
+                ProgressBar::new(order.len() as u64).with_style(
+                    ProgressStyle::with_template(
+                        "{elapsed_precise} [{bar:30}] {pos}/{len} sentences, eta {eta}",
+                    )
+                    .expect("valid template")
+                    .progress_chars("=> "),
+                )
+            } else {
+                ProgressBar::hidden()
+            };
+            for chunk in order.chunks((*batch_size).max(1)) {
+                let words: Vec<Vec<String>> =
+                    chunk.iter().map(|&i| sentences[i].words.clone()).collect();
+                let parses = parser.parse(bundle, &words, options, *constrained)?;
+                for (&i, p) in chunk.iter().zip(parses) {
+                    malformed += usize::from(!p.well_formed);
+                    trees[i] = Some(p.tree);
+                }
+                bar.inc(chunk.len() as u64);
+            }
+            bar.finish_and_clear();
+        }
+    }
+    let lines = trees
+        .into_iter()
+        .zip(sentences)
+        .map(|(tree, s)| match tree {
+            None => String::new(),
+            Some(tree) => {
+                let tree = s
+                    .tags
+                    .as_ref()
+                    .and_then(|tags| tree.with_tags(tags))
+                    .unwrap_or(tree);
+                print_tree(&tree, true)
+            }
+        })
+        .collect();
+    Ok((lines, malformed))
+}

@@ -1,0 +1,317 @@
+//! # transduce-web
+//!
+//! The browser side of transduce: a [`Engine`] holds one bundle on a device (WebGPU
+//! through burn's wgpu backend, or burn-flex on the CPU with wasm SIMD) and translates,
+//! parses (§6.3) and returns attention weights (Figures 3–5 of the paper).
+//!
+//! Every entry point returns `Result` to JavaScript: a bad bundle, empty or oversized text
+//! becomes an exception with a message, never a panic (which would kill the module).
+//! Every device read is awaited (a synchronous read panics on WebGPU).
+//!
+//! The JavaScript wrapper in `web/transduce.js` adds what the browser owns: fetching with
+//! progress, the Cache API, the Web Worker and the choice of backend in `auto` mode.
+
+mod attention;
+mod backend;
+mod tree;
+
+use serde::Serialize;
+use wasm_bindgen::prelude::*;
+
+use transduce::bundle::{Bundle, BundleFiles};
+use transduce::decode::DecodeOptions;
+use transduce::task::translate::{split_sentences, translate_sentence_async};
+use transduce::task::words::ptb_words;
+use transduce::task::{Parser, parse::print_tree};
+use transduce::{BundleConfig, Task};
+
+pub use backend::BackendChoice;
+
+/// Longest input accepted by one call, in characters: 100,000 (a long article). Longer
+/// text is an error, not a silent cut.
+pub const MAX_CHARS: usize = 100_000;
+/// A sentence of more words than this is translated in pieces of this many words: the
+/// models are trained on sentences, and one huge sequence would be slow and poor.
+pub const MAX_WORDS: usize = 60;
+
+#[wasm_bindgen(start)]
+fn start() {
+    console_error_panic_hook::set_once();
+}
+
+fn js_error(e: impl std::fmt::Display) -> JsError {
+    JsError::new(&e.to_string())
+}
+
+fn to_js<T: Serialize>(value: &T) -> Result<JsValue, JsError> {
+    value
+        .serialize(&serde_wasm_bindgen::Serializer::json_compatible())
+        .map_err(js_error)
+}
+
+/// The sentences of a text, as the translator splits them (so a page can show them).
+#[wasm_bindgen(js_name = splitSentences)]
+pub fn split_sentences_js(text: &str) -> Vec<String> {
+    split_sentences(text)
+        .into_iter()
+        .map(|r| text[r].to_string())
+        .collect()
+}
+
+/// The words of raw English as the parser sees them (Penn Treebank tokens).
+#[wasm_bindgen(js_name = treebankWords)]
+pub fn treebank_words(text: &str) -> Vec<String> {
+    ptb_words(text)
+}
+
+/// A loaded bundle on a device.
+#[wasm_bindgen]
+pub struct Engine {
+    bundle: Bundle,
+    backend: backend::Loaded,
+    parser: Option<Parser>,
+}
+
+fn check_text(text: &str) -> Result<(), JsError> {
+    if text.trim().is_empty() {
+        return Err(JsError::new("the text is empty"));
+    }
+    let chars = text.chars().count();
+    if chars > MAX_CHARS {
+        return Err(JsError::new(&format!(
+            "the text has {chars} characters; at most {MAX_CHARS} are accepted in one call"
+        )));
+    }
+    Ok(())
+}
+
+fn options_from(bundle: &Bundle, options: JsValue) -> Result<DecodeOptions, JsError> {
+    if options.is_undefined() || options.is_null() {
+        return Ok(bundle.config.decoding.clone());
+    }
+    // Fields not given keep the bundle's defaults.
+    let mut merged = serde_json::to_value(&bundle.config.decoding).map_err(js_error)?;
+    let given: serde_json::Value = serde_wasm_bindgen::from_value(options)
+        .map_err(|e| JsError::new(&format!("options: {e}")))?;
+    let serde_json::Value::Object(given) = given else {
+        return Err(JsError::new("options must be an object"));
+    };
+    for (k, v) in given {
+        if !matches!(k.as_str(), "beam" | "alpha" | "maxExtra") {
+            return Err(JsError::new(&format!(
+                "options: unknown field `{k}` (expected beam, alpha, maxExtra)"
+            )));
+        }
+        merged[k] = v;
+    }
+    let options: DecodeOptions =
+        serde_json::from_value(merged).map_err(|e| JsError::new(&format!("options: {e}")))?;
+    if options.beam == 0 || options.beam > 64 {
+        return Err(JsError::new("options.beam must be between 1 and 64"));
+    }
+    if !options.alpha.is_finite() || options.alpha < 0.0 {
+        return Err(JsError::new("options.alpha must be a non-negative number"));
+    }
+    if options.max_extra > 1000 {
+        return Err(JsError::new("options.maxExtra must be at most 1000"));
+    }
+    Ok(options)
+}
+
+/// Pieces of at most [`MAX_WORDS`] words.
+fn word_chunks(sentence: &str) -> Vec<String> {
+    let words: Vec<&str> = sentence.split_whitespace().collect();
+    words.chunks(MAX_WORDS).map(|c| c.join(" ")).collect()
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct SentenceResult {
+    source: String,
+    target: String,
+    source_tokens: Vec<String>,
+    target_tokens: Vec<String>,
+    source_ids: Vec<u32>,
+    target_ids: Vec<u32>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ParseResult {
+    words: Vec<String>,
+    tree: tree::Node,
+    bracketed: String,
+    well_formed: bool,
+}
+
+#[wasm_bindgen]
+impl Engine {
+    /// Loads a bundle from its three files. `backend` is `"cpu"` or `"webgpu"` (no
+    /// fallback here: the JavaScript wrapper decides, so it can report why).
+    pub async fn load(
+        config: Vec<u8>,
+        tokenizer: Vec<u8>,
+        weights: Vec<u8>,
+        backend: String,
+    ) -> Result<Engine, JsError> {
+        let choice: BackendChoice = backend.parse().map_err(|e: String| JsError::new(&e))?;
+        // Parse the config before touching a GPU: a corrupt bundle fails fast.
+        BundleConfig::from_json(&config).map_err(js_error)?;
+        let loaded = backend::Loaded::init(choice)
+            .await
+            .map_err(|e| JsError::new(&e))?;
+        let files = BundleFiles {
+            config,
+            tokenizer,
+            weights,
+        };
+        let bundle = Bundle::from_bytes(&files, &loaded.device).map_err(js_error)?;
+        let parser = match bundle.config.task {
+            Task::Parse => Some(Parser::new(&bundle).map_err(js_error)?),
+            Task::Translate { .. } => None,
+        };
+        Ok(Engine {
+            bundle,
+            backend: loaded,
+            parser,
+        })
+    }
+
+    /// `"webgpu"` or `"cpu"`.
+    #[wasm_bindgen(getter)]
+    pub fn backend(&self) -> String {
+        self.backend.choice.to_string()
+    }
+
+    /// The adapter's description (WebGPU), or the CPU backend's name.
+    #[wasm_bindgen(getter)]
+    pub fn device(&self) -> String {
+        self.backend.description.clone()
+    }
+
+    /// The bundle's `config.json` as an object (task, model, decoding, metrics, provenance).
+    #[wasm_bindgen(getter)]
+    pub fn config(&self) -> Result<JsValue, JsError> {
+        to_js(&self.bundle.config)
+    }
+
+    /// Translates one sentence (text the caller got from [`split_sentences_js`]); a
+    /// sentence longer than [`MAX_WORDS`] words is translated in pieces whose outputs are
+    /// joined. `options`: `{ beam, alpha, maxExtra }`, each optional.
+    pub async fn translate(&self, text: String, options: JsValue) -> Result<JsValue, JsError> {
+        if self.parser.is_some() {
+            return Err(JsError::new("this bundle is a parser: call parse()"));
+        }
+        check_text(&text)?;
+        let options = options_from(&self.bundle, options)?;
+        let mut out = SentenceResult {
+            source: text.trim().to_string(),
+            target: String::new(),
+            source_tokens: Vec::new(),
+            target_tokens: Vec::new(),
+            source_ids: Vec::new(),
+            target_ids: Vec::new(),
+        };
+        for piece in word_chunks(&text) {
+            let t = translate_sentence_async(&self.bundle, &piece, &options)
+                .await
+                .map_err(js_error)?;
+            if !out.target.is_empty() && !t.target.is_empty() {
+                out.target.push(' ');
+            }
+            out.target.push_str(&t.target);
+            out.source_ids.extend(t.source_ids);
+            out.target_ids.extend(t.target_ids);
+        }
+        out.source_tokens = self.token_strings(&out.source_ids);
+        out.target_tokens = self.token_strings(&out.target_ids);
+        to_js(&out)
+    }
+
+    /// Parses one English sentence (raw text; split into treebank words here) into a
+    /// tree. `options`: `{ beam, alpha, maxExtra }` (defaults §6.3: 21, 0.3, 300);
+    /// `constrained` (default true) keeps every output a well-formed tree.
+    pub async fn parse(
+        &self,
+        text: String,
+        options: JsValue,
+        constrained: Option<bool>,
+    ) -> Result<JsValue, JsError> {
+        let Some(parser) = &self.parser else {
+            return Err(JsError::new("this bundle translates: call translate()"));
+        };
+        check_text(&text)?;
+        let words = ptb_words(&text);
+        if words.len() > 4 * MAX_WORDS {
+            return Err(JsError::new(&format!(
+                "the sentence has {} words; the parser takes at most {}",
+                words.len(),
+                4 * MAX_WORDS
+            )));
+        }
+        let options = options_from(&self.bundle, options)?;
+        let parse = parser
+            .parse_async(
+                &self.bundle,
+                std::slice::from_ref(&words),
+                &options,
+                constrained.unwrap_or(true),
+            )
+            .await
+            .map_err(js_error)?
+            .pop()
+            .ok_or_else(|| JsError::new("the parser returned nothing"))?;
+        to_js(&ParseResult {
+            bracketed: print_tree(&parse.tree, false),
+            tree: tree::Node::from(&parse.tree),
+            words,
+            well_formed: parse.well_formed,
+        })
+    }
+
+    /// Attention weights of the model reading `sourceIds` and writing `targetIds` (from a
+    /// translation result), every layer and head: `{ sourceTokens, targetTokens,
+    /// encoderSelf, decoderSelf, cross }`, each a list of layers of `{ heads, rows, cols,
+    /// data }` with `data` row-major `[head][row][col]`.
+    pub async fn attention(
+        &self,
+        source_ids: Vec<u32>,
+        target_ids: Vec<u32>,
+    ) -> Result<JsValue, JsError> {
+        let maps = attention::maps(&self.bundle, &source_ids, &target_ids)
+            .await
+            .map_err(js_error)?;
+        let mut target_tokens = self.token_strings(&target_ids);
+        target_tokens.push("</s>".to_string());
+        to_js(&attention::Attention {
+            source_tokens: self.token_strings(&source_ids),
+            target_tokens,
+            encoder_self: maps.0,
+            decoder_self: maps.1,
+            cross: maps.2,
+        })
+    }
+
+    fn token_strings(&self, ids: &[u32]) -> Vec<String> {
+        ids.iter()
+            .map(|&id| self.bundle.tokenizer.id_to_token(id).unwrap_or_default())
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_sentences_are_cut_into_word_chunks() {
+        let text = (0..150)
+            .map(|i| format!("w{i}"))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let chunks = word_chunks(&text);
+        assert_eq!(chunks.len(), 3);
+        assert_eq!(chunks.join(" "), text);
+        assert!(chunks.iter().all(|c| c.split(' ').count() <= MAX_WORDS));
+    }
+}

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Builds the npm package into pkg/: the wasm module (from the page's trunk build),
+# the JavaScript API with its worker, TypeScript types, package.json and a README.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/common.sh
+
+ensure_rust
+ensure_wasm_target
+ensure_wasm_bindgen
+ensure_node_modules
+
+version=$(awk -F'"' '/^version = / { print $2; exit }' Cargo.toml)
+# The page's build already holds the optimized wasm module and its bindings
+# (wasm-bindgen --target web, wasm-opt from binaryen 132): the package reuses them.
+ensure_trunk
+build_page
+rm -rf pkg
+mkdir -p pkg
+cp dist/transduce-web.js dist/transduce-web_bg.wasm dist/transduce-web.d.ts pkg/
+cp web/transduce.js web/worker.js web/transduce.d.ts pkg/
+cat > pkg/package.json <<JSON
+{
+  "name": "transduce",
+  "version": "$version",
+  "description": "The Transformer of \"Attention Is All You Need\" in the browser: translate and parse on WebGPU or the CPU, in a Web Worker",
+  "license": "MIT OR Apache-2.0",
+  "type": "module",
+  "main": "transduce.js",
+  "module": "transduce.js",
+  "types": "transduce.d.ts",
+  "exports": {
+    ".": { "types": "./transduce.d.ts", "default": "./transduce.js" },
+    "./worker.js": "./worker.js",
+    "./transduce-web.js": "./transduce-web.js"
+  },
+  "files": ["transduce.js", "transduce.d.ts", "worker.js", "transduce-web.js", "transduce-web.d.ts", "transduce-web_bg.wasm", "README.md"],
+  "sideEffects": false,
+  "keywords": ["transformer", "translation", "parsing", "webgpu", "wasm", "burn"]
+}
+JSON
+cp web/NPM-README.md pkg/README.md
+log "pkg/: $(du -sh pkg | cut -f1) ($(du -h pkg/transduce-web_bg.wasm | cut -f1) of wasm)"

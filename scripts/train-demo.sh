@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Reproduces the demo bundles shipped in web/models/ from the data, on this machine's CPU.
+#
+#   scripts/train-demo.sh [translate|parse|all]      (default: all)
+#
+# DATA (default ../shared/data) holds multi30k/ and ptb-sample/; WORK (default
+# work/demo) receives prepared data, runs, outputs and scores. Training stops after the
+# minutes below; stopping it earlier (Ctrl-C) loses at most one checkpoint interval, and
+# running the script again resumes the run where it stopped (`transduce train --resume`)
+# instead of starting over.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/common.sh
+ensure_rust
+
+DATA=${DATA:-../shared/data}
+WORK=${WORK:-work/demo}
+TRANSLATE_MINUTES=${TRANSLATE_MINUTES:-45}
+PARSE_MINUTES=${PARSE_MINUTES:-70}
+what=${1:-all}
+
+log "building the transduce CLI"
+cargo build --workspace --locked
+T="$CARGO_TARGET_DIR/debug/transduce"
+mkdir -p "$WORK"
+
+# train RUN MINUTES ARGS...: a new run, or the same run resumed.
+train() {
+    local run=$1 minutes=$2
+    shift 2
+    if [ -f "$run/run.json" ]; then
+        log "resuming $run"
+        "$T" train --resume --out "$run" --max-minutes "$minutes"
+    else
+        "$T" train --out "$run" --max-minutes "$minutes" "$@"
+    fi
+}
+
+if [ "$what" = translate ] || [ "$what" = all ]; then
+    D="$DATA/multi30k"
+    W="$WORK/multi30k"
+    [ -f "$W/data/train.bin" ] || "$T" prepare --src "$D/train.en.gz" --tgt "$D/train.de.gz" \
+        --valid-src "$D/val.en.gz" --valid-tgt "$D/val.de.gz" --vocab-size 8000 --out "$W/data"
+    train "$W/run" "$TRANSLATE_MINUTES" --data "$W/data" --preset mini --backend cpu \
+        --max-tokens 2048 --warmup 400 --lr-factor 0.4 --checkpoint-minutes 4 --keep 12
+    "$T" average --run "$W/run" --last 4 --out "$W/averaged.safetensors"
+    "$T" export --model "$W/run" --checkpoint "$W/averaged.safetensors" --f16 \
+        --source en --target de --out "$W/bundle"
+    "$T" translate --model "$W/bundle" --input "$D/test2016.en.gz" --output "$W/test2016.hyp.de"
+    "$T" eval bleu --hyp "$W/test2016.hyp.de" --ref "$D/test2016.de.gz" | tee "$W/bleu.txt"
+    bleu=$(awk '{ print $3; exit }' "$W/bleu.txt")
+    "$T" export --model "$W/run" --checkpoint "$W/averaged.safetensors" --f16 \
+        --source en --target de --out "$W/bundle" \
+        --metric "bleu_test2016=$bleu" --metric "bleu_signature=$(cut -d' ' -f1 "$W/bleu.txt")" \
+        --command "scripts/train-demo.sh translate"
+    log "English→German bundle in $W/bundle (test2016 BLEU $bleu); copy it to web/models/multi30k-en-de"
+fi
+
+if [ "$what" = parse ] || [ "$what" = all ]; then
+    D="$DATA/ptb-sample"
+    W="$WORK/ptb"
+    [ -f "$W/data/train.bin" ] || "$T" prepare --task parse --trees "$D/train.trees.gz" \
+        --valid-trees "$D/dev.trees.gz" --vocab-size 4000 --max-len 512 --out "$W/data"
+    train "$W/run" "$PARSE_MINUTES" --data "$W/data" --preset mini --dropout 0.2 --backend cpu \
+        --max-tokens 2048 --warmup 400 --lr-factor 0.5 --checkpoint-minutes 5 --keep 10
+    "$T" average --run "$W/run" --last 4 --out "$W/averaged.safetensors"
+    "$T" export --task parse --model "$W/run" --checkpoint "$W/averaged.safetensors" --f16 \
+        --out "$W/bundle"
+    zcat -f "$D/test.trees.gz" > "$W/test.gold"
+    "$T" parse --model "$W/bundle" --input "$W/test.gold" --output "$W/test.constrained"
+    "$T" parse --model "$W/bundle" --input "$W/test.gold" --output "$W/test.unconstrained" --no-constraint
+    "$T" parse --right-branching --input "$W/test.gold" --output "$W/test.right-branching"
+    for kind in constrained unconstrained right-branching; do
+        "$T" eval f1 --gold "$W/test.gold" --test "$W/test.$kind" > "$W/f1.$kind.txt"
+        log "$kind: $(grep -m1 'Bracketing FMeasure' "$W/f1.$kind.txt")"
+    done
+    f1=$(awk '/Bracketing FMeasure/ { print $NF; exit }' "$W/f1.constrained.txt")
+    "$T" export --task parse --model "$W/run" --checkpoint "$W/averaged.safetensors" --f16 \
+        --out "$W/bundle" --metric "f1_test=$f1" --command "scripts/train-demo.sh parse"
+    log "parser bundle in $W/bundle (test F1 $f1); copy it to web/models/ptb-parser"
+fi

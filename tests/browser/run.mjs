@@ -1,0 +1,299 @@
+// Browser end-to-end tests: the built page (dist/) and the npm package example, in Debian's
+// Chromium driven by playwright-core. Expected outputs come from the native CLI, so the
+// browser is checked against an independent build of the decoder.
+//
+//   node tests/browser/run.mjs --bin path/to/transduce [--dist dist] [--artifacts DIR]
+//
+// Prints "ok - NAME" / "not ok - NAME" per test and a final "browser: N passed, N failed".
+import { chromium } from "playwright-core";
+import { mkdtemp, mkdir, readFile, rm, writeFile, cp } from "node:fs/promises";
+import { existsSync } from "node:fs";
+import { spawnSync } from "node:child_process";
+import { gunzipSync } from "node:zlib";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { serve } from "../../scripts/serve.mjs";
+
+const arg = (name, fallback) => {
+  const i = process.argv.indexOf(`--${name}`);
+  return i > 0 ? process.argv[i + 1] : fallback;
+};
+const repo = resolve(new URL("../..", import.meta.url).pathname);
+const dist = resolve(arg("dist", join(repo, "dist")));
+const artifacts = resolve(arg("artifacts", join(repo, "test-artifacts", "browser")));
+const expected = await expectations(arg("bin"));
+const chromiumPath = process.env.CHROMIUM ?? "/usr/bin/chromium";
+const TIMEOUT = 240_000;
+
+/** The native CLI's outputs for the inputs the browser gets: the independent reference. */
+async function expectations(bin) {
+  if (!bin) throw new Error("--bin (the native transduce binary) is required");
+  const data = join(repo, "..", "shared", "data", "multi30k", "test2016.en.gz");
+  let lines;
+  try {
+    lines = gunzipSync(await readFile(data)).toString("utf8").split("\n");
+  } catch {
+    console.log(`SKIP: ${data} not found; using the committed fixture sentences`);
+    lines = (await readFile(join(repo, "tests", "fixtures", "browser-sentences.en"), "utf8")).split("\n");
+  }
+  const run = (args, input) => {
+    const r = spawnSync(bin, [...args, "--quiet"], { input, encoding: "utf8" });
+    if (r.status !== 0) throw new Error(`${bin} ${args.join(" ")} failed: ${r.stderr}`);
+    return r.stdout;
+  };
+  const model = "multi30k-en-de";
+  const sentence = lines[0].trim();
+  const greedy = (text) =>
+    run(["translate", "--model", join(repo, "web", "models", model), "--beam", "1"], `${text}\n`).trim();
+  const out = {
+    model,
+    sentence,
+    nativeGreedy: greedy,
+    greedy: greedy(sentence),
+    longText: lines.slice(1, 9).map((l) => l.trim()).join(" "),
+  };
+  const parser = join(repo, "web", "models", "ptb-parser");
+  if (existsSync(join(parser, "config.json"))) {
+    out.parseSentence = "The dog saw a man in the park .";
+    const tree = run(["parse", "--model", parser, "--raw"], `${out.parseSentence}\n`).trim();
+    // Native prints the treebank's outer bracket, `( (S ...) )`; the page does not.
+    out.parseBracketed = tree.replace(/^\( /, "").replace(/ \)$/, "");
+    out.parseNodes = out.parseBracketed.split("(").length - 1;
+  }
+  return out;
+}
+
+await mkdir(artifacts, { recursive: true });
+
+// A corrupt copy of the shipped bundle: same config.json, damaged weights.
+const scratch = await mkdtemp(join(tmpdir(), "transduce-browser-"));
+const corrupt = join(scratch, "corrupt");
+await cp(join(dist, "models", expected.model), corrupt, { recursive: true });
+const weights = await readFile(join(corrupt, "model.safetensors"));
+await writeFile(join(corrupt, "model.safetensors"), weights.subarray(0, weights.length >> 1));
+
+const server = await serve({
+  mounts: { "/": dist, "/corrupt/": corrupt, "/repo/": repo },
+  port: 0,
+});
+const base = `http://127.0.0.1:${server.address().port}`;
+
+let passed = 0;
+let failed = 0;
+const results = [];
+
+async function browser(extraFlags = []) {
+  const userDataDir = await mkdtemp(join(tmpdir(), "transduce-chromium-"));
+  const context = await chromium.launchPersistentContext(userDataDir, {
+    executablePath: chromiumPath,
+    headless: true,
+    args: [
+      "--headless=new",
+      "--no-sandbox",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--disable-sync",
+      "--no-first-run",
+      "--disable-quic",
+      ...extraFlags,
+    ],
+    viewport: { width: 1100, height: 1400 },
+  });
+  context.setDefaultTimeout(TIMEOUT);
+  return {
+    context,
+    async close() {
+      await context.close();
+      await rm(userDataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+async function test(name, body) {
+  if (process.env.ONLY && !new RegExp(process.env.ONLY).test(name)) return;
+  const started = Date.now();
+  try {
+    await body();
+    passed++;
+    console.log(`ok - ${name} (${((Date.now() - started) / 1000).toFixed(1)} s)`);
+  } catch (e) {
+    failed++;
+    console.log(`not ok - ${name}: ${e.message.split("\n").slice(0, 6).join("\n    ")}`);
+  }
+}
+
+function assertEqual(found, want, what) {
+  if (found !== want) throw new Error(`${what}: expected ${JSON.stringify(want)}, found ${JSON.stringify(found)}`);
+}
+
+async function openPage(context, query) {
+  const page = await context.newPage();
+  const logs = [];
+  page.on("console", (m) => logs.push(`${m.type()}: ${m.text()}`));
+  page.on("pageerror", (e) => logs.push(`pageerror: ${e.message}`));
+  await page.goto(`${base}/?${query}`);
+  page.logs = logs;
+  return page;
+}
+
+async function waitReady(page, backend) {
+  try {
+    await page.waitForSelector(`#badge[data-backend="${backend}"]`, { timeout: TIMEOUT });
+  } catch (e) {
+    const error = await page.textContent("#error");
+    throw new Error(`model did not load on ${backend}: ${error || e.message}\n${page.logs.join("\n")}`);
+  }
+  await page.waitForSelector("#translate:not([disabled])");
+}
+
+async function translateGreedy(page, text) {
+  await page.fill("#beam", "1");
+  await page.fill("#source", text);
+  await page.evaluate(() => delete document.getElementById("target").dataset.done);
+  await page.click("#translate");
+  await page.waitForSelector('#target[data-done="true"]');
+  const error = await page.textContent("#error");
+  if (error) throw new Error(error);
+  return (await page.textContent("#target")).trim();
+}
+
+// ---- forced CPU ----------------------------------------------------------------------
+{
+  const b = await browser();
+  const page = await openPage(b.context, "backend=cpu");
+  await test("cpu: page loads the shipped model on the CPU backend", () => waitReady(page, "cpu"));
+  await test("cpu: greedy translation equals native `transduce translate`", async () => {
+    assertEqual(await translateGreedy(page, expected.sentence), expected.greedy, "translation");
+    await page.waitForSelector("#heatmap svg rect");
+    await page.screenshot({ path: join(artifacts, "cpu-translate.png"), fullPage: true });
+  });
+  await test("cpu: the main thread stays responsive while translating", async () => {
+    // Timer gaps on the page while the worker decodes a long text with beam 4.
+    await page.fill("#beam", "4");
+    await page.fill("#source", expected.longText);
+    await page.evaluate(() => {
+      delete document.getElementById("target").dataset.done;
+      window.__gaps = { last: performance.now(), max: 0 };
+      window.__tick = setInterval(() => {
+        const now = performance.now();
+        window.__gaps.max = Math.max(window.__gaps.max, now - window.__gaps.last);
+        window.__gaps.last = now;
+      }, 10);
+    });
+    const started = Date.now();
+    await page.click("#translate");
+    await page.waitForSelector('#target[data-done="true"]');
+    const took = Date.now() - started;
+    const gap = await page.evaluate(() => (clearInterval(window.__tick), window.__gaps.max));
+    const lines = (await page.textContent("#target")).trim();
+    if (!lines) throw new Error("empty translation of the long text");
+    if (gap > 400 || gap > took / 3) {
+      throw new Error(`main thread blocked for ${gap.toFixed(0)} ms during a ${took} ms translation`);
+    }
+    console.log(`    longest main-thread gap ${gap.toFixed(0)} ms during ${took} ms of translation`);
+  });
+  if (expected.parseNodes) {
+    await test("cpu: parse draws the tree native `transduce parse` gives", async () => {
+      await page.fill("#parse-input", expected.parseSentence);
+      await page.click("#parse");
+      await page.waitForSelector("#tree svg", { timeout: TIMEOUT });
+      const nodes = await page.locator("#tree svg g.node").count();
+      const bracketed = (await page.textContent("#bracketed")).trim();
+      assertEqual(bracketed, expected.parseBracketed, "bracketed tree");
+      assertEqual(nodes, expected.parseNodes, "SVG tree nodes");
+      await page.screenshot({ path: join(artifacts, "cpu-parse.png"), fullPage: true });
+    });
+  } else {
+    console.log("SKIP: no parser bundle in web/models; the parse view was not tested");
+  }
+  await test("cpu: a corrupt bundle shows a clear error", async () => {
+    const bad = await openPage(b.context, "backend=cpu&model=/corrupt/");
+    await bad.waitForSelector("#error:not([hidden])");
+    const text = await bad.textContent("#error");
+    if (!/sha256|corrupt|truncated/.test(text)) throw new Error(`unclear error: ${text}`);
+    await bad.screenshot({ path: join(artifacts, "corrupt-bundle.png") });
+  });
+  await test("cpu: empty and 10,000-character inputs give results or errors, never a dead module", async () => {
+    await page.fill("#source", "   ");
+    await page.click("#translate");
+    await page.waitForSelector("#error:not([hidden])");
+    const empty = await page.textContent("#error");
+    if (!/empty/.test(empty)) throw new Error(`empty text: ${empty}`);
+    await page.waitForSelector("#translate:not([disabled])");
+    // 10,000 characters without a sentence end: translated in pieces, streamed.
+    const words = expected.longText.split(/\s+/);
+    const huge = Array.from({ length: 2000 }, (_, i) => words[i % words.length]).join(" ").slice(0, 10_000);
+    await page.fill("#beam", "1");
+    await page.fill("#source", huge);
+    await page.evaluate(() => {
+      delete document.getElementById("target").dataset.done;
+      document.getElementById("error").hidden = true;
+    });
+    const started = Date.now();
+    await page.click("#translate");
+    await page.waitForFunction(
+      () => document.getElementById("target").dataset.done || !document.getElementById("error").hidden,
+      null,
+      { timeout: 600_000 },
+    );
+    const error = await page.evaluate(() => {
+      const e = document.getElementById("error");
+      return e.hidden ? "" : e.textContent;
+    });
+    const out = (await page.textContent("#target")).trim();
+    if (!error && out.length < 1000) throw new Error(`10,000 characters gave only ${out.length} characters`);
+    console.log(`    10,000 characters: ${error ? `error "${error}"` : `${out.length} characters out`} in ${Date.now() - started} ms`);
+    // The module must still work afterwards.
+    assertEqual(await translateGreedy(page, expected.sentence), expected.greedy, "translation after stress");
+  });
+  await b.close();
+}
+
+// ---- forced WebGPU (SwiftShader) -------------------------------------------------------
+{
+  const b = await browser(["--enable-unsafe-webgpu"]);
+  const page = await openPage(b.context, "backend=webgpu");
+  await test("webgpu: page loads the model on WebGPU", () => waitReady(page, "webgpu"));
+  await test("webgpu: greedy translation equals the CPU's and native", async () => {
+    assertEqual(await translateGreedy(page, expected.sentence), expected.greedy, "translation");
+    await page.screenshot({ path: join(artifacts, "webgpu-translate.png"), fullPage: true });
+  });
+  await b.close();
+}
+
+// ---- auto without WebGPU -------------------------------------------------------------
+{
+  const b = await browser();
+  const page = await openPage(b.context, "backend=auto");
+  await test("auto: without WebGPU the page falls back to the CPU and says so", async () => {
+    await waitReady(page, "cpu");
+    const badge = await page.textContent("#badge");
+    if (!/CPU · ./.test(badge)) throw new Error(`badge gives no reason: ${badge}`);
+  });
+  await b.close();
+}
+
+// ---- the npm package, embedded by a third-party page ----------------------------------
+{
+  const b = await browser();
+  await test("embed: examples/embed loads the npm package and translates", async () => {
+    const page = await b.context.newPage();
+    const logs = [];
+    page.on("console", (m) => logs.push(m.text()));
+    await page.goto(`${base}/repo/examples/embed/index.html?beam=1`);
+    try {
+      await page.waitForSelector("#out[data-done]", { timeout: TIMEOUT });
+    } catch (e) {
+      throw new Error(`${e.message}\n${logs.join("\n")}`);
+    }
+    const input = (await page.textContent("#in")).trim();
+    assertEqual((await page.textContent("#out")).trim(), expected.nativeGreedy(input), "embedded translation");
+    await page.screenshot({ path: join(artifacts, "embed.png") });
+  });
+  await b.close();
+}
+
+server.close();
+await rm(scratch, { recursive: true, force: true });
+console.log(`browser: ${passed} passed, ${failed} failed`);
+process.exit(failed ? 1 : 0);

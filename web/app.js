@@ -1,0 +1,327 @@
+// The demo page: plain JavaScript over the same API an embedding site uses.
+import { Transduce } from "./transduce.js";
+
+const $ = (id) => document.getElementById(id);
+const params = new URLSearchParams(location.search);
+const SVG = "http://www.w3.org/2000/svg";
+
+const state = {
+  models: [],
+  backend: params.get("backend") ?? "auto",
+  translator: null, // { id, engine }
+  parser: null,
+  lastSentences: [],
+};
+window.transduceDemo = state; // for tests and the console
+
+function showError(message) {
+  const box = $("error");
+  box.textContent = message;
+  box.hidden = !message;
+}
+
+function status(text) {
+  $("status").textContent = text;
+}
+
+function modelUrl(entry) {
+  return entry.url ?? `models/${entry.id}/`;
+}
+
+async function loadIndex() {
+  let models = [];
+  try {
+    const response = await fetch("models/index.json", { cache: "no-cache" });
+    if (!response.ok) throw new Error(`HTTP ${response.status}`);
+    models = await response.json();
+  } catch (e) {
+    showError(`Cannot read the model list models/index.json: ${e.message}`);
+  }
+  // ?model=URL and ?parser=URL add bundles from elsewhere.
+  for (const [key, task] of [["model", "translate"], ["parser", "parse"]]) {
+    const value = params.get(key);
+    if (value && !models.some((m) => m.id === value)) {
+      models.unshift({ id: value, title: value, task, url: value });
+    }
+  }
+  state.models = models;
+  const select = $("model");
+  select.replaceChildren(
+    ...models.map((m) => new Option(`${m.title}`, m.id)),
+  );
+  return models;
+}
+
+function badge(engine) {
+  const el = $("badge");
+  if (!engine) {
+    el.textContent = "no model";
+    el.className = "badge";
+    return;
+  }
+  const gpu = engine.backend === "webgpu";
+  el.textContent = gpu ? `WebGPU · ${engine.device}` : `CPU${engine.fallbackReason ? ` · ${engine.fallbackReason}` : ""}`;
+  el.className = `badge ${gpu ? "gpu" : "cpu"}`;
+  el.dataset.backend = engine.backend;
+}
+
+async function load(entry) {
+  const slot = entry.task === "parse" ? "parser" : "translator";
+  if (state[slot]?.id === entry.id && state[slot].backend === state.backend) return state[slot].engine;
+  state[slot]?.engine.free();
+  state[slot] = null;
+  showError("");
+  const button = entry.task === "parse" ? $("parse") : $("translate");
+  button.disabled = true;
+  status(`Loading ${entry.title}…`);
+  const started = performance.now();
+  try {
+    const engine = await Transduce.load(modelUrl(entry), {
+      backend: state.backend,
+      onProgress: ({ file, loaded, total, cached }) => {
+        const pct = total ? ` ${Math.round((100 * loaded) / total)}%` : ` ${(loaded / 1e6).toFixed(1)} MB`;
+        status(`Loading ${entry.title}: ${file}${cached ? " (cached)" : pct}`);
+      },
+    });
+    state[slot] = { id: entry.id, backend: state.backend, engine };
+    status(`${entry.title} ready in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+    badge(engine);
+    if (engine.task === "translate") {
+      const t = engine.config.task;
+      $("langs").textContent = `${t.source} → ${t.target}`;
+      $("target").lang = t.target;
+      $("beam").value = engine.config.decoding.beam;
+      $("alpha").value = engine.config.decoding.alpha;
+    }
+    button.disabled = false;
+    return engine;
+  } catch (e) {
+    status("");
+    showError(`Could not load ${entry.title}: ${e.message}`);
+    badge(null);
+    throw e;
+  }
+}
+
+async function translate() {
+  const engine = state.translator?.engine;
+  if (!engine) return;
+  showError("");
+  $("translate").disabled = true;
+  $("target").textContent = "";
+  $("time").textContent = "translating…";
+  try {
+    const result = await engine.translate($("source").value, {
+      beam: Number($("beam").value),
+      alpha: Number($("alpha").value),
+      onPartial: ({ text, index, count }) => {
+        $("target").textContent = text;
+        $("time").textContent = `sentence ${index + 1} of ${count}…`;
+      },
+    });
+    $("target").textContent = result.text;
+    $("target").dataset.done = "true";
+    $("time").textContent = `${(result.ms / 1000).toFixed(2)} s on ${engine.backend === "webgpu" ? "WebGPU" : "CPU"}`;
+    state.lastSentences = result.sentences;
+    $("att-sentence").replaceChildren(
+      ...result.sentences.map((s, i) => new Option(`${i + 1}: ${s.source.slice(0, 40)}`, i)),
+    );
+    await showAttention();
+  } catch (e) {
+    $("time").textContent = "";
+    showError(`Translation failed: ${e.message}`);
+  } finally {
+    $("translate").disabled = false;
+  }
+}
+
+// ---- attention heat map (Figures 3–5) ------------------------------------------------
+
+let attention = null;
+
+async function showAttention() {
+  const engine = state.translator?.engine;
+  const sentence = state.lastSentences[Number($("att-sentence").value) || 0];
+  if (!engine || !sentence || !sentence.targetIds) return;
+  try {
+    attention = await engine.attention(sentence);
+  } catch (e) {
+    showError(`Attention failed: ${e.message}`);
+    return;
+  }
+  const layers = attention.cross.length;
+  const heads = attention.cross[0]?.heads ?? 0;
+  const keep = (sel, options) => {
+    const old = sel.value;
+    sel.replaceChildren(...options);
+    if ([...sel.options].some((o) => o.value === old)) sel.value = old;
+  };
+  keep($("att-layer"), Array.from({ length: layers }, (_, i) => new Option(`${i + 1}`, i)));
+  keep($("att-head"), [new Option("mean", "mean"), ...Array.from({ length: heads }, (_, i) => new Option(`${i + 1}`, i))]);
+  drawHeatmap();
+}
+
+function drawHeatmap() {
+  const box = $("heatmap");
+  if (!attention) return;
+  const kind = $("att-kind").value;
+  const layer = attention[kind][Number($("att-layer").value) || 0];
+  if (!layer) return;
+  const src = attention.sourceTokens;
+  const tgt = attention.targetTokens;
+  const rowsLabels = kind === "encoderSelf" ? src : tgt;
+  const colLabels = kind === "cross" || kind === "encoderSelf" ? src : ["<s>", ...tgt.slice(0, -1)];
+  const head = $("att-head").value;
+  const { heads, rows, cols, data } = layer;
+  const value = (r, c) => {
+    if (head !== "mean") return data[(Number(head) * rows + r) * cols + c];
+    let s = 0;
+    for (let h = 0; h < heads; h++) s += data[(h * rows + r) * cols + c];
+    return s / heads;
+  };
+  const cell = 22, left = 110, top = 90;
+  const svg = document.createElementNS(SVG, "svg");
+  svg.setAttribute("width", left + cols * cell + 10);
+  svg.setAttribute("height", top + rows * cell + 10);
+  svg.setAttribute("class", "heat");
+  const text = (x, y, label, anchor, rotate) => {
+    const t = document.createElementNS(SVG, "text");
+    t.setAttribute("x", x);
+    t.setAttribute("y", y);
+    t.setAttribute("text-anchor", anchor);
+    if (rotate) t.setAttribute("transform", `rotate(-60 ${x} ${y})`);
+    t.textContent = label.replace(/^▁/, "");
+    svg.append(t);
+  };
+  colLabels.forEach((l, c) => text(left + c * cell + cell / 2, top - 6, l, "start", true));
+  rowsLabels.forEach((l, r) => text(left - 6, top + r * cell + cell * 0.7, l, "end", false));
+  for (let r = 0; r < rows; r++) {
+    for (let c = 0; c < cols; c++) {
+      const v = value(r, c);
+      const rect = document.createElementNS(SVG, "rect");
+      rect.setAttribute("x", left + c * cell);
+      rect.setAttribute("y", top + r * cell);
+      rect.setAttribute("width", cell - 1);
+      rect.setAttribute("height", cell - 1);
+      rect.setAttribute("fill", `rgba(37, 99, 235, ${Math.max(0.03, v).toFixed(3)})`);
+      const title = document.createElementNS(SVG, "title");
+      title.textContent = `${rowsLabels[r]} → ${colLabels[c]}: ${v.toFixed(3)}`;
+      rect.append(title);
+      svg.append(rect);
+    }
+  }
+  box.replaceChildren(svg);
+}
+
+// ---- parse tree as SVG ------------------------------------------------------------------
+
+function drawTree(tree) {
+  // Leaves left to right; a constituent sits above the middle of its children.
+  const nodes = [];
+  let nextLeaf = 0;
+  const place = (node, depth) => {
+    const entry = { node, depth, x: 0 };
+    nodes.push(entry);
+    if (node.word !== undefined) {
+      entry.x = nextLeaf++;
+    } else {
+      entry.children = (node.children ?? []).map((c) => place(c, depth + 1));
+      const xs = entry.children.map((c) => c.x);
+      entry.x = xs.length ? (Math.min(...xs) + Math.max(...xs)) / 2 : nextLeaf++;
+    }
+    return entry;
+  };
+  const root = place(tree, 0);
+  const depth = Math.max(...nodes.map((n) => n.depth)) + 1;
+  const dx = 70, dy = 46, pad = 30;
+  const svg = document.createElementNS(SVG, "svg");
+  svg.setAttribute("width", pad * 2 + Math.max(1, nextLeaf) * dx);
+  svg.setAttribute("height", pad * 2 + (depth + 1) * dy);
+  svg.setAttribute("class", "parse-tree");
+  const X = (e) => pad + e.x * dx + dx / 2;
+  const Y = (e) => pad + e.depth * dy;
+  const line = (x1, y1, x2, y2) => {
+    const l = document.createElementNS(SVG, "line");
+    Object.entries({ x1, y1, x2, y2 }).forEach(([k, v]) => l.setAttribute(k, v));
+    svg.append(l);
+  };
+  const label = (g, x, y, text, cls) => {
+    const t = document.createElementNS(SVG, "text");
+    t.setAttribute("x", x);
+    t.setAttribute("y", y);
+    t.setAttribute("text-anchor", "middle");
+    t.setAttribute("class", cls);
+    t.textContent = text;
+    g.append(t);
+  };
+  for (const e of nodes) {
+    for (const c of e.children ?? []) line(X(e), Y(e) + 6, X(c), Y(c) - 14);
+  }
+  for (const e of nodes) {
+    const g = document.createElementNS(SVG, "g");
+    g.setAttribute("class", e.node.word !== undefined ? "node preterminal" : "node phrase");
+    label(g, X(e), Y(e), e.node.label, "label");
+    if (e.node.word !== undefined) {
+      line(X(e), Y(e) + 6, X(e), pad + depth * dy - 14);
+      label(g, X(e), pad + depth * dy, e.node.word, "word");
+    }
+    svg.append(g);
+  }
+  void root;
+  return svg;
+}
+
+async function parse() {
+  showError("");
+  $("parse").disabled = true;
+  $("parse-time").textContent = "parsing…";
+  try {
+    const entry = state.models.find((m) => m.task === "parse" && m.id === (state.parser?.id ?? m.id));
+    if (!entry) throw new Error("no parser model is listed in models/index.json");
+    const engine = state.parser?.engine ?? (await load(entry));
+    const result = await engine.parse($("parse-input").value, { constrained: $("constrained").checked });
+    $("tree").replaceChildren(drawTree(result.tree));
+    $("tree").dataset.nodes = String(result.bracketed.split("(").length - 1);
+    $("bracketed").textContent = result.bracketed;
+    $("parse-time").textContent = `${(result.ms / 1000).toFixed(2)} s on ${engine.backend === "webgpu" ? "WebGPU" : "CPU"}${result.wellFormed ? "" : " (output repaired)"}`;
+  } catch (e) {
+    $("parse-time").textContent = "";
+    showError(`Parsing failed: ${e.message}`);
+  } finally {
+    $("parse").disabled = false;
+  }
+}
+
+// ---- wiring -----------------------------------------------------------------------------
+
+async function main() {
+  $("backend").value = state.backend;
+  const models = await loadIndex();
+  $("translate").addEventListener("click", translate);
+  $("parse").addEventListener("click", parse);
+  $("parse").disabled = false;
+  for (const id of ["att-kind", "att-layer", "att-head"]) $(id).addEventListener("change", drawHeatmap);
+  $("att-sentence").addEventListener("change", showAttention);
+  $("model").addEventListener("change", () => {
+    const entry = state.models.find((m) => m.id === $("model").value);
+    if (entry) load(entry).catch(() => {});
+  });
+  $("backend").addEventListener("change", () => {
+    state.backend = $("backend").value;
+    const ids = [state.translator?.id, state.parser?.id].filter(Boolean);
+    state.translator?.engine.free();
+    state.parser?.engine.free();
+    state.translator = state.parser = null;
+    for (const id of ids) {
+      const entry = state.models.find((m) => m.id === id);
+      if (entry) load(entry).catch(() => {});
+    }
+  });
+  const first = models.find((m) => m.task === "translate");
+  if (first) {
+    $("model").value = first.id;
+    await load(first).catch(() => {});
+  }
+}
+
+main();

@@ -1,0 +1,149 @@
+// transduce in the browser: the public JavaScript API.
+//
+//   import { Transduce } from "transduce";
+//   const t = await Transduce.load("models/multi30k-en-de/", { backend: "auto" });
+//   const { text } = await t.translate("A man is riding a bike.");
+//   t.free();
+//
+// The model runs in a Web Worker (worker.js, next to this file), so the page never
+// freezes while a bundle loads or a sentence is decoded. Bundles are fetched with
+// progress, kept in the Cache API and checked against the sha256 sums in config.json.
+
+/** Where the worker script lives; override with `options.workerUrl`. */
+const DEFAULT_WORKER = new URL("./worker.js", import.meta.url);
+
+export class TransduceError extends Error {
+  constructor(message) {
+    super(message);
+    this.name = "TransduceError";
+  }
+}
+
+export class Transduce {
+  #worker;
+  #next = 1;
+  #pending = new Map();
+  #info;
+
+  constructor(worker) {
+    this.#worker = worker;
+    worker.onmessage = ({ data }) => this.#receive(data);
+    worker.onerror = (event) => {
+      const error = new TransduceError(`worker failed: ${event.message || "could not start"}`);
+      for (const { reject } of this.#pending.values()) reject(error);
+      this.#pending.clear();
+    };
+  }
+
+  /**
+   * Loads a bundle: a folder URL holding config.json, tokenizer.json and
+   * model.safetensors, or `{ config, tokenizer, weights }` as ArrayBuffers / Uint8Arrays.
+   *
+   * options.backend: "auto" (WebGPU on a hardware adapter, else the CPU), "webgpu" (fail
+   *   rather than fall back) or "cpu".
+   * options.onProgress({ file, loaded, total, cached }): download progress.
+   * options.cache: use the Cache API (default true).
+   */
+  static async load(source, options = {}) {
+    const { backend = "auto", onProgress, cache = true, workerUrl = DEFAULT_WORKER } = options;
+    if (!["auto", "webgpu", "cpu"].includes(backend)) {
+      throw new TransduceError(`unknown backend "${backend}" (expected "auto", "webgpu" or "cpu")`);
+    }
+    let worker;
+    try {
+      worker = new Worker(workerUrl, { type: "module" });
+    } catch (e) {
+      throw new TransduceError(`cannot start the worker at ${workerUrl}: ${e.message}`);
+    }
+    const t = new Transduce(worker);
+    let args;
+    if (typeof source === "string" || source instanceof URL) {
+      const base = new URL(source, globalThis.document?.baseURI ?? globalThis.location?.href);
+      if (!base.pathname.endsWith("/")) base.pathname += "/";
+      args = { url: base.href, backend, cache };
+    } else if (source && source.config && source.tokenizer && source.weights) {
+      args = { files: source, backend, cache };
+    } else {
+      worker.terminate();
+      throw new TransduceError("load() needs a bundle URL or { config, tokenizer, weights }");
+    }
+    try {
+      t.#info = await t.#call("load", args, onProgress);
+    } catch (e) {
+      worker.terminate();
+      throw e;
+    }
+    return t;
+  }
+
+  /** "webgpu" or "cpu": where the model runs. */
+  get backend() { return this.#info.backend; }
+  /** The adapter or CPU backend, as a readable string. */
+  get device() { return this.#info.device; }
+  /** Why `auto` chose the CPU (undefined when it did not). */
+  get fallbackReason() { return this.#info.fallbackReason; }
+  /** The bundle's config.json: task, model, decoding defaults, metrics, provenance. */
+  get config() { return this.#info.config; }
+  /** "translate" or "parse". */
+  get task() { return this.#info.config.task.kind; }
+
+  /**
+   * Translates text of any length: it is split into sentences, translated one by one, and
+   * each finished sentence is passed to `options.onPartial({ index, count, sentence, text })`.
+   * options: { beam, alpha, maxExtra } (defaults: the bundle's, §6.1: 4, 0.6, 50).
+   * Resolves to { text, sentences: [{ source, target, sourceTokens, targetTokens,
+   * sourceIds, targetIds }], ms }.
+   */
+  translate(text, options = {}) {
+    const { onPartial, ...decode } = options;
+    return this.#call("translate", { text, options: decode }, onPartial);
+  }
+
+  /**
+   * Parses one English sentence (§6.3). options: { beam, alpha, maxExtra, constrained }.
+   * Resolves to { words, tree, bracketed, wellFormed, ms }; `tree` nodes are
+   * { label, children } or { label (the tag), word }.
+   */
+  parse(text, options = {}) {
+    const { constrained = true, ...decode } = options;
+    return this.#call("parse", { text, options: decode, constrained });
+  }
+
+  /**
+   * Attention weights for one translated sentence (an entry of `translate().sentences`):
+   * { sourceTokens, targetTokens, encoderSelf, decoderSelf, cross }, each a list of layers
+   * { heads, rows, cols, data } with data row-major [head][row][col].
+   */
+  attention(sentence) {
+    return this.#call("attention", { sourceIds: sentence.sourceIds, targetIds: sentence.targetIds });
+  }
+
+  /** Stops the worker and frees the model. */
+  free() {
+    this.#worker.terminate();
+    for (const { reject } of this.#pending.values()) reject(new TransduceError("freed"));
+    this.#pending.clear();
+  }
+
+  #call(op, args, onEvent) {
+    const id = this.#next++;
+    return new Promise((resolve, reject) => {
+      this.#pending.set(id, { resolve, reject, onEvent });
+      this.#worker.postMessage({ id, op, args });
+    });
+  }
+
+  #receive({ id, kind, value }) {
+    const pending = this.#pending.get(id);
+    if (!pending) return;
+    if (kind === "event") {
+      pending.onEvent?.(value);
+      return;
+    }
+    this.#pending.delete(id);
+    if (kind === "ok") pending.resolve(value);
+    else pending.reject(new TransduceError(value));
+  }
+}
+
+export default Transduce;

@@ -1,0 +1,206 @@
+// The Web Worker that owns the wasm module and the model (see transduce.js).
+
+import init, { Engine, splitSentences } from "./transduce-web.js";
+
+const CACHE_NAME = "transduce-bundles-v1";
+const ready = init();
+let engine = null;
+
+self.onmessage = async ({ data: { id, op, args } }) => {
+  const emit = (value) => self.postMessage({ id, kind: "event", value });
+  try {
+    await ready;
+    const value = await OPS[op](args, emit);
+    self.postMessage({ id, kind: "ok", value });
+  } catch (e) {
+    self.postMessage({ id, kind: "error", value: message(e) });
+  }
+};
+
+function message(e) {
+  if (e instanceof Error) return e.message;
+  if (typeof e === "string") return e;
+  return String(e);
+}
+
+const OPS = {
+  async load({ url, files, backend, cache }, emit) {
+    const bytes = url ? await fetchBundle(url, cache, emit) : normalize(files);
+    const choice = await chooseBackend(backend);
+    if (engine) engine.free();
+    engine = null;
+    let loaded;
+    try {
+      loaded = await Engine.load(bytes.config, bytes.tokenizer, bytes.weights, choice.backend);
+    } catch (e) {
+      if (backend !== "auto" || choice.backend === "cpu") throw e;
+      // A WebGPU failure in auto mode: the CPU still works.
+      choice.backend = "cpu";
+      choice.fallbackReason = `WebGPU failed (${message(e)})`;
+      loaded = await Engine.load(bytes.config, bytes.tokenizer, bytes.weights, "cpu");
+    }
+    engine = loaded;
+    return {
+      backend: engine.backend,
+      device: engine.device,
+      fallbackReason: choice.fallbackReason,
+      config: engine.config,
+    };
+  },
+
+  async translate({ text, options }, emit) {
+    const model = need();
+    if (typeof text !== "string" || !text.trim()) throw new Error("the text is empty");
+    const started = performance.now();
+    // Line breaks are kept; each line is split into sentences.
+    const lines = text.split("\n");
+    const pieces = lines.map((line) => splitSentences(line));
+    const count = pieces.reduce((n, p) => n + p.length, 0);
+    const sentences = [];
+    const outLines = [];
+    for (const line of pieces) {
+      const out = [];
+      for (const sentence of line) {
+        const result = await model.translate(sentence, options ?? {});
+        sentences.push(result);
+        out.push(result.target);
+        emit({ index: sentences.length - 1, count, sentence: result, text: [...outLines, out.join(" ")].join("\n") });
+      }
+      outLines.push(out.join(" "));
+    }
+    return { text: outLines.join("\n"), sentences, ms: performance.now() - started };
+  },
+
+  async parse({ text, options, constrained }) {
+    const model = need();
+    const started = performance.now();
+    const result = await model.parse(text, options ?? {}, constrained);
+    return { ...result, ms: performance.now() - started };
+  },
+
+  async attention({ sourceIds, targetIds }) {
+    const model = need();
+    return model.attention(Uint32Array.from(sourceIds ?? []), Uint32Array.from(targetIds ?? []));
+  },
+};
+
+function need() {
+  if (!engine) throw new Error("no model is loaded");
+  return engine;
+}
+
+function normalize(files) {
+  const bytes = (b, name) => {
+    if (b instanceof Uint8Array) return b;
+    if (b instanceof ArrayBuffer) return new Uint8Array(b);
+    throw new Error(`${name}: expected an ArrayBuffer or Uint8Array`);
+  };
+  return {
+    config: bytes(files.config, "config"),
+    tokenizer: bytes(files.tokenizer, "tokenizer"),
+    weights: bytes(files.weights, "weights"),
+  };
+}
+
+/** "auto": WebGPU only on a hardware adapter; a software one (SwiftShader) is slower than the CPU. */
+async function chooseBackend(wanted) {
+  if (wanted === "cpu") return { backend: "cpu" };
+  const gpu = self.navigator?.gpu;
+  if (wanted === "webgpu") {
+    if (!gpu) throw new Error("WebGPU is not available in this browser (navigator.gpu is missing)");
+    return { backend: "webgpu" };
+  }
+  if (!gpu) return { backend: "cpu", fallbackReason: "this browser has no WebGPU" };
+  let adapter = null;
+  try {
+    adapter = await gpu.requestAdapter();
+  } catch (e) {
+    return { backend: "cpu", fallbackReason: `no WebGPU adapter (${message(e)})` };
+  }
+  if (!adapter) return { backend: "cpu", fallbackReason: "no WebGPU adapter" };
+  const fallback = adapter.info?.isFallbackAdapter ?? adapter.isFallbackAdapter ?? false;
+  if (fallback) {
+    return { backend: "cpu", fallbackReason: "the only WebGPU adapter is a software fallback, slower than the CPU path" };
+  }
+  return { backend: "webgpu" };
+}
+
+// ---- fetching, caching, checking -------------------------------------------------------
+
+async function fetchBundle(base, useCache, emit) {
+  const configBytes = await download(new URL("config.json", base), null, false, emit);
+  let config;
+  try {
+    config = JSON.parse(new TextDecoder().decode(configBytes));
+  } catch (e) {
+    throw new Error(`${new URL("config.json", base)}: not valid JSON (${message(e)})`);
+  }
+  const sums = config.sha256 ?? {};
+  const tokenizer = await download(new URL("tokenizer.json", base), sums["tokenizer.json"], useCache, emit);
+  const weights = await download(new URL("model.safetensors", base), sums["model.safetensors"], useCache, emit);
+  return { config: configBytes, tokenizer, weights };
+}
+
+async function sha256(bytes) {
+  if (!self.crypto?.subtle) return null; // not a secure context: the wasm loader checks anyway
+  const digest = await self.crypto.subtle.digest("SHA-256", bytes);
+  return [...new Uint8Array(digest)].map((b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+async function openCache(useCache) {
+  if (!useCache || typeof caches === "undefined") return null;
+  try {
+    return await caches.open(CACHE_NAME);
+  } catch {
+    return null;
+  }
+}
+
+async function download(url, expected, useCache, emit) {
+  const file = url.pathname.split("/").pop();
+  const cache = expected ? await openCache(useCache) : null;
+  const key = cache ? `${url.href}#sha256=${expected}` : null;
+  if (cache) {
+    const hit = await cache.match(key);
+    if (hit) {
+      const bytes = new Uint8Array(await hit.arrayBuffer());
+      if ((await sha256(bytes)) === expected.toLowerCase()) {
+        emit({ file, loaded: bytes.length, total: bytes.length, cached: true });
+        return bytes;
+      }
+      await cache.delete(key); // a damaged entry: fetch again
+    }
+  }
+  let response;
+  try {
+    response = await fetch(url, { cache: expected ? "default" : "no-cache" });
+  } catch (e) {
+    throw new Error(`cannot fetch ${url.href}: ${message(e)}`);
+  }
+  if (!response.ok) throw new Error(`cannot fetch ${url.href}: HTTP ${response.status} ${response.statusText}`);
+  const total = Number(response.headers.get("content-length")) || 0;
+  const chunks = [];
+  let loaded = 0;
+  const reader = response.body.getReader();
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    chunks.push(value);
+    loaded += value.length;
+    emit({ file, loaded, total, cached: false });
+  }
+  const bytes = new Uint8Array(loaded);
+  let offset = 0;
+  for (const c of chunks) {
+    bytes.set(c, offset);
+    offset += c.length;
+  }
+  if (expected) {
+    const found = await sha256(bytes);
+    if (found !== null && found !== expected.toLowerCase()) {
+      throw new Error(`${url.href}: sha256 is ${found}, but config.json lists ${expected}`);
+    }
+    if (cache) await cache.put(key, new Response(bytes));
+  }
+  return bytes;
+}
