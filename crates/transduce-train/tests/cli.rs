@@ -482,3 +482,36 @@ fn parse_prepare_train_decode_and_score() {
         "{report}"
     );
 }
+
+/// The bundles shipped in `web/models` load natively and do their task: the translator
+/// turns a caption into German, the parser gives a tree over exactly the input words.
+#[test]
+fn shipped_bundles_load_and_run() {
+    let models = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../web/models");
+    let tmp = tempfile::tempdir().unwrap();
+    let input = tmp.path().join("in.txt");
+
+    std::fs::write(&input, "A man is sleeping on a bench.\n").unwrap();
+    let out = run(&[
+        "translate",
+        "--model",
+        s(&models.join("multi30k-en-de")),
+        "--input",
+        s(&input),
+        "--quiet",
+    ]);
+    assert!(out.contains("Mann"), "{out}");
+
+    std::fs::write(&input, "The dog saw a man in the park .\n").unwrap();
+    let out = run(&[
+        "parse",
+        "--model",
+        s(&models.join("ptb-parser")),
+        "--input",
+        s(&input),
+        "--quiet",
+    ]);
+    let line = out.lines().next().unwrap();
+    let tree = &transduce::task::parse::parse_trees(line).unwrap()[0];
+    assert_eq!(tree.words().join(" "), "The dog saw a man in the park .");
+}
