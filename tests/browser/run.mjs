@@ -213,6 +213,12 @@ async function translateGreedy(page, text) {
     if (!/sha256|corrupt|truncated/.test(text)) throw new Error(`unclear error: ${text}`);
     await bad.screenshot({ path: join(artifacts, "corrupt-bundle.png") });
   });
+  await test("cpu: a bundle URL that does not exist shows a clear error", async () => {
+    const bad = await openPage(b.context, "backend=cpu&model=/no-such-model/");
+    await bad.waitForSelector("#error:not([hidden])");
+    const text = await bad.textContent("#error");
+    if (!/no-such-model\/config\.json.*404/.test(text)) throw new Error(`unclear error: ${text}`);
+  });
   await test("cpu: empty and 10,000-character inputs give results or errors, never a dead module", async () => {
     await page.fill("#source", "   ");
     await page.click("#translate");
@@ -269,6 +275,14 @@ async function translateGreedy(page, text) {
     await waitReady(page, "cpu");
     const badge = await page.textContent("#badge");
     if (!/CPU · ./.test(badge)) throw new Error(`badge gives no reason: ${badge}`);
+  });
+  await test("webgpu forced without WebGPU: a clear error, no silent fallback", async () => {
+    const forced = await openPage(b.context, "backend=webgpu");
+    await forced.waitForSelector("#error:not([hidden])");
+    const text = await forced.textContent("#error");
+    if (!/WebGPU/.test(text)) throw new Error(`unclear error: ${text}`);
+    const backend = await forced.getAttribute("#badge", "data-backend");
+    if (backend) throw new Error(`a model was loaded on ${backend}`);
   });
   await b.close();
 }
