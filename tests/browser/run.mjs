@@ -264,6 +264,12 @@ async function translateGreedy(page, text) {
     assertEqual(await translateGreedy(page, expected.sentence), expected.greedy, "translation");
     await page.screenshot({ path: join(artifacts, "webgpu-translate.png"), fullPage: true });
   });
+  await test("auto with only a software WebGPU adapter: the CPU is used, and the page says why", async () => {
+    const auto = await openPage(b.context, "backend=auto");
+    await waitReady(auto, "cpu");
+    const badge = await auto.textContent("#badge");
+    if (!/software fallback/.test(badge)) throw new Error(`badge: ${badge}`);
+  });
   await b.close();
 }
 
