@@ -231,7 +231,7 @@ function drawTree(tree) {
     }
     return entry;
   };
-  const root = place(tree, 0);
+  place(tree, 0);
   const depth = Math.max(...nodes.map((n) => n.depth)) + 1;
   const dx = 70, dy = 46, pad = 30;
   const svg = document.createElementNS(SVG, "svg");
@@ -267,7 +267,6 @@ function drawTree(tree) {
     }
     svg.append(g);
   }
-  void root;
   return svg;
 }
 
