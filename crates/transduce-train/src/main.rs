@@ -385,6 +385,20 @@ fn read_input(path: Option<&Path>) -> Result<Vec<String>> {
     }
 }
 
+/// Writes one line per entry to `path`, or to standard output.
+fn write_output(lines: &[String], path: Option<&Path>) -> Result<()> {
+    let mut text = lines.join("\n");
+    if !lines.is_empty() {
+        text.push('\n');
+    }
+    match path {
+        Some(p) => std::fs::write(p, text).map_err(io(p)),
+        None => std::io::stdout()
+            .write_all(text.as_bytes())
+            .map_err(io(Path::new("<stdout>"))),
+    }
+}
+
 fn eval_bleu(
     hyp: &Path,
     refs: &[PathBuf],
@@ -586,16 +600,7 @@ fn run(cli: Cli) -> Result<()> {
             };
             let out =
                 translate::translate_lines(&bundle, &lines, &options, cmd.batch_size, !cmd.quiet)?;
-            let mut text = out.join("\n");
-            if !out.is_empty() {
-                text.push('\n');
-            }
-            match cmd.output {
-                Some(p) => std::fs::write(&p, text).map_err(io(&p))?,
-                None => std::io::stdout()
-                    .write_all(text.as_bytes())
-                    .map_err(io(Path::new("<stdout>")))?,
-            }
+            write_output(&out, cmd.output.as_deref())?;
         }
         Command::Parse(cmd) => {
             let input_name = cmd
@@ -632,16 +637,7 @@ fn run(cli: Cli) -> Result<()> {
                     out.len()
                 );
             }
-            let mut text = out.join("\n");
-            if !out.is_empty() {
-                text.push('\n');
-            }
-            match cmd.output {
-                Some(p) => std::fs::write(&p, text).map_err(io(&p))?,
-                None => std::io::stdout()
-                    .write_all(text.as_bytes())
-                    .map_err(io(Path::new("<stdout>")))?,
-            }
+            write_output(&out, cmd.output.as_deref())?;
         }
         Command::Eval { metric } => match metric {
             EvalCmd::Bleu {

@@ -20,6 +20,34 @@ use crate::error::{Error, Result};
 use crate::model::Transformer;
 use crate::tokenizer::{BOS, EOS, PAD};
 
+/// The best output ids of each source: greedy for `beam <= 1`, beam search otherwise, both
+/// through `constraint` when given. Every device read is awaited.
+pub async fn best_outputs_async(
+    model: &Transformer,
+    sources: &[Vec<u32>],
+    options: &DecodeOptions,
+    constraint: Option<&dyn Constraint>,
+) -> Result<Vec<Vec<u32>>> {
+    if options.beam <= 1 {
+        Ok(greedy_async(model, sources, options, constraint)
+            .await?
+            .into_iter()
+            .map(|h| h.tokens)
+            .collect())
+    } else {
+        Ok(beam_search_async(model, sources, options, constraint)
+            .await?
+            .into_iter()
+            .map(|hyps| {
+                hyps.into_iter()
+                    .next()
+                    .map(|h| h.tokens)
+                    .unwrap_or_default()
+            })
+            .collect())
+    }
+}
+
 /// Search settings; the defaults are §6.1's: beam 4, α = 0.6, max length input + 50.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(default, rename_all = "camelCase")]

@@ -6,7 +6,7 @@ pub mod translate;
 pub mod words;
 
 use crate::bundle::Bundle;
-use crate::decode::{Constraint, DecodeOptions, beam_search_async, greedy_async, max_output_len};
+use crate::decode::{Constraint, DecodeOptions, best_outputs_async, max_output_len};
 use crate::error::{Error, Result};
 use crate::tokenizer::EOS;
 use parse::{PLACEHOLDER, ParseConstraint, Tree, delinearize, repair};
@@ -100,24 +100,7 @@ impl Parser {
                 .collect(),
         };
         let constraint: Option<&dyn Constraint> = constrained.then_some(&constraint);
-        let outputs: Vec<Vec<u32>> = if options.beam <= 1 {
-            greedy_async(model, &sources, options, constraint)
-                .await?
-                .into_iter()
-                .map(|h| h.tokens)
-                .collect()
-        } else {
-            beam_search_async(model, &sources, options, constraint)
-                .await?
-                .into_iter()
-                .map(|hyps| {
-                    hyps.into_iter()
-                        .next()
-                        .map(|h| h.tokens)
-                        .unwrap_or_default()
-                })
-                .collect()
-        };
+        let outputs = best_outputs_async(model, &sources, options, constraint).await?;
         Ok(outputs
             .iter()
             .zip(sentences)

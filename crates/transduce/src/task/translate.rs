@@ -4,7 +4,7 @@
 //! single sentences, and a sentence at a time lets a caller show partial results.
 
 use crate::bundle::Bundle;
-use crate::decode::{DecodeOptions, beam_search_async, greedy_async};
+use crate::decode::{self, DecodeOptions};
 use crate::error::Result;
 
 /// Best output ids for each source (ids without BOS/EOS): greedy for `beam <= 1`, beam
@@ -14,24 +14,7 @@ pub async fn best_outputs_async(
     sources: &[Vec<u32>],
     options: &DecodeOptions,
 ) -> Result<Vec<Vec<u32>>> {
-    if options.beam <= 1 {
-        Ok(greedy_async(&bundle.model, sources, options, None)
-            .await?
-            .into_iter()
-            .map(|h| h.tokens)
-            .collect())
-    } else {
-        Ok(beam_search_async(&bundle.model, sources, options, None)
-            .await?
-            .into_iter()
-            .map(|hyps| {
-                hyps.into_iter()
-                    .next()
-                    .map(|h| h.tokens)
-                    .unwrap_or_default()
-            })
-            .collect())
-    }
+    decode::best_outputs_async(&bundle.model, sources, options, None).await
 }
 
 /// [`best_outputs_async`], blocking (native callers).
