@@ -5,15 +5,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/common.sh
 
-ensure_rust
-ensure_wasm_target
-ensure_wasm_bindgen
-ensure_node_modules
+ensure_page_tools
 
 version=$(awk -F'"' '/^version = / { print $2; exit }' Cargo.toml)
 # The page's build already holds the optimized wasm module and its bindings
 # (wasm-bindgen --target web, wasm-opt from binaryen 132): the package reuses them.
-ensure_trunk
 build_page
 rm -rf pkg
 mkdir -p pkg

@@ -80,6 +80,15 @@ ensure_node_modules() {
     export PATH="$PWD/node_modules/.bin:$PATH"
 }
 
+# Everything the page's build needs.
+ensure_page_tools() {
+    ensure_rust
+    ensure_wasm_target
+    ensure_wasm_bindgen
+    ensure_trunk
+    ensure_node_modules
+}
+
 # Builds the demo page into dist/ with trunk, unless nothing it is made of changed since.
 build_page() {
     local stamp=dist/.built

@@ -6,10 +6,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/common.sh
 
-ensure_rust
-ensure_wasm_target
-ensure_wasm_bindgen
-ensure_trunk
-ensure_node_modules
+ensure_page_tools
 build_page
 exec node scripts/serve.mjs --dir dist --port "${PORT:-8080}" --host 127.0.0.1

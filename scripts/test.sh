@@ -7,14 +7,10 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/common.sh
 
-ensure_rust
-ensure_wasm_target
-ensure_wasm_bindgen
-ensure_trunk
+ensure_page_tools
 # A software Vulkan device (lavapipe), so the wgpu backend is tested without a GPU;
 # Chromium for the browser tests.
 ensure_apt mesa-vulkan-drivers chromium
-ensure_node_modules
 
 passed=0
 failed=0

@@ -101,19 +101,16 @@ pub fn prepare(args: PrepareArgs) -> Result<PrepareSummary> {
         ..Default::default()
     };
     let train_ids = encode(&tokenizer, &train, args.max_len, &mut summary)?;
-    summary.train_pairs = train_ids.len();
-    std::fs::create_dir_all(args.out).map_err(io(args.out))?;
-    crate::fsutil::write_atomic(
-        &args.out.join(TOKENIZER_FILE),
-        tokenizer.to_json()?.as_bytes(),
+    let valid_ids = valid
+        .map(|v| encode(&tokenizer, &v, args.max_len, &mut summary))
+        .transpose()?;
+    write_prepared(
+        args.out,
+        &tokenizer,
+        &train_ids,
+        valid_ids.as_ref(),
+        &mut summary,
     )?;
-    cache::write(&args.out.join(TRAIN_FILE), &train_ids)?;
-    if let Some(valid) = valid {
-        let valid_ids = encode(&tokenizer, &valid, args.max_len, &mut summary)?;
-        summary.valid_pairs = valid_ids.len();
-        cache::write(&args.out.join(VALID_FILE), &valid_ids)?;
-    }
-    write_summary(args.out, &summary)?;
     eprintln!(
         "kept {} training and {} validation pairs; dropped {} empty and {} longer than {} tokens",
         summary.train_pairs,
@@ -125,7 +122,22 @@ pub fn prepare(args: PrepareArgs) -> Result<PrepareSummary> {
     Ok(summary)
 }
 
-fn write_summary(out: &Path, summary: &PrepareSummary) -> Result<()> {
+/// Writes a prepared folder: the tokenizer, the id caches and `prepare.json`.
+fn write_prepared(
+    out: &Path,
+    tokenizer: &Tokenizer,
+    train: &Pairs,
+    valid: Option<&Pairs>,
+    summary: &mut PrepareSummary,
+) -> Result<()> {
+    summary.train_pairs = train.len();
+    summary.valid_pairs = valid.map_or(0, Pairs::len);
+    std::fs::create_dir_all(out).map_err(io(out))?;
+    crate::fsutil::write_atomic(&out.join(TOKENIZER_FILE), tokenizer.to_json()?.as_bytes())?;
+    cache::write(&out.join(TRAIN_FILE), train)?;
+    if let Some(valid) = valid {
+        cache::write(&out.join(VALID_FILE), valid)?;
+    }
     let json = serde_json::to_string_pretty(summary).expect("summary serializes");
     crate::fsutil::write_atomic(&out.join(SUMMARY_FILE), json.as_bytes())
 }
@@ -226,20 +238,16 @@ pub fn prepare_parse(args: ParsePrepareArgs) -> Result<PrepareSummary> {
         Ok::<_, CliError>(out)
     };
     let train_ids = encode(&train, &mut summary)?;
-    summary.train_pairs = train_ids.len();
-    std::fs::create_dir_all(args.out).map_err(io(args.out))?;
-    crate::fsutil::write_atomic(
-        &args.out.join(TOKENIZER_FILE),
-        tokenizer.to_json()?.as_bytes(),
+    let valid_ids = valid
+        .map(|v| encode(&v.iter().map(linearize).collect::<Vec<_>>(), &mut summary))
+        .transpose()?;
+    write_prepared(
+        args.out,
+        &tokenizer,
+        &train_ids,
+        valid_ids.as_ref(),
+        &mut summary,
     )?;
-    cache::write(&args.out.join(TRAIN_FILE), &train_ids)?;
-    if let Some(valid) = valid {
-        let valid: Vec<_> = valid.iter().map(linearize).collect();
-        let valid_ids = encode(&valid, &mut summary)?;
-        summary.valid_pairs = valid_ids.len();
-        cache::write(&args.out.join(VALID_FILE), &valid_ids)?;
-    }
-    write_summary(args.out, &summary)?;
     eprintln!(
         "kept {} training and {} validation trees; skipped {} malformed and {} empty trees; \
          dropped {} longer than {} tokens and {} with labels unseen in training",
