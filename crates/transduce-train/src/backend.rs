@@ -18,9 +18,9 @@ pub enum Backend {
 }
 
 impl Backend {
-    /// The device, with burn's default device pinned to the same backend (state restored
-    /// from records is created on the default device).
-    pub fn device(self) -> Result<Device> {
+    /// Points burn's default device at this backend: state restored from records is created
+    /// on the default device.
+    fn pin_default(self) {
         let name = match self {
             Backend::Cpu => "flex",
             Backend::Ndarray => "ndarray",
@@ -29,6 +29,12 @@ impl Backend {
         };
         // SAFETY: called at start-up from the main thread, before any other thread exists.
         unsafe { std::env::set_var("BURN_DEVICE", name) };
+    }
+
+    /// The device, with burn's default device pinned to the same backend (state restored
+    /// from records is created on the default device).
+    pub fn device(self) -> Result<Device> {
+        self.pin_default();
         match self {
             Backend::Cpu => Ok(Device::flex()),
             // Deprecated in burn 0.22, kept so the CPU backends can be compared.
@@ -48,18 +54,116 @@ impl Backend {
                 );
                 Ok(device)
             }
-            Backend::Cuda => cuda(),
+            Backend::Cuda => cuda(0),
+        }
+    }
+
+    /// The devices of data-parallel training (`--devices`): one per listed index, the first
+    /// the main device. An empty list is [`Backend::device`]'s single default device.
+    ///
+    /// wgpu indices count the machine's adapters (Vulkan/Metal/DX12) in wgpu's order; an
+    /// index listed twice opens two devices (two queues) on one adapter. CUDA indices are
+    /// device ordinals. The CPU backends are one device that already uses every core.
+    pub fn devices(self, indices: &[usize]) -> Result<Vec<Device>> {
+        match (self, indices) {
+            (_, []) => Ok(vec![self.device()?]),
+            (Backend::Cpu | Backend::Ndarray, [0]) => Ok(vec![self.device()?]),
+            (Backend::Cpu | Backend::Ndarray, _) => Err(CliError::Usage(
+                "--devices: the CPU backend is a single device (0) that already uses every \
+                 core; data parallelism needs --backend wgpu or cuda"
+                    .into(),
+            )),
+            (Backend::Cuda, _) => {
+                let mut unique = indices.to_vec();
+                unique.sort_unstable();
+                unique.dedup();
+                if unique.len() != indices.len() {
+                    return Err(CliError::Usage(
+                        "--devices: list each CUDA device once".into(),
+                    ));
+                }
+                let devices = indices
+                    .iter()
+                    .map(|&i| cuda(i))
+                    .collect::<Result<Vec<_>>>()?;
+                self.pin_default();
+                Ok(devices)
+            }
+            (Backend::Wgpu, _) => {
+                self.pin_default();
+                wgpu_devices(indices)
+            }
         }
     }
 }
 
+/// One wgpu device per index, each registered with burn as its own runtime.
+pub(crate) fn wgpu_devices(indices: &[usize]) -> Result<Vec<Device>> {
+    use transduce::burn::tensor::wgpu::{WgpuSetup, wgpu};
+    let instance = wgpu::Instance::default();
+    let adapters = pollster::block_on(instance.enumerate_adapters(wgpu::Backends::PRIMARY));
+    if adapters.is_empty() {
+        return Err(CliError::Usage(
+            "--devices: wgpu finds no Vulkan/Metal/DX12 adapter; on Linux without a GPU, \
+             install mesa-vulkan-drivers for a software Vulkan device"
+                .into(),
+        ));
+    }
+    let mut devices = Vec::with_capacity(indices.len());
+    for (n, &index) in indices.iter().enumerate() {
+        let adapter = adapters.get(index).cloned().ok_or_else(|| {
+            CliError::Usage(format!(
+                "--devices: no wgpu adapter {index}; this machine has {}: {}",
+                adapters.len(),
+                adapters
+                    .iter()
+                    .enumerate()
+                    .map(|(i, a)| format!("{i} = {}", a.get_info().name))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+        })?;
+        let info = adapter.get_info();
+        // The request burn makes for its own devices: every feature the adapter has
+        // (mappable primary buffers aside) and its full limits.
+        let (device, queue) = pollster::block_on(
+            adapter.request_device(&wgpu::DeviceDescriptor {
+                label: Some("transduce data-parallel worker"),
+                required_features: adapter
+                    .features()
+                    .difference(wgpu::Features::MAPPABLE_PRIMARY_BUFFERS),
+                required_limits: adapter.limits(),
+                memory_hints: wgpu::MemoryHints::MemoryUsage,
+                ..Default::default()
+            }),
+        )
+        .map_err(|e| CliError::Usage(format!("--devices: adapter {index} ({}): {e}", info.name)))?;
+        let setup = WgpuSetup {
+            instance: instance.clone(),
+            adapter,
+            device,
+            queue,
+            backend: info.backend,
+        };
+        let device = Device::wgpu_options().setup(setup).init().map_err(|e| {
+            CliError::Usage(format!("--devices: adapter {index} ({}): {e:?}", info.name))
+        })?;
+        eprintln!(
+            "device {n}: wgpu adapter {index}: {} ({:?}, {:?})",
+            info.name, info.device_type, info.backend
+        );
+        devices.push(device);
+    }
+    Ok(devices)
+}
+
 #[cfg(feature = "cuda")]
-fn cuda() -> Result<Device> {
-    Ok(Device::cuda(0))
+fn cuda(index: usize) -> Result<Device> {
+    Ok(Device::cuda(index))
 }
 
 #[cfg(not(feature = "cuda"))]
-fn cuda() -> Result<Device> {
+fn cuda(_index: usize) -> Result<Device> {
     Err(CliError::Usage(
         "this build has no CUDA support: rebuild with `cargo build --release --features cuda`"
             .into(),

@@ -14,6 +14,9 @@ use crate::train::{batch_tensors, loss, rng::Rng};
 
 pub struct BenchReport {
     pub matmul_gflops: f64,
+    /// Largest difference between the backend's 1024² product and burn-flex's, relative
+    /// to the largest entry: a fast kernel that computes the wrong thing is no benchmark.
+    pub matmul_error: f64,
     pub train_tokens_per_sec: f64,
     pub train_gflops: f64,
     pub decode_sentences_per_sec: f64,
@@ -33,6 +36,29 @@ fn synthetic(n: usize, len: usize, vocab: usize, seed: u64) -> Pairs {
         pairs.push(s, t);
     }
     pairs
+}
+
+/// One more product `a·b` on the device, checked against burn-flex on the CPU.
+fn matmul_error(a: Tensor<2>, b: Tensor<2>) -> Result<f64> {
+    let cpu = Device::flex();
+    let expected =
+        Tensor::<2>::from_data(a.to_data(), &cpu).matmul(Tensor::from_data(b.to_data(), &cpu));
+    let got = a.matmul(b);
+    let read = |t: Tensor<2>| {
+        t.into_data()
+            .try_into_vec_as::<f32>()
+            .map_err(|e| crate::error::CliError::Usage(format!("device read failed: {e:?}")))
+    };
+    let (got, expected) = (read(got)?, read(expected)?);
+    let scale = expected
+        .iter()
+        .fold(0f32, |m, x| m.max(x.abs()))
+        .max(f32::MIN_POSITIVE);
+    let worst = got
+        .iter()
+        .zip(&expected)
+        .fold(0f32, |m, (x, y)| m.max((x - y).abs()));
+    Ok((worst / scale) as f64)
 }
 
 /// FLOPs of one training step ≈ 6 × parameters × tokens (forward 2, backward 4).
@@ -63,13 +89,14 @@ pub fn run(
     let start = Instant::now();
     // A chain of dependent products, read once at the end: nothing can be skipped or
     // overlapped with the read.
-    let mut c = a;
+    let mut c = a.clone();
     for _ in 0..reps {
         c = c.matmul(b.clone()).div_scalar(n as f64);
     }
     c.into_data();
     let matmul_gflops =
         2.0 * (n as f64).powi(3) * reps as f64 / start.elapsed().as_secs_f64() / 1e9;
+    let matmul_error = matmul_error(a, b)?;
 
     // Training: fixed batches of 25-token sentences.
     let len = 25;
@@ -117,6 +144,7 @@ pub fn run(
     let decode_sentences_per_sec = sources.len() as f64 / start.elapsed().as_secs_f64();
     Ok(BenchReport {
         matmul_gflops,
+        matmul_error,
         train_tokens_per_sec,
         train_gflops,
         decode_sentences_per_sec,

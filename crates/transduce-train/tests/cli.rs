@@ -195,26 +195,53 @@ fn prepare_train_resume_average_translate_export() {
         "--f16",
         "--metric",
         "bleu=1.5",
+        "--beam",
+        "1",
+        "--alpha",
+        "1.25",
     ]);
     let config = std::fs::read_to_string(bundle.join("config.json")).unwrap();
     assert!(
         config.contains("\"bleu\": 1.5") && config.contains("sha256"),
         "{config}"
     );
-    // The exported bundle translates like the run it came from.
-    let again = dir.join("again.txt");
-    run(&[
-        "translate",
+    assert!(
+        config.contains("\"beam\": 1,") && config.contains("\"alpha\": 1.25"),
+        "{config}"
+    );
+    // Without decoding flags, `translate` uses the bundle's settings.
+    let translate_bundle = |out: &Path, flags: &[&str]| {
+        let mut args = vec![
+            "translate",
+            "--model",
+            s(&bundle),
+            "--input",
+            s(&input),
+            "--output",
+            s(out),
+            "--quiet",
+        ];
+        args.extend_from_slice(flags);
+        run(&args);
+        std::fs::read_to_string(out).unwrap()
+    };
+    let implicit = translate_bundle(&dir.join("implicit.txt"), &[]);
+    let explicit = translate_bundle(
+        &dir.join("explicit.txt"),
+        &["--beam", "1", "--alpha", "1.25"],
+    );
+    assert_eq!(implicit, explicit);
+    assert_eq!(implicit.lines().count(), 3);
+    let e = fail(&[
+        "export",
         "--model",
-        s(&bundle),
-        "--input",
-        s(&input),
-        "--output",
-        s(&again),
+        s(&whole),
+        "--out",
+        s(&dir.join("b0")),
         "--beam",
-        "1",
-        "--quiet",
+        "0",
     ]);
+    assert!(e.contains("--beam must be at least 1"), "{e}");
     let ppl = run(&[
         "eval",
         "ppl",
@@ -277,6 +304,81 @@ fn bad_input_gets_one_clear_error() {
 
     let e = fail(&["translate", "--model", s(dir), "--quiet"]);
     assert!(e.contains("neither a bundle"), "{e}");
+
+    let e = fail(&[
+        "train",
+        "--data",
+        s(dir),
+        "--out",
+        s(&dir.join("run")),
+        "--devices",
+        "0,1",
+    ]);
+    assert!(
+        e.contains("--devices: the CPU backend is a single device"),
+        "{e}"
+    );
+}
+
+/// `--devices 0,0` opens two wgpu devices on the first adapter (lavapipe on a machine
+/// without a GPU) and trains data-parallel through the whole loop: steps, validation,
+/// checkpoint.
+#[test]
+fn data_parallel_training_on_two_wgpu_devices() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let (src, tgt) = corpus(dir);
+    let data = dir.join("data");
+    run(&[
+        "prepare",
+        "--src",
+        s(&src),
+        "--tgt",
+        s(&tgt),
+        "--valid-src",
+        s(&src),
+        "--valid-tgt",
+        s(&tgt),
+        "--vocab-size",
+        "60",
+        "--out",
+        s(&data),
+    ]);
+    let out = bin()
+        .args([
+            "train",
+            "--data",
+            s(&data),
+            "--out",
+            s(&dir.join("run")),
+            "--preset",
+            "tiny",
+            "--backend",
+            "wgpu",
+            "--devices",
+            "0,0",
+            "--max-tokens",
+            "400",
+            "--max-steps",
+            "2",
+            "--quiet",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if stderr.contains("finds no Vulkan/Metal/DX12 adapter") {
+        println!("SKIP: data_parallel_training_on_two_wgpu_devices: {stderr}");
+        return;
+    }
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("device 0: wgpu adapter 0") && stderr.contains("device 1: wgpu adapter 0"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("stopped at step 2") && stderr.contains("validation perplexity"),
+        "{stderr}"
+    );
 }
 
 #[test]

@@ -14,7 +14,9 @@ use std::time::Instant;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::{Deserialize, Serialize};
 use transduce::burn::module::Module;
-use transduce::burn::optim::{AdamConfig, GradientsAccumulator, GradientsParams, ModuleOptimizer};
+use transduce::burn::optim::{
+    AdamConfig, GradientsAccumulator, GradientsParams, ModuleOptimizer, MultiGradientsParams,
+};
 use transduce::burn::prelude::*;
 use transduce::model::token_tensor;
 use transduce::tokenizer::{BOS, EOS};
@@ -163,6 +165,98 @@ pub fn evaluate_nll(model: &Transformer, pairs: &Pairs, max_tokens: usize) -> Re
     Ok(total / tokens.max(1) as f64)
 }
 
+/// The gradients of one optimizer step: summed over batches on one device, or, from
+/// several devices, one set per device for burn's `step_multi` to add up.
+pub enum Grads {
+    One(GradientsParams),
+    Multi(MultiGradientsParams),
+}
+
+/// Forward and backward passes of one step. The loss is summed over `group` and divided
+/// by its target tokens, so the update is the same whether the batches run one after
+/// another (`--accum`) or side by side on several devices (`--devices`): batch j goes to
+/// device j mod N, each device in its own thread with its own copy of the model, as the
+/// paper's 8 GPUs each took a share of every batch (§5.2). Returns the gradients, the
+/// smoothed loss and the NLL summed over the group's tokens.
+pub fn gradients(
+    model: &Transformer,
+    devices: &[Device],
+    group: &[&Batch],
+    pairs: &Pairs,
+    group_tokens: usize,
+    epsilon: f64,
+    step_seed: u64,
+) -> Result<(Grads, f64, f64)> {
+    // Dropout masks depend on (seed, step, device) only: resuming reproduces them.
+    let pass = |model: &Transformer, device: &Device, batches: &[&Batch], seed: u64| {
+        device.seed(seed);
+        let mut accumulator = GradientsAccumulator::<Transformer>::new();
+        let (mut loss_sum, mut nll_sum) = (0.0, 0.0);
+        for batch in batches {
+            let (src, tgt_in, tgt_out) = batch_tensors(pairs, batch, device)?;
+            let logits = model.forward(src, tgt_in);
+            let sums = loss::label_smoothed(logits, tgt_out, epsilon);
+            let loss = sums.smoothed.div_scalar(group_tokens as f64);
+            let grads = GradientsParams::from_grads(loss.backward(), model);
+            accumulator.accumulate(model, grads);
+            loss_sum += scalar(loss)?;
+            nll_sum += scalar(sums.nll)?;
+        }
+        Ok::<_, CliError>((accumulator.grads(), loss_sum, nll_sum))
+    };
+    if devices.len() == 1 {
+        let (grads, loss, nll) = pass(model, &devices[0], group, step_seed)?;
+        return Ok((Grads::One(grads), loss, nll));
+    }
+    let shares: Vec<Vec<&Batch>> = (0..devices.len())
+        .map(|d| {
+            group
+                .iter()
+                .skip(d)
+                .step_by(devices.len())
+                .copied()
+                .collect()
+        })
+        .collect();
+    let replicas: Vec<Transformer> = devices
+        .iter()
+        .enumerate()
+        .map(|(d, device)| match d {
+            0 => model.clone(),
+            _ => model.clone().fork(device),
+        })
+        .collect();
+    let results = std::thread::scope(|scope| {
+        let workers: Vec<_> = replicas
+            .into_iter()
+            .zip(devices)
+            .zip(&shares)
+            .enumerate()
+            .map(|(d, ((replica, device), share))| {
+                let pass = &pass;
+                scope.spawn(move || pass(&replica, device, share, step_seed.wrapping_add(d as u64)))
+            })
+            .collect();
+        workers
+            .into_iter()
+            .map(|w| {
+                w.join().unwrap_or_else(|_| {
+                    Err(CliError::Usage("a training device's thread failed".into()))
+                })
+            })
+            .collect::<Vec<_>>()
+    });
+    let mut multi = MultiGradientsParams::default();
+    let (mut loss_sum, mut nll_sum) = (0.0, 0.0);
+    for (result, device) in results.into_iter().zip(devices) {
+        let (grads, loss, nll) = result?;
+        multi.grads.push((grads, device.clone()));
+        loss_sum += loss;
+        nll_sum += nll;
+    }
+    Ok((Grads::Multi(multi), loss_sum, nll_sum))
+}
+
 /// What `train` reports when it stops.
 #[derive(Clone, Debug)]
 pub struct Summary {
@@ -177,7 +271,9 @@ pub struct Trainer<'a> {
     pub config: RunConfig,
     pub train: &'a Pairs,
     pub valid: Option<&'a Pairs>,
-    pub device: Device,
+    /// Training devices; the first holds the model between steps, validates and saves.
+    /// With several, each step is data-parallel over `accum × devices.len()` batches.
+    pub devices: Vec<Device>,
     /// Continue from the newest checkpoint.
     pub resume: bool,
     /// Draw a progress bar on stderr.
@@ -196,7 +292,11 @@ impl Trainer<'_> {
     /// Trains until a stop condition; checkpoints on the way and at the end.
     pub fn run(self) -> Result<Summary> {
         let options = &self.config.options;
-        let device = self.device.clone().autodiff();
+        let devices: Vec<Device> = self.devices.iter().map(|d| d.clone().autodiff()).collect();
+        let device = devices
+            .first()
+            .cloned()
+            .ok_or_else(|| CliError::Usage("no training device".into()))?;
         self.config.write(self.run_dir)?;
 
         let (mut model, mut optimizer, mut state) = match (
@@ -286,30 +386,30 @@ impl Trainer<'_> {
                 continue;
             }
 
-            // One optimizer step over `accum` batches.
+            // One optimizer step over `accum` batches per device.
             let group: Vec<&Batch> = order[state.cursor..]
                 .iter()
-                .take(options.accum.max(1))
+                .take(options.accum.max(1) * devices.len())
                 .map(|&b| &batches[b])
                 .collect();
             let group_tokens: usize = group.iter().map(|b| target_tokens(self.train, b)).sum();
-            // Dropout masks depend on (seed, step) only: resuming reproduces them.
-            device.seed(rng::step_seed(options.seed, state.step));
-            let mut accumulator = GradientsAccumulator::<Transformer>::new();
-            let mut loss_sum = 0.0;
-            let mut nll_sum = 0.0;
-            for batch in &group {
-                let (src, tgt_in, tgt_out) = batch_tensors(self.train, batch, &device)?;
-                let logits = model.forward(src, tgt_in);
-                let sums = loss::label_smoothed(logits, tgt_out, epsilon);
-                let loss = sums.smoothed.div_scalar(group_tokens as f64);
-                let grads = GradientsParams::from_grads(loss.backward(), &model);
-                accumulator.accumulate(&model, grads);
-                loss_sum += scalar(loss)?;
-                nll_sum += scalar(sums.nll)?;
-            }
+            let step_seed = rng::step_seed(options.seed, state.step);
             let lr = noam.lr(state.step + 1);
-            model = optimizer.step(lr, model, accumulator.grads());
+            let (grads, loss_sum, nll_sum) = gradients(
+                &model,
+                &devices,
+                &group,
+                self.train,
+                group_tokens,
+                epsilon,
+                step_seed,
+            )?;
+            model = match grads {
+                Grads::One(grads) => optimizer.step(lr, model, grads),
+                // burn updates each parameter on one of the devices; the model comes back
+                // to the main device for the next step, validation and checkpoints.
+                Grads::Multi(grads) => optimizer.step_multi(lr, model, grads).fork(&device),
+            };
             state.step += 1;
             state.cursor += group.len();
             state.tokens += group_tokens as u64;
@@ -475,5 +575,64 @@ mod tests {
         }
         // Training moved: the losses are not all the same number.
         assert!(a[3] < a[0], "{a:?}");
+    }
+
+    /// Data parallelism changes where gradients are computed, not the update: two wgpu
+    /// devices (two queues on lavapipe's one adapter when there is no GPU), one batch each,
+    /// train like one device accumulating both batches.
+    #[test]
+    fn data_parallel_equals_accumulation() {
+        let devices = match crate::backend::wgpu_devices(&[0, 0]) {
+            Ok(devices) => devices,
+            Err(e) => {
+                println!("SKIP: data_parallel_equals_accumulation: {e}");
+                return;
+            }
+        };
+        let config = ModelConfig {
+            dropout: 0.0,
+            ..ModelConfig::tiny().with_vocab(48)
+        };
+        let cpu = Device::flex();
+        cpu.seed(5);
+        let weights =
+            save_weights(&Transformer::new(&config, &cpu).unwrap(), WeightDtype::F32).unwrap();
+        let mut pairs = Pairs::default();
+        let mut r = rng::Rng::new(9);
+        for n in 0..12 {
+            let s: Vec<u32> = (0..6 + n % 4).map(|_| 4 + r.below(40) as u32).collect();
+            let t: Vec<u32> = s.iter().rev().copied().collect();
+            pairs.push(s, t);
+        }
+        let (a, b): (Batch, Batch) = ((0..6).collect(), (6..12).collect());
+        let group = [&a, &b];
+        let tokens = target_tokens(&pairs, &a) + target_tokens(&pairs, &b);
+        let devices: Vec<Device> = devices.into_iter().map(|d| d.autodiff()).collect();
+        let train = |devices: &[Device]| {
+            let mut model = load_weights(&config, &weights, &devices[0]).unwrap();
+            let mut optimizer = adam();
+            let mut losses = vec![];
+            for step in 0..4 {
+                let (grads, loss, _) =
+                    gradients(&model, devices, &group, &pairs, tokens, 0.1, step).unwrap();
+                model = match grads {
+                    Grads::One(g) => optimizer.step(1e-3, model, g),
+                    Grads::Multi(g) => optimizer.step_multi(1e-3, model, g).fork(&devices[0]),
+                };
+                losses.push(loss);
+            }
+            losses
+        };
+        // Losses, not weights: Adam turns gradients that are rounding noise (the key
+        // projection's bias, to which softmax is blind) into full-size steps of either sign.
+        let one = train(&devices[..1]);
+        let two = train(&devices);
+        assert!(one[3] < one[0], "training moved: {one:?}");
+        for (step, (x, y)) in one.iter().zip(&two).enumerate() {
+            assert!(
+                (x - y).abs() / x < 1e-4,
+                "step {step}: one device {x}, two {y}"
+            );
+        }
     }
 }
