@@ -77,6 +77,11 @@ pub fn load(
         },
         Task::Translate { .. } => DecodeOptions::default(),
     };
+    // How far the run got: its newest checkpoint's step and training time.
+    let newest = match checkpoint::list(path)?.pop() {
+        Some((_, dir)) => Some(checkpoint::read_state(&dir)?),
+        None => None,
+    };
     Ok(Bundle {
         config: BundleConfig {
             format: BUNDLE_FORMAT,
@@ -86,6 +91,8 @@ pub fn load(
             provenance: Provenance {
                 created_by: format!("transduce {}", env!("CARGO_PKG_VERSION")),
                 data: vec![run.data.display().to_string()],
+                steps: newest.as_ref().map_or(0, |s| s.step),
+                training_seconds: newest.as_ref().map_or(0.0, |s| s.elapsed_secs.round()),
                 notes: format!("weights: {}", weights.display()),
                 ..Default::default()
             },

@@ -206,7 +206,9 @@ fn prepare_train_resume_average_translate_export() {
         "{config}"
     );
     assert!(
-        config.contains("\"beam\": 1,") && config.contains("\"alpha\": 1.25"),
+        config.contains("\"beam\": 1,")
+            && config.contains("\"alpha\": 1.25")
+            && config.contains("\"steps\": 6,"),
         "{config}"
     );
     // Without decoding flags, `translate` uses the bundle's settings.
