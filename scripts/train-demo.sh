@@ -16,7 +16,7 @@ ensure_rust
 DATA=${DATA:-../shared/data}
 WORK=${WORK:-work/demo}
 TRANSLATE_MINUTES=${TRANSLATE_MINUTES:-150}
-PARSE_MINUTES=${PARSE_MINUTES:-70}
+PARSE_MINUTES=${PARSE_MINUTES:-135}
 what=${1:-all}
 
 log "building the transduce CLI"
