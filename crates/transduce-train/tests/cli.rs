@@ -58,10 +58,9 @@ fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 
-#[test]
-fn prepare_train_resume_average_translate_export() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path();
+/// The toy corpus in `dir`, prepared (validating on the training pairs): source, target,
+/// prepared folder.
+fn prepare_toy(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
     let (src, tgt) = corpus(dir);
     let data = dir.join("data");
     let out = run(&[
@@ -80,6 +79,14 @@ fn prepare_train_resume_average_translate_export() {
         s(&data),
     ]);
     assert!(out.contains("kept 300 training"), "{out}");
+    (src, tgt, data)
+}
+
+#[test]
+fn prepare_train_resume_average_translate_export() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let (src, tgt, data) = prepare_toy(dir);
 
     let train = |out_dir: &Path, steps: &str, resume: bool| {
         let mut args = vec![
@@ -329,23 +336,7 @@ fn bad_input_gets_one_clear_error() {
 fn data_parallel_training_on_two_wgpu_devices() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    let (src, tgt) = corpus(dir);
-    let data = dir.join("data");
-    run(&[
-        "prepare",
-        "--src",
-        s(&src),
-        "--tgt",
-        s(&tgt),
-        "--valid-src",
-        s(&src),
-        "--valid-tgt",
-        s(&tgt),
-        "--vocab-size",
-        "60",
-        "--out",
-        s(&data),
-    ]);
+    let (_, _, data) = prepare_toy(dir);
     let out = bin()
         .args([
             "train",

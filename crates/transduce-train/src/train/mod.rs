@@ -508,31 +508,57 @@ mod tests {
     use super::*;
     use transduce::bundle::{WeightDtype, load_weights, save_weights};
 
-    /// Losses of `steps` optimizer steps from the same initial weights on `device`.
-    fn losses(weights: &[u8], config: &ModelConfig, device: &Device, steps: usize) -> Vec<f64> {
-        let device = device.clone().autodiff();
-        let mut model = load_weights(config, weights, &device).unwrap();
-        let mut optimizer = adam();
+    /// A dropout-free tiny model: its config and initial weights, made on the CPU.
+    fn tiny_start(seed: u64) -> (ModelConfig, Vec<u8>) {
+        let config = ModelConfig {
+            dropout: 0.0,
+            ..ModelConfig::tiny().with_vocab(48)
+        };
+        let cpu = Device::flex();
+        cpu.seed(seed);
+        let model = Transformer::new(&config, &cpu).unwrap();
+        (
+            config.clone(),
+            save_weights(&model, WeightDtype::F32).unwrap(),
+        )
+    }
+
+    /// Pairs whose target reverses the source, one per source length.
+    fn reversal_pairs(seed: u64, lengths: impl Iterator<Item = usize>) -> Pairs {
         let mut pairs = Pairs::default();
-        let mut r = rng::Rng::new(3);
-        for _ in 0..16 {
-            let s: Vec<u32> = (0..8).map(|_| 4 + r.below(40) as u32).collect();
+        let mut r = rng::Rng::new(seed);
+        for len in lengths {
+            let s: Vec<u32> = (0..len).map(|_| 4 + r.below(40) as u32).collect();
             let t: Vec<u32> = s.iter().rev().copied().collect();
             pairs.push(s, t);
         }
-        let batch: Batch = (0..16).collect();
-        let tokens = target_tokens(&pairs, &batch) as f64;
+        pairs
+    }
+
+    /// Losses of `steps` optimizer steps on `group` from the same initial weights, on one
+    /// device or data-parallel over several.
+    fn losses(
+        (config, weights): &(ModelConfig, Vec<u8>),
+        devices: &[Device],
+        pairs: &Pairs,
+        group: &[&Batch],
+        steps: u64,
+    ) -> Vec<f64> {
+        let devices: Vec<Device> = devices.iter().map(|d| d.clone().autodiff()).collect();
+        let mut model = load_weights(config, weights, &devices[0]).unwrap();
+        let mut optimizer = adam();
+        let tokens = group.iter().map(|b| target_tokens(pairs, b)).sum();
         (0..steps)
-            .map(|_| {
-                let (src, tgt_in, tgt_out) = batch_tensors(&pairs, &batch, &device).unwrap();
-                let logits = model.forward(src, tgt_in);
-                let loss = loss::label_smoothed(logits, tgt_out, 0.1)
-                    .smoothed
-                    .div_scalar(tokens);
-                let grads = GradientsParams::from_grads(loss.backward(), &model);
-                let value = scalar(loss).unwrap();
-                model = optimizer.step(1e-3, model.clone(), grads);
-                value
+            .map(|step| {
+                let (grads, loss, _) =
+                    gradients(&model, &devices, group, pairs, tokens, 0.1, step).unwrap();
+                model = match grads {
+                    Grads::One(g) => optimizer.step(1e-3, model.clone(), g),
+                    Grads::Multi(g) => optimizer
+                        .step_multi(1e-3, model.clone(), g)
+                        .fork(&devices[0]),
+                };
+                loss
             })
             .collect()
     }
@@ -557,16 +583,11 @@ mod tests {
                 return;
             }
         };
-        let config = ModelConfig {
-            dropout: 0.0,
-            ..ModelConfig::tiny().with_vocab(48)
-        };
-        let cpu = Device::flex();
-        cpu.seed(11);
-        let model = Transformer::new(&config, &cpu).unwrap();
-        let weights = save_weights(&model, WeightDtype::F32).unwrap();
-        let a = losses(&weights, &config, &cpu, 4);
-        let b = losses(&weights, &config, &wgpu, 4);
+        let start = tiny_start(11);
+        let pairs = reversal_pairs(3, std::iter::repeat_n(8, 16));
+        let batch: Batch = (0..16).collect();
+        let a = losses(&start, &[Device::flex()], &pairs, &[&batch], 4);
+        let b = losses(&start, &[wgpu], &pairs, &[&batch], 4);
         for (step, (x, y)) in a.iter().zip(&b).enumerate() {
             assert!(
                 (x - y).abs() / x.abs() < 1e-3,
@@ -589,44 +610,13 @@ mod tests {
                 return;
             }
         };
-        let config = ModelConfig {
-            dropout: 0.0,
-            ..ModelConfig::tiny().with_vocab(48)
-        };
-        let cpu = Device::flex();
-        cpu.seed(5);
-        let weights =
-            save_weights(&Transformer::new(&config, &cpu).unwrap(), WeightDtype::F32).unwrap();
-        let mut pairs = Pairs::default();
-        let mut r = rng::Rng::new(9);
-        for n in 0..12 {
-            let s: Vec<u32> = (0..6 + n % 4).map(|_| 4 + r.below(40) as u32).collect();
-            let t: Vec<u32> = s.iter().rev().copied().collect();
-            pairs.push(s, t);
-        }
+        let start = tiny_start(5);
+        let pairs = reversal_pairs(9, (0..12).map(|n| 6 + n % 4));
         let (a, b): (Batch, Batch) = ((0..6).collect(), (6..12).collect());
-        let group = [&a, &b];
-        let tokens = target_tokens(&pairs, &a) + target_tokens(&pairs, &b);
-        let devices: Vec<Device> = devices.into_iter().map(|d| d.autodiff()).collect();
-        let train = |devices: &[Device]| {
-            let mut model = load_weights(&config, &weights, &devices[0]).unwrap();
-            let mut optimizer = adam();
-            let mut losses = vec![];
-            for step in 0..4 {
-                let (grads, loss, _) =
-                    gradients(&model, devices, &group, &pairs, tokens, 0.1, step).unwrap();
-                model = match grads {
-                    Grads::One(g) => optimizer.step(1e-3, model, g),
-                    Grads::Multi(g) => optimizer.step_multi(1e-3, model, g).fork(&devices[0]),
-                };
-                losses.push(loss);
-            }
-            losses
-        };
         // Losses, not weights: Adam turns gradients that are rounding noise (the key
         // projection's bias, to which softmax is blind) into full-size steps of either sign.
-        let one = train(&devices[..1]);
-        let two = train(&devices);
+        let one = losses(&start, &devices[..1], &pairs, &[&a, &b], 4);
+        let two = losses(&start, &devices, &pairs, &[&a, &b], 4);
         assert!(one[3] < one[0], "training moved: {one:?}");
         for (step, (x, y)) in one.iter().zip(&two).enumerate() {
             assert!(
