@@ -5,7 +5,9 @@
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/transduce-target}"
 export PATH="$HOME/.cargo/bin:$PATH"
 
-log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
+# Each step is stamped with the time since the script started, so a slow run shows where
+# the time went.
+log() { printf '\033[1m==> [%d:%02d] %s\033[0m\n' $((SECONDS / 60)) $((SECONDS % 60)) "$*" >&2; }
 
 ensure_rust() {
     if ! command -v cargo >/dev/null 2>&1; then

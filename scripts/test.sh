@@ -78,5 +78,6 @@ rm -f "$browser_log"
 if [ ${#failures[@]} -gt 0 ]; then
     printf 'failed: %s\n' "${failures[@]}" >&2
 fi
+log "done"
 echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]
