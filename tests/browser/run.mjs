@@ -3,6 +3,11 @@
 // browser is checked against an independent build of the decoder.
 //
 //   node tests/browser/run.mjs --bin path/to/transduce [--dist dist] [--artifacts DIR]
+//   node tests/browser/run.mjs --bin path/to/transduce --url http://127.0.0.1:8080
+//
+// With --url the tests run against a page someone already serves (scripts/demo.sh); the
+// two that need files only the test server has (a corrupt bundle, the embed example) are
+// skipped and say so.
 //
 // Prints "ok - NAME" / "not ok - NAME" per test and a final "browser: N passed, N failed".
 import { chromium } from "playwright-core";
@@ -68,15 +73,20 @@ await mkdir(artifacts, { recursive: true });
 // A corrupt copy of the shipped bundle: same config.json, damaged weights.
 const scratch = await mkdtemp(join(tmpdir(), "transduce-browser-"));
 const corrupt = join(scratch, "corrupt");
-await cp(join(dist, "models", expected.model), corrupt, { recursive: true });
-const weights = await readFile(join(corrupt, "model.safetensors"));
-await writeFile(join(corrupt, "model.safetensors"), weights.subarray(0, weights.length >> 1));
+const external = arg("url");
+if (!external) {
+  await cp(join(dist, "models", expected.model), corrupt, { recursive: true });
+  const weights = await readFile(join(corrupt, "model.safetensors"));
+  await writeFile(join(corrupt, "model.safetensors"), weights.subarray(0, weights.length >> 1));
+}
 
-const server = await serve({
-  mounts: { "/": dist, "/corrupt/": corrupt, "/repo/": repo },
-  port: 0,
-});
-const base = `http://127.0.0.1:${server.address().port}`;
+const server = external
+  ? null
+  : await serve({
+      mounts: { "/": dist, "/corrupt/": corrupt, "/repo/": repo },
+      port: 0,
+    });
+const base = external ? external.replace(/\/$/, "") : `http://127.0.0.1:${server.address().port}`;
 
 let passed = 0;
 let failed = 0;
@@ -109,8 +119,12 @@ async function browser(extraFlags = []) {
   };
 }
 
-async function test(name, body) {
+async function test(name, body, { needsTestServer = false } = {}) {
   if (process.env.ONLY && !new RegExp(process.env.ONLY).test(name)) return;
+  if (needsTestServer && external) {
+    console.log(`SKIP: ${name} (needs the test server's files; --url ${external} was given)`);
+    return;
+  }
   const started = Date.now();
   try {
     await body();
@@ -212,7 +226,7 @@ async function translateGreedy(page, text) {
     const text = await bad.textContent("#error");
     if (!/sha256|corrupt|truncated/.test(text)) throw new Error(`unclear error: ${text}`);
     await bad.screenshot({ path: join(artifacts, "corrupt-bundle.png") });
-  });
+  }, { needsTestServer: true });
   await test("cpu: a bundle URL that does not exist shows a clear error", async () => {
     const bad = await openPage(b.context, "backend=cpu&model=/no-such-model/");
     await bad.waitForSelector("#error:not([hidden])");
@@ -309,11 +323,11 @@ async function translateGreedy(page, text) {
     const input = (await page.textContent("#in")).trim();
     assertEqual((await page.textContent("#out")).trim(), expected.nativeGreedy(input), "embedded translation");
     await page.screenshot({ path: join(artifacts, "embed.png") });
-  });
+  }, { needsTestServer: true });
   await b.close();
 }
 
-server.close();
+server?.close();
 await rm(scratch, { recursive: true, force: true });
 console.log(`browser: ${passed} passed, ${failed} failed`);
 process.exit(failed ? 1 : 0);
