@@ -7,6 +7,7 @@ mod bench;
 mod data;
 mod error;
 mod fsutil;
+mod memory;
 mod parse;
 mod prepare;
 mod source;
@@ -365,6 +366,7 @@ struct BenchCmd {
 }
 
 fn main() {
+    memory::keep_freed_memory();
     let cli = Cli::parse();
     if let Err(e) = run(cli) {
         eprintln!("error: {e}");
