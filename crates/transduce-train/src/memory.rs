@@ -4,7 +4,7 @@
 //! they are consumed. glibc's malloc serves buffers above its mmap threshold (128 KiB, rising
 //! to 32 MiB) straight from the kernel and unmaps them on free, so every training step paid
 //! page faults and the kernel's zeroing for each large activation, gradient and logits
-//! tensor again (a quarter of a `mini` step in `perf`). Keeping freed memory in the heap
+//! tensor again (about a fifth of a `mini` step in `perf`). Keeping freed memory in the heap
 //! instead makes `transduce bench --preset mini --backend cpu` train ≈ 45% faster here
 //! (docs/BENCHMARKS.md); the price is that the process keeps its peak heap until it exits,
 //! which a trainer or a translation job does anyway.
