@@ -4,9 +4,13 @@
 #   scripts/train-demo.sh [translate|parse|all]      (default: all)
 #
 # DATA (default ../shared/data) holds multi30k/ and ptb-sample/; WORK (default
-# work/demo) receives prepared data, runs, outputs and scores. Training stops after the
-# minutes below; stopping it earlier (Ctrl-C) loses at most one checkpoint interval, and
-# running the script again resumes the run where it stopped (`transduce train --resume`)
+# work/demo) receives prepared data, runs, outputs and scores. Training stops at the shipped
+# bundles' step counts (4,387 and 4,762) or after the minutes below, whichever comes first,
+# and checkpoints every 100 / 350 steps (about the shipped runs' 4- and 5-minute intervals),
+# so the same training and the same averaging window come out on any machine; the minutes,
+# what the shipped runs took with the trainer before its CPU fixes (≈ 2.85× slower), are a
+# cap. Stopping it earlier (Ctrl-C) loses at most one checkpoint interval, and running the
+# script again resumes the run where it stopped (`transduce train --resume`)
 # instead of starting over.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,7 +19,9 @@ ensure_rust
 
 DATA=${DATA:-../shared/data}
 WORK=${WORK:-work/demo}
+TRANSLATE_STEPS=${TRANSLATE_STEPS:-4387}
 TRANSLATE_MINUTES=${TRANSLATE_MINUTES:-150}
+PARSE_STEPS=${PARSE_STEPS:-4762}
 PARSE_MINUTES=${PARSE_MINUTES:-135}
 what=${1:-all}
 
@@ -41,8 +47,8 @@ if [ "$what" = translate ] || [ "$what" = all ]; then
     W="$WORK/multi30k"
     [ -f "$W/data/train.bin" ] || "$T" prepare --src "$D/train.en.gz" --tgt "$D/train.de.gz" \
         --valid-src "$D/val.en.gz" --valid-tgt "$D/val.de.gz" --vocab-size 8000 --out "$W/data"
-    train "$W/run" "$TRANSLATE_MINUTES" --data "$W/data" --preset mini --backend cpu \
-        --max-tokens 2048 --warmup 400 --lr-factor 0.4 --checkpoint-minutes 4 --keep 12
+    train "$W/run" "$TRANSLATE_MINUTES" --max-steps "$TRANSLATE_STEPS" --data "$W/data" \
+        --preset mini --backend cpu --max-tokens 2048 --warmup 400 --lr-factor 0.4 --checkpoint-steps 100 --keep 12
     "$T" average --run "$W/run" --last 6 --out "$W/averaged.safetensors"
     "$T" export --model "$W/run" --checkpoint "$W/averaged.safetensors" --f16 \
         --source en --target de --out "$W/bundle"
@@ -73,8 +79,8 @@ if [ "$what" = parse ] || [ "$what" = all ]; then
     W="$WORK/ptb"
     [ -f "$W/data/train.bin" ] || "$T" prepare --task parse --trees "$D/train.trees.gz" \
         --valid-trees "$D/dev.trees.gz" --vocab-size 4000 --max-len 512 --out "$W/data"
-    train "$W/run" "$PARSE_MINUTES" --data "$W/data" --preset mini --dropout 0.2 --backend cpu \
-        --max-tokens 2048 --warmup 400 --lr-factor 0.5 --checkpoint-minutes 5 --keep 10
+    train "$W/run" "$PARSE_MINUTES" --max-steps "$PARSE_STEPS" --data "$W/data" --preset mini \
+        --dropout 0.2 --backend cpu --max-tokens 2048 --warmup 400 --lr-factor 0.5 --checkpoint-steps 350 --keep 10
     "$T" average --run "$W/run" --last 4 --out "$W/averaged.safetensors"
     "$T" export --task parse --model "$W/run" --checkpoint "$W/averaged.safetensors" --f16 \
         --out "$W/bundle"
