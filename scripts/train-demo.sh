@@ -5,7 +5,7 @@
 #
 # DATA (default ../shared/data) holds multi30k/ and ptb-sample/; WORK (default
 # work/demo) receives prepared data, runs, outputs and scores. Training stops at the shipped
-# bundles' step counts (4,387 and 4,762) or after the minutes below, whichever comes first,
+# bundles' step counts (their config.json: 4,387 and 4,762) or after the minutes below, whichever comes first,
 # and checkpoints every 100 / 350 steps (about the shipped runs' 4- and 5-minute intervals),
 # so the same training and the same averaging window come out on any machine; the minutes,
 # what the shipped runs took with the trainer before its CPU fixes (≈ 2.85× slower), are a
@@ -19,9 +19,13 @@ ensure_rust
 
 DATA=${DATA:-../shared/data}
 WORK=${WORK:-work/demo}
-TRANSLATE_STEPS=${TRANSLATE_STEPS:-4387}
+# The shipped bundles' step counts, from their own provenance.
+shipped_steps() {
+    grep -o '"steps": *[0-9]*' "web/models/$1/config.json" | grep -o '[0-9]*$'
+}
+TRANSLATE_STEPS=${TRANSLATE_STEPS:-$(shipped_steps multi30k-en-de)}
 TRANSLATE_MINUTES=${TRANSLATE_MINUTES:-150}
-PARSE_STEPS=${PARSE_STEPS:-4762}
+PARSE_STEPS=${PARSE_STEPS:-$(shipped_steps ptb-parser)}
 PARSE_MINUTES=${PARSE_MINUTES:-135}
 what=${1:-all}
 
