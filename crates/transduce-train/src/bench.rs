@@ -115,8 +115,7 @@ pub fn run(
         .with_epsilon(1e-9)
         .init();
     let mut step = |model: Transformer| -> Result<Transformer> {
-        let (src, tgt_in, tgt_out) = batch_tensors(&pairs, &batch, &ad)?;
-        let logits = model.forward(src, tgt_in);
+        let (logits, tgt_out) = batch_tensors(&pairs, &batch, None, &ad)?.logits(&model);
         let l = loss::label_smoothed(logits, tgt_out, config.label_smoothing).smoothed;
         let grads = GradientsParams::from_grads(l.backward(), &model);
         let model = optim.step(1e-4, model, grads);

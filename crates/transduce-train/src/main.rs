@@ -194,6 +194,10 @@ struct TrainCmd {
     /// Label smoothing ε_ls (default: the preset's).
     #[arg(long)]
     label_smoothing: Option<f64>,
+    /// Parsing, beyond the paper: add to each decoder input the encoder state of the word
+    /// the next XX slot fills (word focus), so long sentences keep their alignment.
+    #[arg(long)]
+    word_focus: bool,
     #[arg(long)]
     max_steps: Option<u64>,
     #[arg(long)]
@@ -478,6 +482,9 @@ fn model_config(cmd: &TrainCmd, vocab: usize) -> Result<ModelConfig> {
     if let Some(e) = cmd.label_smoothing {
         config.label_smoothing = e;
     }
+    if cmd.word_focus {
+        config.word_focus = true;
+    }
     config.validate()?;
     Ok(config)
 }
@@ -554,6 +561,7 @@ fn run(cli: Cli) -> Result<()> {
                 config.options.max_epochs = cmd.max_epochs.or(config.options.max_epochs);
                 config.options.max_minutes = cmd.max_minutes.or(config.options.max_minutes);
             }
+            let focus = train::focus_rule(&config.model, &prepared.tokenizer)?;
             std::fs::create_dir_all(&cmd.out).map_err(io(&cmd.out))?;
             fsutil::write_atomic(
                 &cmd.out.join(TOKENIZER_FILE),
@@ -569,6 +577,7 @@ fn run(cli: Cli) -> Result<()> {
                 config,
                 train: &prepared.train,
                 valid: prepared.valid.as_ref(),
+                focus,
                 devices,
                 resume: cmd.resume,
                 progress: !cmd.quiet,
@@ -711,7 +720,8 @@ fn run(cli: Cli) -> Result<()> {
                         ids.push(s, t);
                     }
                 }
-                let nll = train::evaluate_nll(&bundle.model, &ids, 4096)?;
+                let focus = train::focus_rule(&bundle.config.model, &bundle.tokenizer)?;
+                let nll = train::evaluate_nll(&bundle.model, &ids, focus.as_ref(), 4096)?;
                 println!(
                     "perplexity {:.3} (loss {nll:.4} nats per target wordpiece, {} pairs)",
                     nll.exp(),

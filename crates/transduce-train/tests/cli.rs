@@ -268,6 +268,26 @@ fn prepare_train_resume_average_translate_export() {
 fn bad_input_gets_one_clear_error() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
+    // Word focus needs the slot token of a parsing vocabulary.
+    let (_, _, toy) = prepare_toy(dir);
+    let e = fail(&[
+        "train",
+        "--data",
+        s(&toy),
+        "--out",
+        s(&dir.join("focus-run")),
+        "--preset",
+        "tiny",
+        "--max-steps",
+        "1",
+        "--word-focus",
+    ]);
+    assert_eq!(
+        e.matches("word focus needs a parsing vocabulary").count(),
+        1,
+        "{e}"
+    );
+    assert!(!dir.join("focus-run").join("checkpoints").exists(), "{e}");
     let a = dir.join("a.en");
     let b = dir.join("b.de");
     std::fs::write(&a, "one\ntwo\nthree\n").unwrap();
@@ -560,6 +580,48 @@ fn parse_prepare_train_decode_and_score() {
         report.contains("Tagging accuracy          = 100.00"),
         "{report}"
     );
+
+    // Word focus (beyond the paper): the flag reaches the bundle's config, and its output,
+    // with and without the constraint, is still a tree over the input words.
+    let focus_dir = dir.join("focus");
+    run(&[
+        "train",
+        "--data",
+        s(&data),
+        "--out",
+        s(&focus_dir),
+        "--preset",
+        "tiny",
+        "--max-tokens",
+        "400",
+        "--warmup",
+        "20",
+        "--max-steps",
+        "30",
+        "--word-focus",
+        "--quiet",
+    ]);
+    let run_json = std::fs::read_to_string(focus_dir.join("run.json")).unwrap();
+    assert!(run_json.contains("\"word_focus\": true"), "{run_json}");
+    for extra in [None, Some("--no-constraint")] {
+        let mut args = vec![
+            "parse",
+            "--model",
+            s(&focus_dir),
+            "--input",
+            s(&gold),
+            "--output",
+            s(&test),
+            "--quiet",
+        ];
+        args.extend(extra);
+        run(&args);
+        let report = run(&["eval", "f1", "--gold", s(&gold), "--test", s(&test)]);
+        assert!(
+            report.contains("Number of Valid sentence  =      4"),
+            "{extra:?}: {report}"
+        );
+    }
 
     // The right-branching baseline, scored by the same evaluator.
     let rb = dir.join("rb.trees");

@@ -3,6 +3,7 @@
 use serde::Serialize;
 use transduce::burn::prelude::*;
 use transduce::model::token_tensor;
+use transduce::task::focus::WordFocus;
 use transduce::tokenizer::BOS;
 use transduce::{Bundle, Error, Result};
 
@@ -64,9 +65,18 @@ pub async fn maps(
     let device = bundle.model.device();
     let mut tgt_in = vec![BOS];
     tgt_in.extend_from_slice(target_ids);
+    // A word-focus parser sees the same focus as when it decoded these tokens.
+    let focus = bundle
+        .config
+        .model
+        .word_focus
+        .then(|| WordFocus::from_vocab(&bundle.tokenizer.id_strings(vocab as usize)))
+        .flatten()
+        .map(|rule| rule.tensor(&[source_ids], &[&tgt_in], &device));
     let maps = bundle.model.attention_maps(
         token_tensor(&[source_ids.to_vec()], &device)?,
         token_tensor(&[tgt_in], &device)?,
+        focus,
     );
     Ok((
         read(maps.encoder_self).await?,

@@ -50,6 +50,11 @@ pub struct ModelConfig {
     /// One matrix for source embedding, target embedding and pre-softmax projection (§3.4).
     /// When false the three are separate.
     pub share_embeddings: bool,
+    /// Word focus (parsing, beyond the paper): each decoder input also receives the encoder
+    /// state of the word the next slot will fill, so the decoder need not find its place in
+    /// the sentence by attention alone. See [`crate::task::focus`]. Off in every preset.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub word_focus: bool,
 }
 
 /// One row of the paper's Table 3, with the parameter count it reports (millions).
@@ -81,6 +86,7 @@ impl ModelConfig {
             positional: Positional::Sinusoid,
             max_len: 1024,
             share_embeddings: true,
+            word_focus: false,
         }
     }
 
@@ -116,6 +122,7 @@ impl ModelConfig {
             positional: Positional::Sinusoid,
             max_len: 1024,
             share_embeddings: false,
+            word_focus: false,
         }
     }
 
@@ -135,6 +142,7 @@ impl ModelConfig {
             positional: Positional::Sinusoid,
             max_len: 256,
             share_embeddings: true,
+            word_focus: false,
         }
     }
 
@@ -154,6 +162,7 @@ impl ModelConfig {
             positional: Positional::Sinusoid,
             max_len: 512,
             share_embeddings: true,
+            word_focus: false,
         }
     }
 

@@ -76,6 +76,8 @@ pub struct DecoderState {
     pub cross_kv: Vec<KvCache>,
     /// Source padding, `[b, 1, 1, s]`.
     pub blocked: Tensor<4, Bool>,
+    /// Encoder states `[b, s, d_model]`, kept for word focus only.
+    pub memory: Option<Tensor<3>>,
     /// Number of target positions already fed.
     pub position: usize,
 }
@@ -94,7 +96,8 @@ impl DecoderState {
                 .iter()
                 .map(|kv| kv.select(rows.clone()))
                 .collect(),
-            blocked: self.blocked.clone().select(0, rows),
+            blocked: self.blocked.clone().select(0, rows.clone()),
+            memory: self.memory.as_ref().map(|m| m.clone().select(0, rows)),
             position: self.position,
         }
     }
@@ -219,7 +222,7 @@ impl Transformer {
         Ok(())
     }
 
-    /// Embedding × √d_model + positional encoding, then dropout (§3.4, §3.5, §5.4).
+    /// Embedding × √d_model + positional encoding (§3.4, §3.5), before dropout.
     fn embed(
         &self,
         tokens: Tensor<2, Int>,
@@ -239,7 +242,36 @@ impl Transformer {
             }
             None => sinusoid(start, t, d, &device),
         };
-        self.dropout.forward(x + pos.expand([b, t, d]))
+        x + pos.expand([b, t, d])
+    }
+
+    /// Decoder inputs: embedded target tokens plus, for word-focus models, the encoder
+    /// state each position is aligned to; then dropout (§5.4).
+    ///
+    /// `focus` `[b, t]` holds source positions; a position outside `0..s` (the source's
+    /// padded length) adds nothing: the slots are all filled. Selecting by a one-hot
+    /// product rather than a gather keeps it one matmul on every backend.
+    fn decoder_input(
+        &self,
+        tokens: Tensor<2, Int>,
+        start: usize,
+        memory: Option<&Tensor<3>>,
+        focus: Option<Tensor<2, Int>>,
+    ) -> Tensor<3> {
+        let y = self.embed(tokens, &self.embedding, self.tgt_positions.as_ref(), start);
+        let y = match (memory, focus) {
+            (Some(states), Some(focus)) if self.config.word_focus => {
+                let [b, t] = focus.dims();
+                let s = states.dims()[1];
+                let columns = Tensor::<1, Int>::arange(0..s as i64, &focus.device())
+                    .reshape([1, 1, s])
+                    .expand([b, t, s]);
+                let one_hot = focus.unsqueeze_dim::<3>(2).expand([b, t, s]).equal(columns);
+                y + one_hot.float().matmul(states.clone())
+            }
+            _ => y,
+        };
+        self.dropout.forward(y)
     }
 
     /// Runs the encoder once over source ids `[b, s]` (PAD-padded).
@@ -251,7 +283,8 @@ impl Transformer {
         let [b, s] = src.dims();
         let blocked = src.clone().equal_elem(PAD as i64).reshape([b, 1, 1, s]);
         let table = self.src_embedding.as_ref().unwrap_or(&self.embedding);
-        let mut x = self.embed(src, table, self.src_positions.as_ref(), 0);
+        let x = self.embed(src, table, self.src_positions.as_ref(), 0);
+        let mut x = self.dropout.forward(x);
         let mut weights = Vec::new();
         for layer in &self.encoder.layers {
             let (y, w) = layer.forward(x, &blocked, need_weights);
@@ -272,18 +305,30 @@ impl Transformer {
     /// Teacher-forced decoder pass over target inputs `[b, t]` (BOS + shifted target);
     /// returns logits `[b, t, vocab]`.
     pub fn decode(&self, memory: &Memory, tgt_in: Tensor<2, Int>) -> Tensor<3> {
-        self.decode_inner(memory, tgt_in, false).0
+        self.decode_inner(memory, tgt_in, None, false).0
+    }
+
+    /// [`Transformer::decode`] with word focus `[b, t]` (source positions; see
+    /// [`crate::task::focus`]). Models without `word_focus` ignore it.
+    pub fn decode_focused(
+        &self,
+        memory: &Memory,
+        tgt_in: Tensor<2, Int>,
+        focus: Option<Tensor<2, Int>>,
+    ) -> Tensor<3> {
+        self.decode_inner(memory, tgt_in, focus, false).0
     }
 
     fn decode_inner(
         &self,
         memory: &Memory,
         tgt_in: Tensor<2, Int>,
+        focus: Option<Tensor<2, Int>>,
         need_weights: bool,
     ) -> (Tensor<3>, Vec<Tensor<4>>, Vec<Tensor<4>>) {
         let t = tgt_in.dims()[1];
         let device = tgt_in.device();
-        let mut y = self.embed(tgt_in, &self.embedding, self.tgt_positions.as_ref(), 0);
+        let mut y = self.decoder_input(tgt_in, 0, Some(&memory.states), focus);
         let future = causal_mask(t, &device);
         let (mut self_w, mut cross_w) = (Vec::new(), Vec::new());
         for layer in &self.decoder.layers {
@@ -309,14 +354,29 @@ impl Transformer {
     /// The training forward pass: logits `[b, t, vocab]` for source `[b, s]` and target
     /// inputs `[b, t]`.
     pub fn forward(&self, src: Tensor<2, Int>, tgt_in: Tensor<2, Int>) -> Tensor<3> {
+        self.forward_focused(src, tgt_in, None)
+    }
+
+    /// [`Transformer::forward`] with word focus `[b, t]` for word-focus models.
+    pub fn forward_focused(
+        &self,
+        src: Tensor<2, Int>,
+        tgt_in: Tensor<2, Int>,
+        focus: Option<Tensor<2, Int>>,
+    ) -> Tensor<3> {
         let memory = self.encode(src);
-        self.decode(&memory, tgt_in)
+        self.decode_focused(&memory, tgt_in, focus)
     }
 
     /// Every attention weight of a teacher-forced pass, for heat maps.
-    pub fn attention_maps(&self, src: Tensor<2, Int>, tgt_in: Tensor<2, Int>) -> AttentionMaps {
+    pub fn attention_maps(
+        &self,
+        src: Tensor<2, Int>,
+        tgt_in: Tensor<2, Int>,
+        focus: Option<Tensor<2, Int>>,
+    ) -> AttentionMaps {
         let (memory, encoder_self) = self.encode_inner(src, true);
-        let (_, decoder_self, cross) = self.decode_inner(&memory, tgt_in, true);
+        let (_, decoder_self, cross) = self.decode_inner(&memory, tgt_in, focus, true);
         AttentionMaps {
             encoder_self,
             decoder_self,
@@ -335,6 +395,7 @@ impl Transformer {
                 .map(|layer| layer.cross_attn.project_kv(memory.states.clone()))
                 .collect(),
             blocked: memory.blocked.clone(),
+            memory: self.config.word_focus.then(|| memory.states.clone()),
             position: 0,
         }
     }
@@ -342,12 +403,23 @@ impl Transformer {
     /// Feeds one token per row (`[b]`), appending its keys/values to the caches, and
     /// returns next-token logits `[b, vocab]`.
     pub fn decode_step(&self, state: &mut DecoderState, tokens: Tensor<1, Int>) -> Tensor<2> {
+        self.decode_step_focused(state, tokens, None)
+    }
+
+    /// [`Transformer::decode_step`] with each row's word focus (`[b]`, source positions)
+    /// for word-focus models.
+    pub fn decode_step_focused(
+        &self,
+        state: &mut DecoderState,
+        tokens: Tensor<1, Int>,
+        focus: Option<Tensor<1, Int>>,
+    ) -> Tensor<2> {
         let [b] = tokens.dims();
-        let mut y = self.embed(
+        let mut y = self.decoder_input(
             tokens.reshape([b, 1]),
-            &self.embedding,
-            self.tgt_positions.as_ref(),
             state.position,
+            state.memory.as_ref(),
+            focus.map(|f| f.reshape([b, 1])),
         );
         for (i, layer) in self.decoder.layers.iter().enumerate() {
             let new = layer.self_attn.project_kv(y.clone());

@@ -35,6 +35,8 @@ fn constrained_outputs_are_trees_over_the_source_words() {
                     .iter()
                     .map(|s| s.len() + options.max_extra)
                     .collect(),
+                enforce: true,
+                focus: None,
             };
             let outputs: Vec<Vec<u32>> = if beam == 1 {
                 greedy(&model, &sources, &options, Some(&constraint))

@@ -19,7 +19,8 @@ use transduce::burn::optim::{
 };
 use transduce::burn::prelude::*;
 use transduce::model::token_tensor;
-use transduce::tokenizer::{BOS, EOS};
+use transduce::task::focus::WordFocus;
+use transduce::tokenizer::{BOS, EOS, Tokenizer};
 use transduce::{ModelConfig, Transformer};
 
 use crate::data::batch::{Batch, epoch_order, make_batches};
@@ -105,12 +106,55 @@ impl RunConfig {
     }
 }
 
-/// Decoder inputs (BOS + target) and outputs (target + EOS) of a batch.
+/// The word-focus rule a model needs (from its vocabulary), `None` for other models.
+pub fn focus_rule(config: &ModelConfig, tokenizer: &Tokenizer) -> Result<Option<WordFocus>> {
+    if !config.word_focus {
+        return Ok(None);
+    }
+    WordFocus::from_vocab(&tokenizer.id_strings(config.vocab_size))
+        .map(Some)
+        .ok_or_else(|| {
+            CliError::Usage(
+                "word focus needs a parsing vocabulary (one with the XX slot token): \
+                 prepare the data with --task parse"
+                    .into(),
+            )
+        })
+}
+
+/// Training pairs with the word-focus rule their model needs, if any.
+#[derive(Clone, Copy)]
+pub struct Examples<'a> {
+    pub pairs: &'a Pairs,
+    pub focus: Option<&'a WordFocus>,
+}
+
+/// One batch on the device: source, decoder inputs (BOS + target), outputs (target + EOS)
+/// and, for word-focus models, the focus of every decoder input.
+pub struct BatchTensors {
+    pub src: Tensor<2, Int>,
+    pub tgt_in: Tensor<2, Int>,
+    pub tgt_out: Tensor<2, Int>,
+    pub focus: Option<Tensor<2, Int>>,
+}
+
+impl BatchTensors {
+    /// The teacher-forced logits of the batch.
+    pub fn logits(self, model: &Transformer) -> (Tensor<3>, Tensor<2, Int>) {
+        (
+            model.forward_focused(self.src, self.tgt_in, self.focus),
+            self.tgt_out,
+        )
+    }
+}
+
+/// The tensors of a batch; `focus` for word-focus models.
 pub fn batch_tensors(
     pairs: &Pairs,
     batch: &Batch,
+    focus: Option<&WordFocus>,
     device: &Device,
-) -> Result<(Tensor<2, Int>, Tensor<2, Int>, Tensor<2, Int>)> {
+) -> Result<BatchTensors> {
     let src: Vec<Vec<u32>> = batch.iter().map(|&i| pairs.src[i].clone()).collect();
     let tgt_in: Vec<Vec<u32>> = batch
         .iter()
@@ -130,11 +174,12 @@ pub fn batch_tensors(
                 .collect()
         })
         .collect();
-    Ok((
-        token_tensor(&src, device)?,
-        token_tensor(&tgt_in, device)?,
-        token_tensor(&tgt_out, device)?,
-    ))
+    Ok(BatchTensors {
+        focus: focus.map(|rule| rule.tensor(&src, &tgt_in, device)),
+        src: token_tensor(&src, device)?,
+        tgt_in: token_tensor(&tgt_in, device)?,
+        tgt_out: token_tensor(&tgt_out, device)?,
+    })
 }
 
 /// Target tokens (EOS included) of a batch: what the loss is averaged over.
@@ -151,14 +196,18 @@ fn scalar(t: Tensor<1>) -> Result<f64> {
 
 /// Mean NLL per target wordpiece over a data set, without dropout or smoothing: the
 /// perplexity the paper reports (Table 3) is its exponential.
-pub fn evaluate_nll(model: &Transformer, pairs: &Pairs, max_tokens: usize) -> Result<f64> {
+pub fn evaluate_nll(
+    model: &Transformer,
+    pairs: &Pairs,
+    focus: Option<&WordFocus>,
+    max_tokens: usize,
+) -> Result<f64> {
     let device = model.device();
     let src_lens: Vec<usize> = pairs.src.iter().map(Vec::len).collect();
     let tgt_lens: Vec<usize> = pairs.tgt.iter().map(Vec::len).collect();
     let (mut total, mut tokens) = (0.0, 0usize);
     for batch in make_batches(&src_lens, &tgt_lens, max_tokens) {
-        let (src, tgt_in, tgt_out) = batch_tensors(pairs, &batch, &device)?;
-        let logits = model.forward(src, tgt_in);
+        let (logits, tgt_out) = batch_tensors(pairs, &batch, focus, &device)?.logits(model);
         total += scalar(loss::label_smoothed(logits, tgt_out, 0.0).nll)?;
         tokens += target_tokens(pairs, &batch);
     }
@@ -182,7 +231,7 @@ pub fn gradients(
     model: &Transformer,
     devices: &[Device],
     group: &[&Batch],
-    pairs: &Pairs,
+    examples: Examples<'_>,
     group_tokens: usize,
     epsilon: f64,
     step_seed: u64,
@@ -193,8 +242,8 @@ pub fn gradients(
         let mut accumulator = GradientsAccumulator::<Transformer>::new();
         let (mut loss_sum, mut nll_sum) = (0.0, 0.0);
         for batch in batches {
-            let (src, tgt_in, tgt_out) = batch_tensors(pairs, batch, device)?;
-            let logits = model.forward(src, tgt_in);
+            let (logits, tgt_out) =
+                batch_tensors(examples.pairs, batch, examples.focus, device)?.logits(model);
             let sums = loss::label_smoothed(logits, tgt_out, epsilon);
             let loss = sums.smoothed.div_scalar(group_tokens as f64);
             let grads = GradientsParams::from_grads(loss.backward(), model);
@@ -271,6 +320,8 @@ pub struct Trainer<'a> {
     pub config: RunConfig,
     pub train: &'a Pairs,
     pub valid: Option<&'a Pairs>,
+    /// The word-focus rule, for models with `word_focus` ([`focus_rule`]).
+    pub focus: Option<WordFocus>,
     /// Training devices; the first holds the model between steps, validates and saves.
     /// With several, each step is data-parallel over `accum × devices.len()` batches.
     pub devices: Vec<Device>,
@@ -399,7 +450,10 @@ impl Trainer<'_> {
                 &model,
                 &devices,
                 &group,
-                self.train,
+                Examples {
+                    pairs: self.train,
+                    focus: self.focus.as_ref(),
+                },
                 group_tokens,
                 epsilon,
                 step_seed,
@@ -490,7 +544,12 @@ impl Trainer<'_> {
         let Some(valid) = self.valid else {
             return Ok(None);
         };
-        let nll = evaluate_nll(&model.valid(), valid, self.config.options.max_tokens)?;
+        let nll = evaluate_nll(
+            &model.valid(),
+            valid,
+            self.focus.as_ref(),
+            self.config.options.max_tokens,
+        )?;
         bar.println(format!(
             "step {}: validation loss {nll:.4}, perplexity {:.3}",
             state.step,
@@ -550,8 +609,16 @@ mod tests {
         let tokens = group.iter().map(|b| target_tokens(pairs, b)).sum();
         (0..steps)
             .map(|step| {
-                let (grads, loss, _) =
-                    gradients(&model, &devices, group, pairs, tokens, 0.1, step).unwrap();
+                let (grads, loss, _) = gradients(
+                    &model,
+                    &devices,
+                    group,
+                    Examples { pairs, focus: None },
+                    tokens,
+                    0.1,
+                    step,
+                )
+                .unwrap();
                 model = match grads {
                     Grads::One(g) => optimizer.step(1e-3, model.clone(), g),
                     Grads::Multi(g) => optimizer

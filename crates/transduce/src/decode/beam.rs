@@ -8,8 +8,8 @@
 //! `log_prob / lp(max_len)`.
 
 use super::{
-    Constraint, DecodeOptions, Hypothesis, allowed_tokens, check_sources, length_penalty,
-    max_output_len, next_log_probs, read, rows_tensor, tokens_tensor,
+    Constraint, DecodeOptions, Hypothesis, allowed_tokens, check_focus, check_sources,
+    focus_tensor, length_penalty, max_output_len, next_log_probs, read, rows_tensor, tokens_tensor,
 };
 use crate::error::{Error, Result};
 use crate::model::{Transformer, token_tensor};
@@ -72,6 +72,7 @@ pub async fn beam_search_async(
         return Err(Error::Input("beam size must be at least 1".into()));
     }
     check_sources(model, sources)?;
+    check_focus(model, constraint)?;
     let k = options.beam;
     let alpha = options.alpha;
     let device = model.device();
@@ -96,7 +97,14 @@ pub async fn beam_search_async(
     let mut last: Vec<u32> = vec![BOS; sources.len()];
 
     while !rows.is_empty() {
-        let logits = model.decode_step(&mut state, tokens_tensor(&last, &device));
+        let focus = focus_tensor(
+            model,
+            constraint,
+            rows.iter()
+                .map(|&(s, b)| (s, searches[s].live[b].tokens.as_slice())),
+            &device,
+        );
+        let logits = model.decode_step_focused(&mut state, tokens_tensor(&last, &device), focus);
         let all = read(next_log_probs(model, logits)).await?;
 
         let mut next_rows = Vec::new();

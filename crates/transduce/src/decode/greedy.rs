@@ -1,8 +1,9 @@
 //! Greedy decoding: the most probable token at every step, many sentences at once.
 
 use super::{
-    Constraint, DecodeOptions, Hypothesis, allowed_tokens, check_sources, length_penalty,
-    max_output_len, next_log_probs, read, read_int, rows_tensor, tokens_tensor,
+    Constraint, DecodeOptions, Hypothesis, allowed_tokens, check_focus, check_sources,
+    focus_tensor, length_penalty, max_output_len, next_log_probs, read, read_int, rows_tensor,
+    tokens_tensor,
 };
 use crate::error::Result;
 use crate::model::{Transformer, token_tensor};
@@ -29,6 +30,7 @@ pub async fn greedy_async(
     constraint: Option<&dyn Constraint>,
 ) -> Result<Vec<Hypothesis>> {
     check_sources(model, sources)?;
+    check_focus(model, constraint)?;
     let device = model.device();
     let vocab = model.config().vocab_size;
     let memory = model.encode(token_tensor(sources, &device)?);
@@ -51,7 +53,13 @@ pub async fn greedy_async(
     let mut last: Vec<u32> = vec![BOS; sources.len()];
 
     while !active.is_empty() {
-        let logits = model.decode_step(&mut state, tokens_tensor(&last, &device));
+        let focus = focus_tensor(
+            model,
+            constraint,
+            active.iter().map(|&s| (s, outputs[s].tokens.as_slice())),
+            &device,
+        );
+        let logits = model.decode_step_focused(&mut state, tokens_tensor(&last, &device), focus);
         let log_probs = next_log_probs(model, logits);
         let masks: Vec<Option<Vec<bool>>> = active
             .iter()

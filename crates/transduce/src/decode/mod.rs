@@ -164,11 +164,42 @@ fn allowed_tokens(
         allowed[EOS as usize] = true;
         return Some(allowed);
     }
-    constraint.map(|c| {
+    constraint.filter(|c| c.restricts()).map(|c| {
         let mut allowed = vec![true; vocab];
         c.restrict(sentence, prefix, &mut allowed);
         allowed
     })
+}
+
+/// Word-focus models need a constraint that gives each decoder input its word.
+fn check_focus(model: &Transformer, constraint: Option<&dyn Constraint>) -> Result<()> {
+    if model.config().word_focus && !constraint.is_some_and(|c| c.has_focus()) {
+        return Err(Error::Input(
+            "this model aligns its decoder to the input words (word_focus): decode it \
+             through the parse task"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Each row's word focus (source position, -1 for none) for a word-focus model; `None`
+/// for other models. Row r is sentence `rows[r].0` with output prefix `rows[r].1`.
+fn focus_tensor<'a>(
+    model: &Transformer,
+    constraint: Option<&dyn Constraint>,
+    rows: impl Iterator<Item = (usize, &'a [u32])>,
+    device: &Device,
+) -> Option<Tensor<1, Int>> {
+    let constraint = constraint.filter(|_| model.config().word_focus)?;
+    let data: Vec<i32> = rows
+        .map(|(s, prefix)| constraint.focus(s, prefix).map_or(-1, |p| p as i32))
+        .collect();
+    let n = data.len();
+    Some(Tensor::<1, Int>::from_data(
+        burn::tensor::TensorData::new(data, [n]),
+        device,
+    ))
 }
 
 /// Int tensor of row indices.

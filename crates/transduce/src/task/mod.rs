@@ -1,6 +1,7 @@
 //! What differs per task: translation needs nothing beyond the tokenizer; parsing (§6.3)
 //! has trees, their linearization and the well-formedness constraint.
 
+pub mod focus;
 pub mod parse;
 pub mod translate;
 pub mod words;
@@ -9,25 +10,45 @@ use crate::bundle::Bundle;
 use crate::decode::{Constraint, DecodeOptions, best_outputs_async, max_output_len};
 use crate::error::{Error, Result};
 use crate::tokenizer::EOS;
+use focus::WordFocus;
 use parse::{PLACEHOLDER, ParseConstraint, Tree, delinearize, repair};
 
 /// The parse constraint for one batch of sentences: sentence `i` has `words[i]` words and
 /// may produce at most `max_len[i]` tokens (EOS included), so every decoded output is a
-/// well-formed tree with exactly one slot per word.
+/// well-formed tree with exactly one slot per word. With `enforce` off it forbids nothing
+/// and only answers word focus.
 pub struct TreeConstraint<'a> {
     pub rules: &'a ParseConstraint,
     pub words: Vec<usize>,
     pub max_len: Vec<usize>,
+    pub enforce: bool,
+    /// The focus rule and each sentence's word starts (source positions).
+    pub focus: Option<(&'a WordFocus, Vec<Vec<usize>>)>,
 }
 
 impl Constraint for TreeConstraint<'_> {
     fn restrict(&self, sentence: usize, prefix: &[u32], allowed: &mut [bool]) {
-        self.rules.restrict_within(
-            self.words[sentence],
-            self.max_len[sentence],
-            prefix,
-            allowed,
-        );
+        if self.enforce {
+            self.rules.restrict_within(
+                self.words[sentence],
+                self.max_len[sentence],
+                prefix,
+                allowed,
+            );
+        }
+    }
+
+    fn restricts(&self) -> bool {
+        self.enforce
+    }
+
+    fn has_focus(&self) -> bool {
+        self.focus.is_some()
+    }
+
+    fn focus(&self, sentence: usize, prefix: &[u32]) -> Option<usize> {
+        let (rule, starts) = self.focus.as_ref()?;
+        rule.next(&starts[sentence], prefix)
     }
 }
 
@@ -44,6 +65,7 @@ pub struct Parse {
 /// Parsing with a bundle (§6.3): words in, a linearized tree decoded, the tree rebuilt.
 pub struct Parser {
     rules: ParseConstraint,
+    focus: Option<WordFocus>,
     vocab: Vec<String>,
 }
 
@@ -58,6 +80,7 @@ impl Parser {
         }
         Ok(Parser {
             rules: ParseConstraint::new(&vocab, EOS),
+            focus: WordFocus::from_vocab(&vocab),
             vocab,
         })
     }
@@ -91,6 +114,11 @@ impl Parser {
             sources.push(bundle.tokenizer.encode(&words.join(" "))?);
         }
         let model = &bundle.model;
+        let focus = self
+            .focus
+            .as_ref()
+            .filter(|_| model.config().word_focus)
+            .map(|rule| (rule, sources.iter().map(|s| rule.word_starts(s)).collect()));
         let constraint = TreeConstraint {
             rules: &self.rules,
             words: sentences.iter().map(Vec::len).collect(),
@@ -98,9 +126,16 @@ impl Parser {
                 .iter()
                 .map(|s| max_output_len(model, s.len(), options))
                 .collect(),
+            enforce: constrained,
+            focus,
         };
-        let constraint: Option<&dyn Constraint> = constrained.then_some(&constraint);
-        let outputs = best_outputs_async(model, &sources, options, constraint).await?;
+        let outputs = best_outputs_async(
+            model,
+            &sources,
+            options,
+            Some(&constraint as &dyn Constraint),
+        )
+        .await?;
         Ok(outputs
             .iter()
             .zip(sentences)
