@@ -9,6 +9,7 @@ mod error;
 mod fsutil;
 mod memory;
 mod parse;
+mod pipe;
 mod prepare;
 mod source;
 mod train;
@@ -371,6 +372,7 @@ struct BenchCmd {
 
 fn main() {
     memory::keep_freed_memory();
+    pipe::stop_quietly_on_closed_pipe();
     let cli = Cli::parse();
     if let Err(e) = run(cli) {
         eprintln!("error: {e}");

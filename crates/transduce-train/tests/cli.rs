@@ -672,3 +672,28 @@ fn shipped_bundles_load_and_run() {
     let tree = &transduce::task::parse::parse_trees(line).unwrap()[0];
     assert_eq!(tree.words().join(" "), "The dog saw a man in the park .");
 }
+
+/// Output into a pipe the reader has closed (`transduce eval f1 … | head`) ends the
+/// process quietly, as SIGPIPE ends `cat`, instead of a panic and a backtrace.
+#[cfg(unix)]
+#[test]
+fn a_closed_pipe_stops_output_quietly() {
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::Stdio;
+    let tmp = tempfile::tempdir().unwrap();
+    let gold = tmp.path().join("gold.trees");
+    // Far more report than a pipe buffers (64 KiB), so the writes must meet the closed end.
+    let tree = "( (S (NP (DT The) (NN dog)) (VP (VBZ barks)) (. .)) )\n";
+    std::fs::write(&gold, tree.repeat(5000)).unwrap();
+    let mut child = bin()
+        .args(["eval", "f1", "--gold", s(&gold), "--test", s(&gold)])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(out.status.signal(), Some(13), "{:?} {stderr}", out.status);
+}
