@@ -673,6 +673,59 @@ fn shipped_bundles_load_and_run() {
     assert_eq!(tree.words().join(" "), "The dog saw a man in the park .");
 }
 
+/// The shipped parser's recorded test score is what it scores: the PTB sample's test trees
+/// parsed with the bundle's own decoding settings and scored by `eval f1` give the F1 its
+/// `config.json` states (to the printed two decimals).
+#[test]
+fn shipped_parser_scores_its_recorded_f1() {
+    let test_trees =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/ptb-sample/test.trees.gz");
+    if !test_trees.exists() {
+        println!("SKIP: {} not found", test_trees.display());
+        return;
+    }
+    let bundle = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../web/models/ptb-parser");
+    let config: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(bundle.join("config.json")).unwrap())
+            .unwrap();
+    let recorded = config["metrics"]["f1_test_constrained"].as_f64().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let gold = tmp.path().join("test.gold");
+    let text = {
+        use std::io::Read;
+        let mut text = String::new();
+        flate2::read::GzDecoder::new(std::fs::File::open(&test_trees).unwrap())
+            .read_to_string(&mut text)
+            .unwrap();
+        text
+    };
+    std::fs::write(&gold, text).unwrap();
+    let parsed = tmp.path().join("test.parsed");
+    run(&[
+        "parse",
+        "--model",
+        s(&bundle),
+        "--input",
+        s(&gold),
+        "--output",
+        s(&parsed),
+        "--quiet",
+    ]);
+    let report = run(&["eval", "f1", "--gold", s(&gold), "--test", s(&parsed)]);
+    let f1: f64 = report
+        .lines()
+        .find(|l| l.starts_with("Bracketing FMeasure"))
+        .and_then(|l| l.split('=').nth(1))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        (f1 - recorded).abs() < 0.005,
+        "F1 {f1}, recorded {recorded}"
+    );
+}
+
 /// Output into a pipe the reader has closed (`transduce eval f1 … | head`) ends the
 /// process quietly, as SIGPIPE ends `cat`, instead of a panic and a backtrace.
 #[cfg(unix)]
