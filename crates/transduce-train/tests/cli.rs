@@ -510,23 +510,29 @@ fn parse_prepare_train_decode_and_score() {
     assert!(out.contains("skipped 1 malformed"), "{out}");
     assert!(out.contains("train.trees: line 33"), "{out}");
 
+    // A tiny model trained briefly, with `extra` flags.
+    let train_tiny = |out: &Path, extra: &[&str]| {
+        let mut args = vec![
+            "train",
+            "--data",
+            s(&data),
+            "--out",
+            s(out),
+            "--preset",
+            "tiny",
+            "--max-tokens",
+            "400",
+            "--warmup",
+            "20",
+            "--max-steps",
+            "30",
+            "--quiet",
+        ];
+        args.extend(extra);
+        run(&args);
+    };
     let run_dir = dir.join("run");
-    run(&[
-        "train",
-        "--data",
-        s(&data),
-        "--out",
-        s(&run_dir),
-        "--preset",
-        "tiny",
-        "--max-tokens",
-        "400",
-        "--warmup",
-        "20",
-        "--max-steps",
-        "30",
-        "--quiet",
-    ]);
+    train_tiny(&run_dir, &[]);
     let input = dir.join("input.txt");
     std::fs::write(
         &input,
@@ -584,23 +590,7 @@ fn parse_prepare_train_decode_and_score() {
     // Word focus (beyond the paper): the flag reaches the bundle's config, and its output,
     // with and without the constraint, is still a tree over the input words.
     let focus_dir = dir.join("focus");
-    run(&[
-        "train",
-        "--data",
-        s(&data),
-        "--out",
-        s(&focus_dir),
-        "--preset",
-        "tiny",
-        "--max-tokens",
-        "400",
-        "--warmup",
-        "20",
-        "--max-steps",
-        "30",
-        "--word-focus",
-        "--quiet",
-    ]);
+    train_tiny(&focus_dir, &["--word-focus"]);
     let run_json = std::fs::read_to_string(focus_dir.join("run.json")).unwrap();
     assert!(run_json.contains("\"word_focus\": true"), "{run_json}");
     for extra in [None, Some("--no-constraint")] {
