@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 use clap::{Args, Parser, Subcommand};
 use transduce::bundle::{CONFIG_FILE, TOKENIZER_FILE, WEIGHTS_FILE, WeightDtype};
 use transduce::decode::DecodeOptions;
+use transduce::task::parse::{PLACEHOLDER, linearize, open_token};
 use transduce::{ModelConfig, Task};
 
 use backend::Backend;
@@ -311,14 +312,21 @@ enum EvalCmd {
         #[arg(long)]
         test: PathBuf,
     },
-    /// Perplexity per target wordpiece of a model on a parallel corpus.
+    /// Perplexity per target wordpiece of a model: a translation model on a parallel
+    /// corpus (`--src`, `--tgt`), a parsing model on treebank trees (`--trees`).
     Ppl {
         #[command(flatten)]
         model: ModelArgs,
-        #[arg(long)]
-        src: PathBuf,
-        #[arg(long)]
-        tgt: PathBuf,
+        /// Source sentences, one a line (translation).
+        #[arg(long, requires = "tgt", conflicts_with = "trees")]
+        src: Option<PathBuf>,
+        /// Reference translations, one a line.
+        #[arg(long, requires = "src")]
+        tgt: Option<PathBuf>,
+        /// Treebank trees (parsing): each tree's words are the source and its
+        /// linearization (§6.3) the target, as `prepare --task parse` makes them.
+        #[arg(long, required_unless_present = "src")]
+        trees: Option<PathBuf>,
     },
 }
 
@@ -706,26 +714,86 @@ fn run(cli: Cli) -> Result<()> {
                 }
                 print!("{report}");
             }
-            EvalCmd::Ppl { model, src, tgt } => {
+            EvalCmd::Ppl {
+                model,
+                src,
+                tgt,
+                trees,
+            } => {
                 let device = model.backend.device()?;
-                let task = Task::Translate {
-                    source: String::new(),
-                    target: String::new(),
+                let task = match trees {
+                    Some(_) => Task::Parse,
+                    None => Task::Translate {
+                        source: String::new(),
+                        target: String::new(),
+                    },
                 };
                 let bundle =
                     source::load(&model.model, model.checkpoint.as_deref(), task, &device)?;
-                let pairs = data::corpus::read_parallel(&src, &tgt)?;
-                let mut ids = data::cache::Pairs::default();
-                for (s, t) in &pairs {
-                    let (s, t) = (bundle.tokenizer.encode(s)?, bundle.tokenizer.encode(t)?);
-                    if !s.is_empty() && !t.is_empty() {
-                        ids.push(s, t);
+                let tree_vocabulary = bundle.tokenizer.token_to_id(PLACEHOLDER).is_some();
+                let ids = match (src, tgt, trees) {
+                    (_, _, Some(trees)) => {
+                        if !tree_vocabulary {
+                            return Err(CliError::Usage(format!(
+                                "--trees needs a parsing model; {} has no `{PLACEHOLDER}` \
+                                 slot token in its vocabulary",
+                                model.model.display()
+                            )));
+                        }
+                        let mut summary = prepare::PrepareSummary::default();
+                        let pairs: Vec<_> = prepare::read_treebank(&trees, &mut summary)?
+                            .iter()
+                            .map(linearize)
+                            .collect();
+                        let ids = prepare::encode_trees(
+                            &bundle.tokenizer,
+                            &pairs,
+                            usize::MAX,
+                            &mut summary,
+                        )?;
+                        let skipped = summary.skipped_trees.len() + summary.empty_trees;
+                        let dropped = summary.dropped_unknown_label + summary.dropped_empty;
+                        if skipped + dropped > 0 {
+                            eprintln!(
+                                "{}: scored {} trees; skipped {skipped} malformed or empty, \
+                                 {} with labels outside the model's vocabulary",
+                                trees.display(),
+                                ids.len(),
+                                summary.dropped_unknown_label
+                            );
+                        }
+                        ids
                     }
+                    (Some(src), Some(tgt), None) => {
+                        // A run folder has no task of its own: its vocabulary tells.
+                        let parser = matches!(bundle.config.task, Task::Parse)
+                            || (tree_vocabulary
+                                && bundle.tokenizer.token_to_id(&open_token("S")).is_some());
+                        if parser {
+                            return Err(CliError::Usage(format!(
+                                "{} is a parsing model: score it on trees with --trees",
+                                model.model.display()
+                            )));
+                        }
+                        let pairs = data::corpus::read_parallel(&src, &tgt)?;
+                        let mut ids = data::cache::Pairs::default();
+                        for (s, t) in &pairs {
+                            let (s, t) = (bundle.tokenizer.encode(s)?, bundle.tokenizer.encode(t)?);
+                            if !s.is_empty() && !t.is_empty() {
+                                ids.push(s, t);
+                            }
+                        }
+                        ids
+                    }
+                    _ => unreachable!("clap requires --trees or both --src and --tgt"),
+                };
+                if ids.is_empty() {
+                    return Err(CliError::Usage("nothing to score: no usable pairs".into()));
                 }
                 let focus = train::focus_rule(&bundle.config.model, &bundle.tokenizer)?;
                 let nll = train::evaluate_nll(&bundle.model, &ids, focus.as_ref(), 4096)?;
                 println!(
-                    "perplexity {:.3} (loss {nll:.4} nats per target wordpiece, {} pairs)",
+                    "perplexity {:.6} (loss {nll:.6} nats per target wordpiece, {} pairs)",
                     nll.exp(),
                     ids.len()
                 );

@@ -188,6 +188,37 @@ pub fn read_treebank(path: &Path, summary: &mut PrepareSummary) -> Result<Vec<Tr
 /// `prepare --task parse` (§6.3): source = the words, target = the linearized tree. The
 /// BPE vocabulary is learned from the words; every bracket token (`(NP`, `)NP`) and the
 /// word slot `XX` is added as one whole token, so target ids map one-to-one to tree tokens.
+/// Encodes linearized trees (§6.3): the words through the BPE vocabulary, the tree
+/// tokens as whole tokens. A tree with a label outside the vocabulary, an empty sentence or
+/// one longer than `max_len` is dropped and counted in `summary`.
+pub fn encode_trees(
+    tokenizer: &Tokenizer,
+    pairs: &[(Vec<String>, Vec<String>)],
+    max_len: usize,
+    summary: &mut PrepareSummary,
+) -> Result<Pairs> {
+    let mut out = Pairs::default();
+    for (words, tokens) in pairs {
+        let src = tokenizer.encode(&words.join(" "))?;
+        let Some(tgt) = tokens
+            .iter()
+            .map(|t| tokenizer.token_to_id(t))
+            .collect::<Option<Vec<u32>>>()
+        else {
+            summary.dropped_unknown_label += 1;
+            continue;
+        };
+        if src.is_empty() {
+            summary.dropped_empty += 1;
+        } else if src.len() > max_len || tgt.len() > max_len {
+            summary.dropped_too_long += 1;
+        } else {
+            out.push(src, tgt);
+        }
+    }
+    Ok(out)
+}
+
 pub fn prepare_parse(args: ParsePrepareArgs) -> Result<PrepareSummary> {
     let mut summary = PrepareSummary {
         task: "parse".into(),
@@ -215,31 +246,12 @@ pub fn prepare_parse(args: ParsePrepareArgs) -> Result<PrepareSummary> {
     let sentences = train.iter().map(|(words, _)| words.join(" "));
     let tokenizer = Tokenizer::train_with_tokens(sentences, args.vocab_size, &tree_tokens)?;
     summary.vocab_size = tokenizer.vocab_size();
-    let encode = |pairs: &[(Vec<String>, Vec<String>)], summary: &mut PrepareSummary| {
-        let mut out = Pairs::default();
-        for (words, tokens) in pairs {
-            let src = tokenizer.encode(&words.join(" "))?;
-            let Some(tgt) = tokens
-                .iter()
-                .map(|t| tokenizer.token_to_id(t))
-                .collect::<Option<Vec<u32>>>()
-            else {
-                summary.dropped_unknown_label += 1;
-                continue;
-            };
-            if src.is_empty() {
-                summary.dropped_empty += 1;
-            } else if src.len() > args.max_len || tgt.len() > args.max_len {
-                summary.dropped_too_long += 1;
-            } else {
-                out.push(src, tgt);
-            }
-        }
-        Ok::<_, CliError>(out)
-    };
-    let train_ids = encode(&train, &mut summary)?;
+    let train_ids = encode_trees(&tokenizer, &train, args.max_len, &mut summary)?;
     let valid_ids = valid
-        .map(|v| encode(&v.iter().map(linearize).collect::<Vec<_>>(), &mut summary))
+        .map(|v| {
+            let pairs: Vec<_> = v.iter().map(linearize).collect();
+            encode_trees(&tokenizer, &pairs, args.max_len, &mut summary)
+        })
         .transpose()?;
     write_prepared(
         args.out,

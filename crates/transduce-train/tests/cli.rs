@@ -495,6 +495,8 @@ fn parse_prepare_train_decode_and_score() {
     }
     let train = dir.join("train.trees");
     std::fs::write(&train, format!("{text}(S (NP (DT a) (NN b)\n")).unwrap();
+    let gold = dir.join("gold.trees");
+    std::fs::write(&gold, trees.join("\n") + "\n").unwrap();
     let data = dir.join("data");
     let out = run(&[
         "prepare",
@@ -502,6 +504,8 @@ fn parse_prepare_train_decode_and_score() {
         "parse",
         "--trees",
         s(&train),
+        "--valid-trees",
+        s(&gold),
         "--vocab-size",
         "40",
         "--out",
@@ -564,8 +568,6 @@ fn parse_prepare_train_decode_and_score() {
     }
 
     // Gold trees as input: words and tags are taken from them, so EVALB sees no mismatch.
-    let gold = dir.join("gold.trees");
-    std::fs::write(&gold, trees.join("\n") + "\n").unwrap();
     let test = dir.join("test.trees");
     run(&[
         "parse",
@@ -612,6 +614,43 @@ fn parse_prepare_train_decode_and_score() {
             "{extra:?}: {report}"
         );
     }
+
+    // `eval ppl --trees` linearizes and encodes the trees as `prepare` does, with the
+    // focus rule of the model: it gives the perplexity the trainer recorded for its last
+    // step on the same (validation) trees.
+    let metrics = std::fs::read_to_string(focus_dir.join("metrics.jsonl")).unwrap();
+    let recorded = metrics
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter_map(|v| v["valid_ppl"].as_f64())
+        .next_back()
+        .expect("the trainer validated at its last step");
+    let report = run(&["eval", "ppl", "--model", s(&focus_dir), "--trees", s(&gold)]);
+    let scored: f64 = report
+        .strip_prefix("perplexity ")
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("{report}"));
+    assert!(
+        (scored - recorded).abs() < 1e-4 * recorded,
+        "eval ppl {scored} vs trainer {recorded}"
+    );
+    assert!(report.contains("4 pairs"), "{report}");
+    // A parsing model on plain sentence pairs is refused, not scored as translation.
+    let e = fail(&[
+        "eval",
+        "ppl",
+        "--model",
+        s(&focus_dir),
+        "--src",
+        s(&input),
+        "--tgt",
+        s(&input),
+    ]);
+    assert!(
+        e.contains("is a parsing model: score it on trees with --trees"),
+        "{e}"
+    );
 
     // The right-branching baseline, scored by the same evaluator.
     let rb = dir.join("rb.trees");

@@ -21,6 +21,10 @@ impl Pairs {
         self.src.len()
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.src.is_empty()
+    }
+
     pub fn push(&mut self, src: Vec<u32>, tgt: Vec<u32>) {
         self.src.push(src);
         self.tgt.push(tgt);
