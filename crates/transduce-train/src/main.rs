@@ -116,7 +116,7 @@ struct ParseCmd {
     /// Output file (default: standard output).
     #[arg(long)]
     output: Option<PathBuf>,
-    /// Input lines are raw English: split into treebank tokens first.
+    /// Input lines are raw English (never trees): split into treebank tokens first.
     #[arg(long)]
     raw: bool,
     /// Beam size (§6.3: 21).

@@ -17,14 +17,15 @@ pub struct Sentence {
 
 /// Reads input lines: a line starting with `(` is a treebank tree whose words (and tags)
 /// are taken, as when re-parsing a gold file for evaluation; other lines are treebank
-/// tokens separated by spaces, or raw English with `raw`.
+/// tokens separated by spaces. With `raw`, every line is raw English, including one that
+/// opens with a bracket ("(In 2003, ...").
 pub fn read_sentences(lines: &[String], raw: bool, input: &str) -> Result<Vec<Sentence>> {
     lines
         .iter()
         .enumerate()
         .map(|(i, line)| {
             let text = line.trim();
-            if text.starts_with('(') {
+            if !raw && text.starts_with('(') {
                 let trees = parse_trees(text)
                     .map_err(|e| CliError::Usage(format!("{input}, line {}: {}", i + 1, e.kind)))?;
                 let tree: Option<Tree> = match trees.as_slice() {
@@ -141,4 +142,27 @@ pub fn parse_sentences(
         })
         .collect();
     Ok((lines, malformed))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn raw_text_opening_with_a_bracket_is_text_not_a_tree() {
+        let lines = vec!["(In 2003, prices rose.)".to_string()];
+        let raw = read_sentences(&lines, true, "in.txt").unwrap();
+        assert_eq!(
+            raw[0].words,
+            ["-LRB-", "In", "2003", ",", "prices", "rose", ".", "-RRB-"]
+        );
+        assert!(raw[0].tags.is_none());
+        // Without --raw the same line is read as a (malformed) tree, and said so.
+        let e = read_sentences(&lines, false, "in.txt").err().unwrap();
+        assert!(e.to_string().starts_with("in.txt, line 1: "), "{e}");
+        let tree = vec!["(S (NP (DT The) (NN dog)) (VP (VBZ barks)))".to_string()];
+        let read = read_sentences(&tree, false, "in.txt").unwrap();
+        assert_eq!(read[0].words, ["The", "dog", "barks"]);
+        assert_eq!(read[0].tags.as_deref().unwrap(), ["DT", "NN", "VBZ"]);
+    }
 }
