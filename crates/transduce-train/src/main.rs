@@ -719,85 +719,7 @@ fn run(cli: Cli) -> Result<()> {
                 src,
                 tgt,
                 trees,
-            } => {
-                let device = model.backend.device()?;
-                let task = match trees {
-                    Some(_) => Task::Parse,
-                    None => Task::Translate {
-                        source: String::new(),
-                        target: String::new(),
-                    },
-                };
-                let bundle =
-                    source::load(&model.model, model.checkpoint.as_deref(), task, &device)?;
-                let tree_vocabulary = bundle.tokenizer.token_to_id(PLACEHOLDER).is_some();
-                let ids = match (src, tgt, trees) {
-                    (_, _, Some(trees)) => {
-                        if !tree_vocabulary {
-                            return Err(CliError::Usage(format!(
-                                "--trees needs a parsing model; {} has no `{PLACEHOLDER}` \
-                                 slot token in its vocabulary",
-                                model.model.display()
-                            )));
-                        }
-                        let mut summary = prepare::PrepareSummary::default();
-                        let pairs: Vec<_> = prepare::read_treebank(&trees, &mut summary)?
-                            .iter()
-                            .map(linearize)
-                            .collect();
-                        let ids = prepare::encode_trees(
-                            &bundle.tokenizer,
-                            &pairs,
-                            usize::MAX,
-                            &mut summary,
-                        )?;
-                        let skipped = summary.skipped_trees.len() + summary.empty_trees;
-                        let dropped = summary.dropped_unknown_label + summary.dropped_empty;
-                        if skipped + dropped > 0 {
-                            eprintln!(
-                                "{}: scored {} trees; skipped {skipped} malformed or empty, \
-                                 {} with labels outside the model's vocabulary",
-                                trees.display(),
-                                ids.len(),
-                                summary.dropped_unknown_label
-                            );
-                        }
-                        ids
-                    }
-                    (Some(src), Some(tgt), None) => {
-                        // A run folder has no task of its own: its vocabulary tells.
-                        let parser = matches!(bundle.config.task, Task::Parse)
-                            || (tree_vocabulary
-                                && bundle.tokenizer.token_to_id(&open_token("S")).is_some());
-                        if parser {
-                            return Err(CliError::Usage(format!(
-                                "{} is a parsing model: score it on trees with --trees",
-                                model.model.display()
-                            )));
-                        }
-                        let pairs = data::corpus::read_parallel(&src, &tgt)?;
-                        let mut ids = data::cache::Pairs::default();
-                        for (s, t) in &pairs {
-                            let (s, t) = (bundle.tokenizer.encode(s)?, bundle.tokenizer.encode(t)?);
-                            if !s.is_empty() && !t.is_empty() {
-                                ids.push(s, t);
-                            }
-                        }
-                        ids
-                    }
-                    _ => unreachable!("clap requires --trees or both --src and --tgt"),
-                };
-                if ids.is_empty() {
-                    return Err(CliError::Usage("nothing to score: no usable pairs".into()));
-                }
-                let focus = train::focus_rule(&bundle.config.model, &bundle.tokenizer)?;
-                let nll = train::evaluate_nll(&bundle.model, &ids, focus.as_ref(), 4096)?;
-                println!(
-                    "perplexity {:.6} (loss {nll:.6} nats per target wordpiece, {} pairs)",
-                    nll.exp(),
-                    ids.len()
-                );
-            }
+            } => eval_ppl(&model, src, tgt, trees)?,
         },
         Command::Export(cmd) => {
             let device = cmd.model.backend.device()?;
@@ -885,5 +807,88 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::Table3 => print!("{}", transduce::config::table3_report()),
     }
+    Ok(())
+}
+
+/// `eval ppl`: perplexity per target wordpiece, on sentence pairs or on treebank trees.
+fn eval_ppl(
+    model: &ModelArgs,
+    src: Option<PathBuf>,
+    tgt: Option<PathBuf>,
+    trees: Option<PathBuf>,
+) -> Result<()> {
+    let device = model.backend.device()?;
+    let task = match trees {
+        Some(_) => Task::Parse,
+        None => Task::Translate {
+            source: String::new(),
+            target: String::new(),
+        },
+    };
+    let bundle = source::load(&model.model, model.checkpoint.as_deref(), task, &device)?;
+    let tree_vocabulary = bundle.tokenizer.token_to_id(PLACEHOLDER).is_some();
+    let ids = match (src, tgt, trees) {
+        (_, _, Some(trees)) => {
+            if !tree_vocabulary {
+                return Err(CliError::Usage(format!(
+                    "--trees needs a parsing model; {} has no `{PLACEHOLDER}` \
+                     slot token in its vocabulary",
+                    model.model.display()
+                )));
+            }
+            let mut summary = prepare::PrepareSummary::default();
+            let pairs: Vec<_> = prepare::read_treebank(&trees, &mut summary)?
+                .iter()
+                .map(linearize)
+                .collect();
+            let ids = prepare::encode_trees(&bundle.tokenizer, &pairs, usize::MAX, &mut summary)?;
+            let skipped = summary.skipped_trees.len() + summary.empty_trees + summary.dropped_empty;
+            if skipped + summary.dropped_unknown_label > 0 {
+                eprintln!(
+                    "{}: scored {} trees; skipped {skipped} malformed or empty, \
+                     {} with labels outside the model's vocabulary",
+                    trees.display(),
+                    ids.len(),
+                    summary.dropped_unknown_label
+                );
+            }
+            ids
+        }
+        (Some(src), Some(tgt), None) => {
+            // A run folder has no task of its own: its vocabulary tells.
+            let parser = matches!(bundle.config.task, Task::Parse)
+                || (tree_vocabulary && bundle.tokenizer.token_to_id(&open_token("S")).is_some());
+            if parser {
+                return Err(CliError::Usage(format!(
+                    "{} is a parsing model: score it on trees with --trees",
+                    model.model.display()
+                )));
+            }
+            let pairs = data::corpus::read_parallel(&src, &tgt)?;
+            let mut ids = data::cache::Pairs::default();
+            for (s, t) in &pairs {
+                let (s, t) = (bundle.tokenizer.encode(s)?, bundle.tokenizer.encode(t)?);
+                if !s.is_empty() && !t.is_empty() {
+                    ids.push(s, t);
+                }
+            }
+            ids
+        }
+        _ => {
+            return Err(CliError::Usage(
+                "give --trees (a parser), or --src and --tgt (a translator)".into(),
+            ));
+        }
+    };
+    if ids.is_empty() {
+        return Err(CliError::Usage("nothing to score: no usable pairs".into()));
+    }
+    let focus = train::focus_rule(&bundle.config.model, &bundle.tokenizer)?;
+    let nll = train::evaluate_nll(&bundle.model, &ids, focus.as_ref(), 4096)?;
+    println!(
+        "perplexity {:.6} (loss {nll:.6} nats per target wordpiece, {} pairs)",
+        nll.exp(),
+        ids.len()
+    );
     Ok(())
 }
