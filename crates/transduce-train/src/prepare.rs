@@ -185,9 +185,6 @@ pub fn read_treebank(path: &Path, summary: &mut PrepareSummary) -> Result<Vec<Tr
     Ok(trees)
 }
 
-/// `prepare --task parse` (§6.3): source = the words, target = the linearized tree. The
-/// BPE vocabulary is learned from the words; every bracket token (`(NP`, `)NP`) and the
-/// word slot `XX` is added as one whole token, so target ids map one-to-one to tree tokens.
 /// Encodes linearized trees (§6.3): the words through the BPE vocabulary, the tree
 /// tokens as whole tokens. A tree with a label outside the vocabulary, an empty sentence or
 /// one longer than `max_len` is dropped and counted in `summary`.
@@ -219,6 +216,9 @@ pub fn encode_trees(
     Ok(out)
 }
 
+/// `prepare --task parse` (§6.3): source = the words, target = the linearized tree. The
+/// BPE vocabulary is learned from the words; every bracket token (`(NP`, `)NP`) and the
+/// word slot `XX` is added as one whole token, so target ids map one-to-one to tree tokens.
 pub fn prepare_parse(args: ParsePrepareArgs) -> Result<PrepareSummary> {
     let mut summary = PrepareSummary {
         task: "parse".into(),
