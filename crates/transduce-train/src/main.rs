@@ -143,12 +143,30 @@ struct ParseCmd {
 
 #[derive(Args)]
 struct OptionalModelArgs {
-    /// A bundle folder, or a training run folder.
-    #[arg(long, required_unless_present = "right_branching")]
-    model: Option<PathBuf>,
+    /// A bundle folder, or a training run folder. Repeat it to decode with an ensemble:
+    /// models sharing one vocabulary, each next token scored by the mean of their
+    /// log-probabilities.
+    #[arg(long = "model", required_unless_present = "right_branching")]
+    models: Vec<PathBuf>,
     /// With a run folder: a checkpoint folder or a .safetensors file (default: newest).
-    #[arg(long)]
-    checkpoint: Option<PathBuf>,
+    /// With several models, one per model in order.
+    #[arg(long = "checkpoint")]
+    checkpoints: Vec<PathBuf>,
+    #[arg(long, value_enum, default_value = "cpu")]
+    backend: Backend,
+}
+
+#[derive(Args)]
+struct EnsembleArgs {
+    /// A bundle folder, or a training run folder. Repeat it to decode with an ensemble:
+    /// models sharing one vocabulary, each next token scored by the mean of their
+    /// log-probabilities.
+    #[arg(long = "model", required = true)]
+    models: Vec<PathBuf>,
+    /// With a run folder: a checkpoint folder or a .safetensors file (default: newest).
+    /// With several models, one per model in order.
+    #[arg(long = "checkpoint")]
+    checkpoints: Vec<PathBuf>,
     #[arg(long, value_enum, default_value = "cpu")]
     backend: Backend,
 }
@@ -254,7 +272,7 @@ struct ModelArgs {
 #[derive(Args)]
 struct TranslateCmd {
     #[command(flatten)]
-    model: ModelArgs,
+    model: EnsembleArgs,
     /// Input file (default: standard input).
     #[arg(long)]
     input: Option<PathBuf>,
@@ -622,21 +640,17 @@ fn run(cli: Cli) -> Result<()> {
                 source: String::new(),
                 target: String::new(),
             };
-            let bundle = source::load(
-                &cmd.model.model,
-                cmd.model.checkpoint.as_deref(),
-                task,
-                &device,
-            )?;
+            let bundles =
+                source::load_ensemble(&cmd.model.models, &cmd.model.checkpoints, task, &device)?;
             let lines = read_input(cmd.input.as_deref())?;
-            let defaults = &bundle.config.decoding;
+            let defaults = &bundles[0].config.decoding;
             let options = DecodeOptions {
                 beam: cmd.beam.unwrap_or(defaults.beam),
                 alpha: cmd.alpha.unwrap_or(defaults.alpha),
                 max_extra: cmd.max_extra.unwrap_or(defaults.max_extra),
             };
             let out =
-                translate::translate_lines(&bundle, &lines, &options, cmd.batch_size, !cmd.quiet)?;
+                translate::translate_lines(&bundles, &lines, &options, cmd.batch_size, !cmd.quiet)?;
             write_output(&out, cmd.output.as_deref())?;
         }
         Command::Parse(cmd) => {
@@ -646,15 +660,21 @@ fn run(cli: Cli) -> Result<()> {
                 .map_or("<stdin>".to_string(), |p| p.display().to_string());
             let lines = read_input(cmd.input.as_deref())?;
             let sentences = parse::read_sentences(&lines, cmd.raw, &input_name)?;
-            let (bundle, method) = if cmd.right_branching {
-                (None, parse::Method::RightBranching)
+            let (bundles, method) = if cmd.right_branching {
+                (Vec::new(), parse::Method::RightBranching)
             } else {
                 let device = cmd.model.backend.device()?;
-                let path = cmd.model.model.as_deref().ok_or_else(|| {
-                    CliError::Usage("--model is required (or --right-branching)".into())
-                })?;
-                let bundle =
-                    source::load(path, cmd.model.checkpoint.as_deref(), Task::Parse, &device)?;
+                if cmd.model.models.is_empty() {
+                    return Err(CliError::Usage(
+                        "--model is required (or --right-branching)".into(),
+                    ));
+                }
+                let bundles = source::load_ensemble(
+                    &cmd.model.models,
+                    &cmd.model.checkpoints,
+                    Task::Parse,
+                    &device,
+                )?;
                 let method = parse::Method::Model {
                     constrained: !cmd.no_constraint,
                     options: DecodeOptions {
@@ -664,10 +684,10 @@ fn run(cli: Cli) -> Result<()> {
                     },
                     batch_size: cmd.batch_size,
                 };
-                (Some(bundle), method)
+                (bundles, method)
             };
             let (out, malformed) =
-                parse::parse_sentences(bundle.as_ref(), &sentences, &method, !cmd.quiet)?;
+                parse::parse_sentences(&bundles, &sentences, &method, !cmd.quiet)?;
             if !cmd.right_branching {
                 eprintln!(
                     "{} sentences; {malformed} decoder outputs were not well-formed trees and were repaired",

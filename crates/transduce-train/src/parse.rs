@@ -2,7 +2,7 @@
 
 use indicatif::{ProgressBar, ProgressStyle};
 use transduce::Bundle;
-use transduce::decode::DecodeOptions;
+use transduce::decode::{DecodeOptions, Ensemble};
 use transduce::task::parse::{Tree, parse_trees, preprocess, print_tree};
 use transduce::task::words::ptb_words;
 use transduce::task::{Parser, right_branching};
@@ -73,10 +73,11 @@ pub enum Method {
     RightBranching,
 }
 
-/// Parses every sentence; returns one output line each (empty for a sentence without
-/// words) and how many model outputs were malformed and had to be repaired.
+/// Parses every sentence with `bundles` (one model, or an ensemble sharing the first one's
+/// tokenizer); returns one output line each (empty for a sentence without words) and how
+/// many model outputs were malformed and had to be repaired.
 pub fn parse_sentences(
-    bundle: Option<&Bundle>,
+    bundles: &[Bundle],
     sentences: &[Sentence],
     method: &Method,
     progress: bool,
@@ -96,8 +97,11 @@ pub fn parse_sentences(
             options,
             batch_size,
         } => {
-            let bundle = bundle.ok_or_else(|| CliError::Usage("--model is required".into()))?;
+            let bundle = bundles
+                .first()
+                .ok_or_else(|| CliError::Usage("--model is required".into()))?;
             let parser = Parser::new(bundle)?;
+            let models = Ensemble::new(bundles.iter().map(|b| &b.model).collect())?;
             let mut order: Vec<usize> = (0..sentences.len())
                 .filter(|&i| !sentences[i].words.is_empty())
                 .collect();
@@ -116,7 +120,8 @@ pub fn parse_sentences(
             for chunk in order.chunks((*batch_size).max(1)) {
                 let words: Vec<Vec<String>> =
                     chunk.iter().map(|&i| sentences[i].words.clone()).collect();
-                let parses = parser.parse(bundle, &words, options, *constrained)?;
+                let parses =
+                    parser.parse_with(&bundle.tokenizer, &models, &words, options, *constrained)?;
                 for (&i, p) in chunk.iter().zip(parses) {
                     malformed += usize::from(!p.well_formed);
                     trees[i] = Some(p.tree);

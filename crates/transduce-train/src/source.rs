@@ -103,3 +103,61 @@ pub fn load(
         model,
     })
 }
+
+/// Loads the models of an ensemble (`--model` given several times), each a bundle or a run
+/// folder. `checkpoints` pairs with `paths` in order: none, or one per model. Members must
+/// share one vocabulary, token for token; the first one's tokenizer and decoding defaults
+/// serve the ensemble.
+pub fn load_ensemble(
+    paths: &[PathBuf],
+    checkpoints: &[PathBuf],
+    task: Task,
+    device: &Device,
+) -> Result<Vec<Bundle>> {
+    if paths.is_empty() {
+        return Err(CliError::Usage("--model is required".into()));
+    }
+    if !checkpoints.is_empty() && checkpoints.len() != paths.len() {
+        return Err(CliError::Usage(format!(
+            "{} --checkpoint for {} --model: give none, or one for each model in order",
+            checkpoints.len(),
+            paths.len()
+        )));
+    }
+    let mut bundles: Vec<Bundle> = Vec::with_capacity(paths.len());
+    for (i, path) in paths.iter().enumerate() {
+        let bundle = load(
+            path,
+            checkpoints.get(i).map(PathBuf::as_path),
+            task.clone(),
+            device,
+        )?;
+        if let Some(first) = bundles.first() {
+            let n = first.config.model.vocab_size;
+            if bundle.config.model.vocab_size != n
+                || bundle.tokenizer.id_strings(n) != first.tokenizer.id_strings(n)
+            {
+                return Err(CliError::Usage(format!(
+                    "{}: its vocabulary differs from {}'s; the models of an ensemble must \
+                     share one tokenizer (prepare them from the same data folder)",
+                    path.display(),
+                    paths[0].display()
+                )));
+            }
+            // A run folder has no language codes of its own: compare the kind of task.
+            if std::mem::discriminant(&bundle.config.task)
+                != std::mem::discriminant(&first.config.task)
+            {
+                return Err(CliError::Usage(format!(
+                    "{}: task {:?}, but {} is {:?}",
+                    path.display(),
+                    bundle.config.task,
+                    paths[0].display(),
+                    first.config.task
+                )));
+            }
+        }
+        bundles.push(bundle);
+    }
+    Ok(bundles)
+}

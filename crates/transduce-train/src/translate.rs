@@ -2,20 +2,24 @@
 
 use indicatif::{ProgressBar, ProgressStyle};
 use transduce::Bundle;
-use transduce::decode::DecodeOptions;
-use transduce::task::translate::best_outputs;
+use transduce::decode::{DecodeOptions, Ensemble, best_outputs};
 
-use crate::error::Result;
+use crate::error::{CliError, Result};
 
-/// Translates every line; empty lines stay empty. Lines are sorted by length into batches
-/// of `batch_size` so padding stays small, and written back in input order.
+/// Translates every line with `bundles` (one model, or an ensemble sharing the first one's
+/// tokenizer); empty lines stay empty. Lines are sorted by length into batches of
+/// `batch_size` so padding stays small, and written back in input order.
 pub fn translate_lines(
-    bundle: &Bundle,
+    bundles: &[Bundle],
     lines: &[String],
     options: &DecodeOptions,
     batch_size: usize,
     progress: bool,
 ) -> Result<Vec<String>> {
+    let Some(bundle) = bundles.first() else {
+        return Err(CliError::Usage("--model is required".into()));
+    };
+    let models = Ensemble::new(bundles.iter().map(|b| &b.model).collect())?;
     let encoded: Vec<Vec<u32>> = lines
         .iter()
         .map(|l| bundle.tokenizer.encode(l.trim()))
@@ -41,7 +45,7 @@ pub fn translate_lines(
     let mut out = vec![String::new(); lines.len()];
     for chunk in order.chunks(batch_size.max(1)) {
         let sources: Vec<Vec<u32>> = chunk.iter().map(|&i| encoded[i].clone()).collect();
-        let best = best_outputs(bundle, &sources, options)?;
+        let best = best_outputs(&models, &sources, options, None)?;
         for (&i, tokens) in chunk.iter().zip(best) {
             out[i] = bundle.tokenizer.decode(&tokens)?;
         }

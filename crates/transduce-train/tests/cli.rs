@@ -241,6 +241,49 @@ fn prepare_train_resume_average_translate_export() {
     );
     assert_eq!(implicit, explicit);
     assert_eq!(implicit.lines().count(), 3);
+    // An ensemble of a model with itself scores every token as the model alone does.
+    let twice = translate_bundle(&dir.join("twice.txt"), &["--model", s(&bundle)]);
+    assert_eq!(twice, implicit);
+    // Different members: a run folder's two checkpoints, paired in order.
+    let checkpoints: Vec<PathBuf> = std::fs::read_dir(whole.join("checkpoints"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    let ensemble_out = dir.join("ensemble.txt");
+    let mut args = vec![
+        "translate",
+        "--input",
+        s(&input),
+        "--output",
+        s(&ensemble_out),
+    ];
+    for c in checkpoints.iter().take(2) {
+        args.extend(["--model", s(&whole), "--checkpoint", s(c)]);
+    }
+    args.push("--quiet");
+    run(&args);
+    assert_eq!(
+        std::fs::read_to_string(&ensemble_out)
+            .unwrap()
+            .lines()
+            .count(),
+        3
+    );
+    let e = fail(&[
+        "translate",
+        "--model",
+        s(&whole),
+        "--model",
+        s(&bundle),
+        "--checkpoint",
+        s(&avg),
+        "--input",
+        s(&input),
+    ]);
+    assert!(
+        e.contains("1 --checkpoint for 2 --model: give none, or one for each model in order"),
+        "{e}"
+    );
     let e = fail(&[
         "export",
         "--model",
@@ -614,6 +657,49 @@ fn parse_prepare_train_decode_and_score() {
             "{extra:?}: {report}"
         );
     }
+
+    // An ensemble of a plain and a word-focus model: each member gets what it needs, and
+    // the output is still a tree over the input words.
+    let ensemble_trees = dir.join("ensemble.trees");
+    run(&[
+        "parse",
+        "--model",
+        s(&run_dir),
+        "--model",
+        s(&focus_dir),
+        "--input",
+        s(&gold),
+        "--output",
+        s(&ensemble_trees),
+        "--quiet",
+    ]);
+    let report = run(&[
+        "eval",
+        "f1",
+        "--gold",
+        s(&gold),
+        "--test",
+        s(&ensemble_trees),
+    ]);
+    assert!(
+        report.contains("Number of Valid sentence  =      4"),
+        "{report}"
+    );
+    // Members with different vocabularies cannot be combined: one error naming both.
+    let translator = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../web/models/multi30k-en-de");
+    let e = fail(&[
+        "parse",
+        "--model",
+        s(&run_dir),
+        "--model",
+        s(&translator),
+        "--input",
+        s(&gold),
+    ]);
+    assert!(
+        e.contains("its vocabulary differs from") && e.contains("must share one tokenizer"),
+        "{e}"
+    );
 
     // `eval ppl --trees` linearizes and encodes the trees as `prepare` does, with the
     // focus rule of the model: it gives the perplexity the trainer recorded for its last

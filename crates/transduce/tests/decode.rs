@@ -1,11 +1,12 @@
 //! Decoding (§6.1) against independent references: greedy, exhaustive search under the
-//! length penalty, and one-sentence-at-a-time runs.
+//! length penalty (for one model and for an ensemble's mean), and one-sentence-at-a-time
+//! runs.
 
 mod common;
 
 use common::*;
 use transduce::burn::tensor::activation::log_softmax;
-use transduce::decode::{DecodeOptions, beam_search, greedy, length_penalty};
+use transduce::decode::{DecodeOptions, Ensemble, beam_search, greedy, length_penalty};
 use transduce::tokenizer::{BOS, EOS, PAD};
 use transduce::{Hypothesis, Transformer};
 
@@ -57,9 +58,10 @@ fn next_log_probs(model: &Transformer, src: &[u32], prefix: &[u32]) -> Vec<f64> 
 }
 
 /// Best output by exhaustive enumeration of every sequence of at most `limit` tokens
-/// (EOS last) over the allowed vocabulary, ranked by log P / lp.
-fn exhaustive(model: &Transformer, src: &[u32], limit: usize, alpha: f64) -> Hypothesis {
-    let vocab = model.config().vocab_size as u32;
+/// (EOS last) over the allowed vocabulary, ranked by log P / lp. With several models,
+/// log P of each token is the mean of theirs (an ensemble's score).
+fn exhaustive(models: &[&Transformer], src: &[u32], limit: usize, alpha: f64) -> Hypothesis {
+    let vocab = models[0].config().vocab_size as u32;
     let symbols: Vec<u32> = (0..vocab)
         .filter(|&t| t != PAD && t != BOS && t != EOS)
         .collect();
@@ -70,7 +72,12 @@ fn exhaustive(model: &Transformer, src: &[u32], limit: usize, alpha: f64) -> Hyp
     };
     let mut frontier: Vec<(Vec<u32>, f64)> = vec![(vec![], 0.0)];
     while let Some((prefix, lp)) = frontier.pop() {
-        let next = next_log_probs(model, src, &prefix);
+        let mut next = vec![0.0; vocab as usize];
+        for m in models {
+            for (sum, lp) in next.iter_mut().zip(next_log_probs(m, src, &prefix)) {
+                *sum += lp / models.len() as f64;
+            }
+        }
         let ended = lp + next[EOS as usize];
         let score = ended / length_penalty(prefix.len() + 1, alpha);
         if score > best.score {
@@ -106,7 +113,7 @@ fn wide_beam_finds_the_exhaustive_optimum() {
                 max_extra: 3,
             };
             let limit = src.len() + options.max_extra;
-            let truth = exhaustive(&model, &src, limit, alpha);
+            let truth = exhaustive(&[&model], &src, limit, alpha);
             let found =
                 &beam_search(&model, std::slice::from_ref(&src), &options, None).unwrap()[0][0];
             assert_eq!(found.tokens, truth.tokens, "seed {seed} alpha {alpha}");
@@ -117,6 +124,74 @@ fn wide_beam_finds_the_exhaustive_optimum() {
     }
     // The search problem is not trivial: greedy misses the optimum somewhere.
     assert!(greedy_was_wrong > 0);
+}
+
+#[test]
+fn ensemble_beam_finds_the_exhaustive_optimum_of_the_mean() {
+    // Two models of different seeds, searched as one: the optimum under the mean of their
+    // log-probabilities, enumerated as above.
+    let mut differs_from_a_member = 0;
+    for seed in 0..4u64 {
+        let a = tiny_model(7, 200 + seed);
+        let b = tiny_model(7, 300 + seed);
+        let ensemble = Ensemble::new(vec![&a, &b]).unwrap();
+        let src = vec![3 + (seed % 4) as u32];
+        // Untrained models end at once for small α; a large α rewards length.
+        for alpha in [0.6, 2.0, 4.0] {
+            let options = DecodeOptions {
+                beam: 100,
+                alpha,
+                max_extra: 3,
+            };
+            let limit = src.len() + options.max_extra;
+            let truth = exhaustive(&[&a, &b], &src, limit, alpha);
+            let found =
+                &beam_search(&ensemble, std::slice::from_ref(&src), &options, None).unwrap()[0][0];
+            assert_eq!(found.tokens, truth.tokens, "seed {seed} alpha {alpha}");
+            assert!((found.log_prob - truth.log_prob).abs() < 1e-4);
+            assert!((found.score - truth.score).abs() < 1e-4);
+            for m in [&a, &b] {
+                let alone = exhaustive(&[m], &src, limit, alpha);
+                differs_from_a_member += usize::from(alone.tokens != truth.tokens);
+            }
+        }
+    }
+    // The combination is not trivially one member's choice.
+    assert!(differs_from_a_member > 0);
+}
+
+#[test]
+fn an_ensemble_of_copies_is_the_model() {
+    // (a + a) / 2 = a in floating point: two copies score exactly as the model alone.
+    let model = tiny_model(30, 13);
+    let copies = Ensemble::new(vec![&model, &model]).unwrap();
+    let options = DecodeOptions {
+        beam: 4,
+        alpha: 0.6,
+        max_extra: 8,
+    };
+    let srcs = sources();
+    assert_eq!(
+        beam_search(&copies, &srcs, &options, None).unwrap(),
+        beam_search(&model, &srcs, &options, None).unwrap()
+    );
+    assert_eq!(
+        greedy(&copies, &srcs, &options, None).unwrap(),
+        greedy(&model, &srcs, &options, None).unwrap()
+    );
+}
+
+#[test]
+fn ensemble_members_must_share_a_vocabulary() {
+    let a = tiny_model(30, 1);
+    let b = tiny_model(31, 2);
+    let e = Ensemble::new(vec![&a, &b]).unwrap_err().to_string();
+    assert!(
+        e.contains("member 2 has a vocabulary of 31 tokens, member 1 of 30"),
+        "{e}"
+    );
+    let e = Ensemble::new(vec![]).unwrap_err().to_string();
+    assert!(e.contains("at least one model"), "{e}");
 }
 
 #[test]

@@ -8,11 +8,10 @@
 //! `log_prob / lp(max_len)`.
 
 use super::{
-    Constraint, DecodeOptions, Hypothesis, allowed_tokens, check_focus, check_sources,
-    focus_tensor, length_penalty, max_output_len, next_log_probs, read, rows_tensor, tokens_tensor,
+    Constraint, DecodeOptions, Ensemble, Hypothesis, allowed_tokens, length_penalty, read,
+    rows_tensor,
 };
 use crate::error::{Error, Result};
-use crate::model::{Transformer, token_tensor};
 use crate::tokenizer::{BOS, EOS};
 
 #[derive(Clone, Debug)]
@@ -51,19 +50,19 @@ impl Search {
 }
 
 /// Beam search over a batch of sources, blocking. Returns each sentence's finished
-/// hypotheses, best first.
-pub fn beam_search(
-    model: &Transformer,
+/// hypotheses, best first. `models` is one model or an [`Ensemble`].
+pub fn beam_search<'m>(
+    models: impl Into<Ensemble<'m>>,
     sources: &[Vec<u32>],
     options: &DecodeOptions,
     constraint: Option<&dyn Constraint>,
 ) -> Result<Vec<Vec<Hypothesis>>> {
-    pollster::block_on(beam_search_async(model, sources, options, constraint))
+    pollster::block_on(beam_search_async(models, sources, options, constraint))
 }
 
 /// Beam search over a batch of sources; every device read is awaited.
-pub async fn beam_search_async(
-    model: &Transformer,
+pub async fn beam_search_async<'m>(
+    models: impl Into<Ensemble<'m>>,
     sources: &[Vec<u32>],
     options: &DecodeOptions,
     constraint: Option<&dyn Constraint>,
@@ -71,14 +70,13 @@ pub async fn beam_search_async(
     if options.beam == 0 {
         return Err(Error::Input("beam size must be at least 1".into()));
     }
-    check_sources(model, sources)?;
-    check_focus(model, constraint)?;
+    let models: Ensemble = models.into();
+    models.check(sources, constraint)?;
     let k = options.beam;
     let alpha = options.alpha;
-    let device = model.device();
-    let vocab = model.config().vocab_size;
-    let memory = model.encode(token_tensor(sources, &device)?);
-    let mut state = model.start_decoding(&memory);
+    let device = models.device();
+    let vocab = models.vocab_size();
+    let mut caches = models.start(sources)?;
 
     let mut searches: Vec<Search> = sources
         .iter()
@@ -88,7 +86,7 @@ pub async fn beam_search_async(
                 log_prob: 0.0,
             }],
             finished: Vec::new(),
-            limit: max_output_len(model, s.len(), options),
+            limit: models.max_output_len(s.len(), options),
             done: false,
         })
         .collect();
@@ -97,15 +95,11 @@ pub async fn beam_search_async(
     let mut last: Vec<u32> = vec![BOS; sources.len()];
 
     while !rows.is_empty() {
-        let focus = focus_tensor(
-            model,
-            constraint,
-            rows.iter()
-                .map(|&(s, b)| (s, searches[s].live[b].tokens.as_slice())),
-            &device,
-        );
-        let logits = model.decode_step_focused(&mut state, tokens_tensor(&last, &device), focus);
-        let all = read(next_log_probs(model, logits)).await?;
+        let prefixes: Vec<(usize, &[u32])> = rows
+            .iter()
+            .map(|&(s, b)| (s, searches[s].live[b].tokens.as_slice()))
+            .collect();
+        let all = read(models.step(&mut caches, &last, constraint, &prefixes)).await?;
 
         let mut next_rows = Vec::new();
         let mut parents = Vec::new();
@@ -174,7 +168,7 @@ pub async fn beam_search_async(
             r += n_beams;
         }
         if !parents.is_empty() {
-            state = state.select(rows_tensor(&parents, &device));
+            caches = caches.select(rows_tensor(&parents, &device));
         }
         rows = next_rows;
         last = next_last;

@@ -1,43 +1,41 @@
 //! Greedy decoding: the most probable token at every step, many sentences at once.
 
 use super::{
-    Constraint, DecodeOptions, Hypothesis, allowed_tokens, check_focus, check_sources,
-    focus_tensor, length_penalty, max_output_len, next_log_probs, read, read_int, rows_tensor,
-    tokens_tensor,
+    Constraint, DecodeOptions, Ensemble, Hypothesis, allowed_tokens, length_penalty, read,
+    read_int, rows_tensor,
 };
 use crate::error::Result;
-use crate::model::{Transformer, token_tensor};
 use crate::tokenizer::{BOS, EOS};
 
-/// Greedy decoding of a batch of sources (ids without BOS/EOS), blocking.
-pub fn greedy(
-    model: &Transformer,
+/// Greedy decoding of a batch of sources (ids without BOS/EOS), blocking. `models` is one
+/// model or an [`Ensemble`].
+pub fn greedy<'m>(
+    models: impl Into<Ensemble<'m>>,
     sources: &[Vec<u32>],
     options: &DecodeOptions,
     constraint: Option<&dyn Constraint>,
 ) -> Result<Vec<Hypothesis>> {
-    pollster::block_on(greedy_async(model, sources, options, constraint))
+    pollster::block_on(greedy_async(models, sources, options, constraint))
 }
 
 /// Greedy decoding of a batch of sources; every device read is awaited.
 ///
 /// Each row stops at EOS; a row that reaches its length limit must emit EOS there.
 /// Finished rows leave the batch, so the caches shrink as sentences end.
-pub async fn greedy_async(
-    model: &Transformer,
+pub async fn greedy_async<'m>(
+    models: impl Into<Ensemble<'m>>,
     sources: &[Vec<u32>],
     options: &DecodeOptions,
     constraint: Option<&dyn Constraint>,
 ) -> Result<Vec<Hypothesis>> {
-    check_sources(model, sources)?;
-    check_focus(model, constraint)?;
-    let device = model.device();
-    let vocab = model.config().vocab_size;
-    let memory = model.encode(token_tensor(sources, &device)?);
-    let mut state = model.start_decoding(&memory);
+    let models: Ensemble = models.into();
+    models.check(sources, constraint)?;
+    let device = models.device();
+    let vocab = models.vocab_size();
+    let mut caches = models.start(sources)?;
     let limits: Vec<usize> = sources
         .iter()
-        .map(|s| max_output_len(model, s.len(), options))
+        .map(|s| models.max_output_len(s.len(), options))
         .collect();
 
     let mut outputs: Vec<Hypothesis> = sources
@@ -53,14 +51,11 @@ pub async fn greedy_async(
     let mut last: Vec<u32> = vec![BOS; sources.len()];
 
     while !active.is_empty() {
-        let focus = focus_tensor(
-            model,
-            constraint,
-            active.iter().map(|&s| (s, outputs[s].tokens.as_slice())),
-            &device,
-        );
-        let logits = model.decode_step_focused(&mut state, tokens_tensor(&last, &device), focus);
-        let log_probs = next_log_probs(model, logits);
+        let prefixes: Vec<(usize, &[u32])> = active
+            .iter()
+            .map(|&s| (s, outputs[s].tokens.as_slice()))
+            .collect();
+        let log_probs = models.step(&mut caches, &last, constraint, &prefixes);
         let masks: Vec<Option<Vec<bool>>> = active
             .iter()
             .map(|&s| {
@@ -119,7 +114,7 @@ pub async fn greedy_async(
             }
         }
         if next_active.len() < active.len() && !next_active.is_empty() {
-            state = state.select(rows_tensor(&keep, &device));
+            caches = caches.select(rows_tensor(&keep, &device));
         }
         active = next_active;
     }

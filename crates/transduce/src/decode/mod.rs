@@ -7,10 +7,12 @@
 
 mod beam;
 mod constraints;
+mod ensemble;
 mod greedy;
 
 pub use beam::{beam_search, beam_search_async};
 pub use constraints::{Constraint, Unconstrained};
+pub use ensemble::Ensemble;
 pub use greedy::{greedy, greedy_async};
 
 use burn::prelude::*;
@@ -21,21 +23,23 @@ use crate::model::Transformer;
 use crate::tokenizer::{BOS, EOS, PAD};
 
 /// The best output ids of each source: greedy for `beam <= 1`, beam search otherwise, both
-/// through `constraint` when given. Every device read is awaited.
-pub async fn best_outputs_async(
-    model: &Transformer,
+/// through `constraint` when given. `models` is one model or an [`Ensemble`]. Every device
+/// read is awaited.
+pub async fn best_outputs_async<'m>(
+    models: impl Into<Ensemble<'m>>,
     sources: &[Vec<u32>],
     options: &DecodeOptions,
     constraint: Option<&dyn Constraint>,
 ) -> Result<Vec<Vec<u32>>> {
+    let models: Ensemble = models.into();
     if options.beam <= 1 {
-        Ok(greedy_async(model, sources, options, constraint)
+        Ok(greedy_async(&models, sources, options, constraint)
             .await?
             .into_iter()
             .map(|h| h.tokens)
             .collect())
     } else {
-        Ok(beam_search_async(model, sources, options, constraint)
+        Ok(beam_search_async(&models, sources, options, constraint)
             .await?
             .into_iter()
             .map(|hyps| {
@@ -46,6 +50,16 @@ pub async fn best_outputs_async(
             })
             .collect())
     }
+}
+
+/// [`best_outputs_async`], blocking (native callers).
+pub fn best_outputs<'m>(
+    models: impl Into<Ensemble<'m>>,
+    sources: &[Vec<u32>],
+    options: &DecodeOptions,
+    constraint: Option<&dyn Constraint>,
+) -> Result<Vec<Vec<u32>>> {
+    pollster::block_on(best_outputs_async(models, sources, options, constraint))
 }
 
 /// Search settings; the defaults are §6.1's: beam 4, α = 0.6, max length input + 50.

@@ -7,9 +7,9 @@ pub mod translate;
 pub mod words;
 
 use crate::bundle::Bundle;
-use crate::decode::{Constraint, DecodeOptions, best_outputs_async, max_output_len};
+use crate::decode::{Constraint, DecodeOptions, Ensemble, best_outputs_async};
 use crate::error::{Error, Result};
-use crate::tokenizer::EOS;
+use crate::tokenizer::{EOS, Tokenizer};
 use focus::WordFocus;
 use parse::{PLACEHOLDER, ParseConstraint, Tree, delinearize, repair};
 
@@ -72,7 +72,12 @@ pub struct Parser {
 impl Parser {
     /// Reads the tree tokens (`(X`, `)X`, `XX`) of the bundle's vocabulary.
     pub fn new(bundle: &Bundle) -> Result<Self> {
-        let vocab = bundle.tokenizer.id_strings(bundle.config.model.vocab_size);
+        Self::from_tokenizer(&bundle.tokenizer, bundle.config.model.vocab_size)
+    }
+
+    /// [`Parser::new`] from a tokenizer and the model's vocabulary size.
+    pub fn from_tokenizer(tokenizer: &Tokenizer, vocab_size: usize) -> Result<Self> {
+        let vocab = tokenizer.id_strings(vocab_size);
         if !vocab.iter().any(|t| t == PLACEHOLDER) {
             return Err(Error::Tokenizer(format!(
                 "no `{PLACEHOLDER}` token: this is not a parsing model's vocabulary"
@@ -96,6 +101,24 @@ impl Parser {
         pollster::block_on(self.parse_async(bundle, sentences, options, constrained))
     }
 
+    /// [`Parser::parse_with_async`], blocking (native callers).
+    pub fn parse_with<'m>(
+        &self,
+        tokenizer: &Tokenizer,
+        models: impl Into<Ensemble<'m>>,
+        sentences: &[Vec<String>],
+        options: &DecodeOptions,
+        constrained: bool,
+    ) -> Result<Vec<Parse>> {
+        pollster::block_on(self.parse_with_async(
+            tokenizer,
+            models,
+            sentences,
+            options,
+            constrained,
+        ))
+    }
+
     /// Parses sentences given as words (treebank tokens, e.g. from
     /// [`words::ptb_words`]). With `constrained`, decoding may only write well-formed
     /// trees over exactly the given words; without, malformed output is [`repair`]ed.
@@ -106,31 +129,51 @@ impl Parser {
         options: &DecodeOptions,
         constrained: bool,
     ) -> Result<Vec<Parse>> {
+        self.parse_with_async(
+            &bundle.tokenizer,
+            &bundle.model,
+            sentences,
+            options,
+            constrained,
+        )
+        .await
+    }
+
+    /// [`Parser::parse_async`] with any tokenizer and models: one model or an [`Ensemble`]
+    /// whose members share this parser's vocabulary.
+    pub async fn parse_with_async<'m>(
+        &self,
+        tokenizer: &Tokenizer,
+        models: impl Into<Ensemble<'m>>,
+        sentences: &[Vec<String>],
+        options: &DecodeOptions,
+        constrained: bool,
+    ) -> Result<Vec<Parse>> {
+        let models: Ensemble = models.into();
         let mut sources = Vec::with_capacity(sentences.len());
         for (i, words) in sentences.iter().enumerate() {
             if words.is_empty() {
                 return Err(Error::Input(format!("sentence {i} has no words")));
             }
-            sources.push(bundle.tokenizer.encode(&words.join(" "))?);
+            sources.push(tokenizer.encode(&words.join(" "))?);
         }
-        let model = &bundle.model;
         let focus = self
             .focus
             .as_ref()
-            .filter(|_| model.config().word_focus)
+            .filter(|_| models.models().iter().any(|m| m.config().word_focus))
             .map(|rule| (rule, sources.iter().map(|s| rule.word_starts(s)).collect()));
         let constraint = TreeConstraint {
             rules: &self.rules,
             words: sentences.iter().map(Vec::len).collect(),
             max_len: sources
                 .iter()
-                .map(|s| max_output_len(model, s.len(), options))
+                .map(|s| models.max_output_len(s.len(), options))
                 .collect(),
             enforce: constrained,
             focus,
         };
         let outputs = best_outputs_async(
-            model,
+            &models,
             &sources,
             options,
             Some(&constraint as &dyn Constraint),
