@@ -108,7 +108,7 @@ struct PrepareCmd {
 #[derive(Args)]
 struct ParseCmd {
     #[command(flatten)]
-    model: OptionalModelArgs,
+    model: EnsembleArgs,
     /// Input: one sentence a line as space-separated treebank tokens, or a treebank tree
     /// a line (its words and POS tags are used). Default: standard input.
     #[arg(long)]
@@ -141,31 +141,18 @@ struct ParseCmd {
     quiet: bool,
 }
 
-#[derive(Args)]
-struct OptionalModelArgs {
-    /// A bundle folder, or a training run folder. Repeat it to decode with an ensemble:
-    /// models sharing one vocabulary, each next token scored by the mean of their
-    /// log-probabilities.
-    #[arg(long = "model", required_unless_present = "right_branching")]
-    models: Vec<PathBuf>,
-    /// With a run folder: a checkpoint folder or a .safetensors file (default: newest).
-    /// With several models, one per model in order.
-    #[arg(long = "checkpoint")]
-    checkpoints: Vec<PathBuf>,
-    #[arg(long, value_enum, default_value = "cpu")]
-    backend: Backend,
-}
-
+// The models `translate` and `parse` decode with. The commands themselves require
+// `--model`, so that `parse --right-branching` can go without.
 #[derive(Args)]
 struct EnsembleArgs {
     /// A bundle folder, or a training run folder. Repeat it to decode with an ensemble:
     /// models sharing one vocabulary, each next token scored by the mean of their
     /// log-probabilities.
-    #[arg(long = "model", required = true)]
+    #[arg(long = "model", value_name = "MODEL")]
     models: Vec<PathBuf>,
     /// With a run folder: a checkpoint folder or a .safetensors file (default: newest).
     /// With several models, one per model in order.
-    #[arg(long = "checkpoint")]
+    #[arg(long = "checkpoint", value_name = "CHECKPOINT")]
     checkpoints: Vec<PathBuf>,
     #[arg(long, value_enum, default_value = "cpu")]
     backend: Backend,

@@ -90,17 +90,6 @@ impl Parser {
         })
     }
 
-    /// [`Parser::parse_async`], blocking (native callers).
-    pub fn parse(
-        &self,
-        bundle: &Bundle,
-        sentences: &[Vec<String>],
-        options: &DecodeOptions,
-        constrained: bool,
-    ) -> Result<Vec<Parse>> {
-        pollster::block_on(self.parse_async(bundle, sentences, options, constrained))
-    }
-
     /// [`Parser::parse_with_async`], blocking (native callers).
     pub fn parse_with<'m>(
         &self,

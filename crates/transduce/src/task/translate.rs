@@ -17,15 +17,6 @@ pub async fn best_outputs_async(
     decode::best_outputs_async(&bundle.model, sources, options, None).await
 }
 
-/// [`best_outputs_async`], blocking (native callers).
-pub fn best_outputs(
-    bundle: &Bundle,
-    sources: &[Vec<u32>],
-    options: &DecodeOptions,
-) -> Result<Vec<Vec<u32>>> {
-    pollster::block_on(best_outputs_async(bundle, sources, options))
-}
-
 /// One translated sentence: source and output text with their token strings (the labels
 /// of an attention heat map).
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
