@@ -5,10 +5,11 @@
 //! scorer. An ensemble of one model is that model: its scores are not touched.
 
 use burn::prelude::*;
+use burn::tensor::activation::log_softmax;
 
 use super::{
-    Constraint, DecodeOptions, check_focus, check_sources, focus_tensor, max_output_len,
-    next_log_probs, tokens_tensor,
+    Constraint, DecodeOptions, ban_specials, check_focus, check_sources, focus_tensor,
+    max_output_len, tokens_tensor,
 };
 use crate::error::{Error, Result};
 use crate::model::{DecoderState, Transformer, token_tensor};
@@ -108,21 +109,30 @@ impl<'a> Ensemble<'a> {
     ) -> Tensor<2> {
         let device = self.device();
         let tokens = tokens_tensor(last, &device);
+        // Word focus depends on the prefixes only: the same for every member that uses it.
+        let mut focus: Option<Option<Tensor<1, Int>>> = None;
         let mut sum: Option<Tensor<2>> = None;
         for (m, state) in self.models.iter().zip(&mut caches.0) {
-            let focus = focus_tensor(m, constraint, rows.iter().copied(), &device);
-            let logits = m.decode_step_focused(state, tokens.clone(), focus);
-            let log_probs = next_log_probs(m, logits);
+            let focus = if m.config().word_focus {
+                focus
+                    .get_or_insert_with(|| {
+                        focus_tensor(m, constraint, rows.iter().copied(), &device)
+                    })
+                    .clone()
+            } else {
+                None
+            };
+            let log_probs = log_softmax(m.decode_step_focused(state, tokens.clone(), focus), 1);
             sum = Some(match sum {
                 None => log_probs,
                 Some(s) => s + log_probs,
             });
         }
         let sum = sum.expect("an ensemble has at least one member");
-        match self.models.len() {
+        ban_specials(match self.models.len() {
             1 => sum,
             n => sum.div_scalar(n as f32),
-        }
+        })
     }
 }
 

@@ -16,7 +16,6 @@ pub use ensemble::Ensemble;
 pub use greedy::{greedy, greedy_async};
 
 use burn::prelude::*;
-use burn::tensor::activation::log_softmax;
 
 use crate::error::{Error, Result};
 use crate::model::Transformer;
@@ -154,15 +153,14 @@ fn check_sources(model: &Transformer, sources: &[Vec<u32>]) -> Result<()> {
     Ok(())
 }
 
-/// Next-token log-probabilities `[rows, vocab]`, with PAD and BOS never allowed.
-fn next_log_probs(model: &Transformer, logits: Tensor<2>) -> Tensor<2> {
-    let [_, v] = logits.dims();
-    let device = logits.device();
+/// Next-token log-probabilities `[rows, vocab]` with PAD and BOS never allowed.
+fn ban_specials(log_probs: Tensor<2>) -> Tensor<2> {
+    let [_, v] = log_probs.dims();
+    let device = log_probs.device();
     let mut banned = vec![0.0f32; v];
     banned[PAD as usize] = f32::NEG_INFINITY;
     banned[BOS as usize] = f32::NEG_INFINITY;
-    let _ = model;
-    log_softmax(logits, 1) + Tensor::<1>::from_floats(banned.as_slice(), &device).reshape([1, v])
+    log_probs + Tensor::<1>::from_floats(banned.as_slice(), &device).reshape([1, v])
 }
 
 /// Host-side mask of one row: the constraint, and EOS alone when the length limit is hit.
