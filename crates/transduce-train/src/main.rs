@@ -97,6 +97,11 @@ struct PrepareCmd {
     /// 16,000 for WSJ parsing).
     #[arg(long, default_value_t = 37_000)]
     vocab_size: usize,
+    /// Use this tokenizer instead of learning one: a tokenizer.json, or a bundle, run or
+    /// prepared folder holding one. Models trained on data prepared with one tokenizer
+    /// share a vocabulary, so they can be ensembled.
+    #[arg(long, conflicts_with = "vocab_size")]
+    tokenizer: Option<PathBuf>,
     /// Pairs with a side longer than this many tokens are dropped (and counted).
     #[arg(long, default_value_t = 256)]
     max_len: usize,
@@ -506,32 +511,38 @@ fn model_config(cmd: &TrainCmd, vocab: usize) -> Result<ModelConfig> {
 
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
-        Command::Prepare(cmd) => match cmd.task {
-            TaskKind::Translate => {
-                let missing = || CliError::Usage("--src and --tgt are required".into());
-                prepare::prepare(prepare::PrepareArgs {
-                    src: cmd.src.as_deref().ok_or_else(missing)?,
-                    tgt: cmd.tgt.as_deref().ok_or_else(missing)?,
-                    valid_src: cmd.valid_src.as_deref(),
-                    valid_tgt: cmd.valid_tgt.as_deref(),
-                    vocab_size: cmd.vocab_size,
-                    max_len: cmd.max_len,
-                    out: &cmd.out,
-                })?;
+        Command::Prepare(cmd) => {
+            let vocabulary = match &cmd.tokenizer {
+                Some(path) => prepare::Vocabulary::Reuse(path),
+                None => prepare::Vocabulary::Learn(cmd.vocab_size),
+            };
+            match cmd.task {
+                TaskKind::Translate => {
+                    let missing = || CliError::Usage("--src and --tgt are required".into());
+                    prepare::prepare(prepare::PrepareArgs {
+                        src: cmd.src.as_deref().ok_or_else(missing)?,
+                        tgt: cmd.tgt.as_deref().ok_or_else(missing)?,
+                        valid_src: cmd.valid_src.as_deref(),
+                        valid_tgt: cmd.valid_tgt.as_deref(),
+                        vocabulary,
+                        max_len: cmd.max_len,
+                        out: &cmd.out,
+                    })?;
+                }
+                TaskKind::Parse => {
+                    let trees = cmd.trees.as_deref().ok_or_else(|| {
+                        CliError::Usage("--trees is required with --task parse".into())
+                    })?;
+                    prepare::prepare_parse(prepare::ParsePrepareArgs {
+                        train: trees,
+                        valid: cmd.valid_trees.as_deref(),
+                        vocabulary,
+                        max_len: cmd.max_len,
+                        out: &cmd.out,
+                    })?;
+                }
             }
-            TaskKind::Parse => {
-                let trees = cmd.trees.as_deref().ok_or_else(|| {
-                    CliError::Usage("--trees is required with --task parse".into())
-                })?;
-                prepare::prepare_parse(prepare::ParsePrepareArgs {
-                    train: trees,
-                    valid: cmd.valid_trees.as_deref(),
-                    vocab_size: cmd.vocab_size,
-                    max_len: cmd.max_len,
-                    out: &cmd.out,
-                })?;
-            }
-        },
+        }
         Command::Train(cmd) => {
             let devices = cmd.backend.devices(&cmd.devices)?;
             for device in &devices {

@@ -41,9 +41,30 @@ pub struct PrepareArgs<'a> {
     pub tgt: &'a Path,
     pub valid_src: Option<&'a Path>,
     pub valid_tgt: Option<&'a Path>,
-    pub vocab_size: usize,
+    /// The vocabulary to learn, or an existing tokenizer to use instead.
+    pub vocabulary: Vocabulary<'a>,
     pub max_len: usize,
     pub out: &'a Path,
+}
+
+/// Where `prepare` gets its vocabulary.
+#[derive(Clone, Copy, Debug)]
+pub enum Vocabulary<'a> {
+    /// Learn a BPE vocabulary of this many tokens from the training corpus.
+    Learn(usize),
+    /// Use the tokenizer of an existing bundle, run or prepared folder (or a
+    /// `tokenizer.json`), so the models trained on this data share one vocabulary with the
+    /// models trained before: they can then be ensembled (`--model` repeated).
+    Reuse(&'a Path),
+}
+
+impl Vocabulary<'_> {
+    fn path(&self) -> Option<&Path> {
+        match self {
+            Vocabulary::Learn(_) => None,
+            Vocabulary::Reuse(p) => Some(p),
+        }
+    }
 }
 
 fn encode(
@@ -74,16 +95,27 @@ pub fn prepare(args: PrepareArgs) -> Result<PrepareSummary> {
         (Some(s), Some(t)) => Some(read_parallel(s, t)?),
         _ => None,
     };
-    eprintln!(
-        "read {} training pairs; learning a shared BPE vocabulary of {} tokens",
-        train.len(),
-        args.vocab_size
-    );
-    let sentences = train
-        .iter()
-        .flat_map(|(s, t)| [s.as_str(), t.as_str()])
-        .filter(|s| !s.trim().is_empty());
-    let tokenizer = Tokenizer::train(sentences, args.vocab_size)?;
+    let tokenizer = match args.vocabulary {
+        Vocabulary::Learn(size) => {
+            eprintln!(
+                "read {} training pairs; learning a shared BPE vocabulary of {size} tokens",
+                train.len(),
+            );
+            let sentences = train
+                .iter()
+                .flat_map(|(s, t)| [s.as_str(), t.as_str()])
+                .filter(|s| !s.trim().is_empty());
+            Tokenizer::train(sentences, size)?
+        }
+        Vocabulary::Reuse(path) => {
+            eprintln!(
+                "read {} training pairs; using the vocabulary of {}",
+                train.len(),
+                path.display()
+            );
+            crate::source::tokenizer(path)?
+        }
+    };
     let mut summary = PrepareSummary {
         task: "translate".into(),
         vocab_size: tokenizer.vocab_size(),
@@ -93,6 +125,7 @@ pub fn prepare(args: PrepareArgs) -> Result<PrepareSummary> {
             Some(args.tgt),
             args.valid_src,
             args.valid_tgt,
+            args.vocabulary.path(),
         ]
         .into_iter()
         .flatten()
@@ -145,7 +178,7 @@ fn write_prepared(
 pub struct ParsePrepareArgs<'a> {
     pub train: &'a Path,
     pub valid: Option<&'a Path>,
-    pub vocab_size: usize,
+    pub vocabulary: Vocabulary<'a>,
     pub max_len: usize,
     pub out: &'a Path,
 }
@@ -223,7 +256,7 @@ pub fn prepare_parse(args: ParsePrepareArgs) -> Result<PrepareSummary> {
     let mut summary = PrepareSummary {
         task: "parse".into(),
         max_len: args.max_len,
-        sources: [Some(args.train), args.valid]
+        sources: [Some(args.train), args.valid, args.vocabulary.path()]
             .into_iter()
             .flatten()
             .map(|p| p.display().to_string())
@@ -237,14 +270,40 @@ pub fn prepare_parse(args: ParsePrepareArgs) -> Result<PrepareSummary> {
         .transpose()?;
     let tree_tokens = target_vocabulary(&train);
     let train: Vec<(Vec<String>, Vec<String>)> = train.iter().map(linearize).collect();
-    eprintln!(
-        "read {} training trees ({} labels); learning a BPE vocabulary of {} tokens for the words",
-        train.len(),
-        (tree_tokens.len() - 1) / 2,
-        args.vocab_size
-    );
-    let sentences = train.iter().map(|(words, _)| words.join(" "));
-    let tokenizer = Tokenizer::train_with_tokens(sentences, args.vocab_size, &tree_tokens)?;
+    let labels = (tree_tokens.len() - 1) / 2;
+    let tokenizer = match args.vocabulary {
+        Vocabulary::Learn(size) => {
+            eprintln!(
+                "read {} training trees ({labels} labels); learning a BPE vocabulary of {size} \
+                 tokens for the words",
+                train.len(),
+            );
+            let sentences = train.iter().map(|(words, _)| words.join(" "));
+            Tokenizer::train_with_tokens(sentences, size, &tree_tokens)?
+        }
+        Vocabulary::Reuse(path) => {
+            eprintln!(
+                "read {} training trees ({labels} labels); using the vocabulary of {}",
+                train.len(),
+                path.display()
+            );
+            let tokenizer = crate::source::tokenizer(path)?;
+            // Trees using these are dropped and counted below; name them once here.
+            let missing: Vec<&str> = tree_tokens
+                .iter()
+                .map(String::as_str)
+                .filter(|t| tokenizer.token_to_id(t).is_none())
+                .collect();
+            if !missing.is_empty() {
+                eprintln!(
+                    "{}: no token for {}; the trees using them are dropped",
+                    path.display(),
+                    missing.join(" ")
+                );
+            }
+            tokenizer
+        }
+    };
     summary.vocab_size = tokenizer.vocab_size();
     let train_ids = encode_trees(&tokenizer, &train, args.max_len, &mut summary)?;
     let valid_ids = valid
@@ -262,7 +321,7 @@ pub fn prepare_parse(args: ParsePrepareArgs) -> Result<PrepareSummary> {
     )?;
     eprintln!(
         "kept {} training and {} validation trees; skipped {} malformed and {} empty trees; \
-         dropped {} longer than {} tokens and {} with labels unseen in training",
+         dropped {} longer than {} tokens and {} with labels outside the vocabulary",
         summary.train_pairs,
         summary.valid_pairs,
         summary.skipped_trees.len(),
@@ -283,9 +342,7 @@ pub struct Prepared {
 
 impl Prepared {
     pub fn load(dir: &Path) -> Result<Prepared> {
-        let tok_path = dir.join(TOKENIZER_FILE);
-        let bytes = std::fs::read(&tok_path).map_err(io(&tok_path))?;
-        let tokenizer = Tokenizer::from_bytes(&bytes)?;
+        let tokenizer = crate::source::tokenizer(&dir.join(TOKENIZER_FILE))?;
         let train = cache::read(&dir.join(TRAIN_FILE))?;
         let valid_path = dir.join(VALID_FILE);
         let valid = if valid_path.exists() {

@@ -18,6 +18,20 @@ fn read(path: &Path) -> Result<Vec<u8>> {
     std::fs::read(path).map_err(io(path))
 }
 
+/// The tokenizer in `path`: a `tokenizer.json`, or a folder holding one (a bundle, a run
+/// folder or a prepared data folder).
+pub fn tokenizer(path: &Path) -> Result<Tokenizer> {
+    let file = if path.is_dir() {
+        path.join(TOKENIZER_FILE)
+    } else {
+        path.to_path_buf()
+    };
+    Tokenizer::from_bytes(&read(&file)?).map_err(|e| CliError::Format {
+        path: file,
+        message: e.to_string(),
+    })
+}
+
 /// The weights file a run folder and an optional `--checkpoint` point at.
 pub fn weights_path(run_dir: &Path, checkpoint_arg: Option<&Path>) -> Result<PathBuf> {
     match checkpoint_arg {
@@ -57,12 +71,7 @@ pub fn load(
         )));
     }
     let run = RunConfig::read(path)?;
-    let tokenizer_path = path.join(TOKENIZER_FILE);
-    let tokenizer =
-        Tokenizer::from_bytes(&read(&tokenizer_path)?).map_err(|e| CliError::Format {
-            path: tokenizer_path,
-            message: e.to_string(),
-        })?;
+    let tokenizer = tokenizer(path)?;
     let weights = weights_path(path, checkpoint_arg)?;
     let model =
         load_weights(&run.model, &read(&weights)?, device).map_err(|e| CliError::Format {

@@ -685,6 +685,93 @@ fn parse_prepare_train_decode_and_score() {
         report.contains("Number of Valid sentence  =      4"),
         "{report}"
     );
+    // Data prepared with the tokenizer of an earlier run (here: other trees, one of them
+    // with a label that run has no token for) trains a model that ensembles with it.
+    let more = dir.join("more.trees");
+    std::fs::write(
+        &more,
+        format!("{text}(S (UCP (NN a) (CC and) (JJ b)) (VP (VBZ runs)))\n"),
+    )
+    .unwrap();
+    let reuse_data = dir.join("reuse-data");
+    let out = run(&[
+        "prepare",
+        "--task",
+        "parse",
+        "--trees",
+        s(&more),
+        "--tokenizer",
+        s(&run_dir),
+        "--out",
+        s(&reuse_data),
+    ]);
+    assert!(out.contains("no token for (UCP )UCP"), "{out}");
+    assert!(out.contains("1 with labels outside the vocabulary"), "{out}");
+    assert_eq!(
+        std::fs::read(reuse_data.join("tokenizer.json")).unwrap(),
+        std::fs::read(data.join("tokenizer.json")).unwrap()
+    );
+    let reuse_run = dir.join("reuse-run");
+    run(&[
+        "train",
+        "--data",
+        s(&reuse_data),
+        "--out",
+        s(&reuse_run),
+        "--preset",
+        "tiny",
+        "--max-tokens",
+        "400",
+        "--max-steps",
+        "5",
+        "--quiet",
+    ]);
+    run(&[
+        "parse",
+        "--model",
+        s(&run_dir),
+        "--model",
+        s(&reuse_run),
+        "--input",
+        s(&gold),
+        "--output",
+        s(&ensemble_trees),
+        "--quiet",
+    ]);
+    assert_eq!(
+        std::fs::read_to_string(&ensemble_trees)
+            .unwrap()
+            .lines()
+            .count(),
+        4
+    );
+    let e = fail(&[
+        "prepare",
+        "--task",
+        "parse",
+        "--trees",
+        s(&more),
+        "--tokenizer",
+        s(&dir.join("nowhere")),
+        "--out",
+        s(&reuse_data),
+    ]);
+    assert!(e.contains("nowhere"), "{e}");
+    let e = fail(&[
+        "prepare",
+        "--task",
+        "parse",
+        "--trees",
+        s(&more),
+        "--tokenizer",
+        s(&run_dir),
+        "--vocab-size",
+        "50",
+        "--out",
+        s(&reuse_data),
+    ]);
+    assert!(e.contains("cannot be used with"), "{e}");
+
     // Members with different vocabularies cannot be combined: one error naming both.
     let translator = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../web/models/multi30k-en-de");
     let e = fail(&[
