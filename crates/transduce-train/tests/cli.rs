@@ -706,7 +706,10 @@ fn parse_prepare_train_decode_and_score() {
         s(&reuse_data),
     ]);
     assert!(out.contains("no token for (UCP )UCP"), "{out}");
-    assert!(out.contains("1 with labels outside the vocabulary"), "{out}");
+    assert!(
+        out.contains("1 with labels outside the vocabulary"),
+        "{out}"
+    );
     assert_eq!(
         std::fs::read(reuse_data.join("tokenizer.json")).unwrap(),
         std::fs::read(data.join("tokenizer.json")).unwrap()
