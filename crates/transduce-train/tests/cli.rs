@@ -463,6 +463,29 @@ fn prepare_reports_dropped_pairs() {
         out.contains("dropped 1 empty and 1 longer than 20"),
         "{out}"
     );
+    // The same corpus read with that vocabulary (a prepared folder given as --tokenizer)
+    // is encoded to the same ids.
+    let out = run(&[
+        "prepare",
+        "--src",
+        s(&a),
+        "--tgt",
+        s(&b),
+        "--out",
+        s(&dir.join("p")),
+        "--tokenizer",
+        s(&dir.join("o")),
+        "--max-len",
+        "20",
+    ]);
+    assert!(out.contains("using the vocabulary of"), "{out}");
+    for file in ["tokenizer.json", "train.bin"] {
+        assert_eq!(
+            std::fs::read(dir.join("o").join(file)).unwrap(),
+            std::fs::read(dir.join("p").join(file)).unwrap(),
+            "{file}"
+        );
+    }
 }
 
 #[test]
