@@ -342,7 +342,7 @@ pub struct Prepared {
 
 impl Prepared {
     pub fn load(dir: &Path) -> Result<Prepared> {
-        let tokenizer = crate::source::tokenizer(&dir.join(TOKENIZER_FILE))?;
+        let tokenizer = crate::source::tokenizer(dir)?;
         let train = cache::read(&dir.join(TRAIN_FILE))?;
         let valid_path = dir.join(VALID_FILE);
         let valid = if valid_path.exists() {

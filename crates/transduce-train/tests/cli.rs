@@ -580,12 +580,12 @@ fn parse_prepare_train_decode_and_score() {
     assert!(out.contains("skipped 1 malformed"), "{out}");
     assert!(out.contains("train.trees: line 33"), "{out}");
 
-    // A tiny model trained briefly, with `extra` flags.
-    let train_tiny = |out: &Path, extra: &[&str]| {
+    // A tiny model trained briefly on a prepared folder, with `extra` flags.
+    let train_tiny = |data: &Path, out: &Path, extra: &[&str]| {
         let mut args = vec![
             "train",
             "--data",
-            s(&data),
+            s(data),
             "--out",
             s(out),
             "--preset",
@@ -602,7 +602,7 @@ fn parse_prepare_train_decode_and_score() {
         run(&args);
     };
     let run_dir = dir.join("run");
-    train_tiny(&run_dir, &[]);
+    train_tiny(&data, &run_dir, &[]);
     let input = dir.join("input.txt");
     std::fs::write(
         &input,
@@ -658,7 +658,7 @@ fn parse_prepare_train_decode_and_score() {
     // Word focus (beyond the paper): the flag reaches the bundle's config, and its output,
     // with and without the constraint, is still a tree over the input words.
     let focus_dir = dir.join("focus");
-    train_tiny(&focus_dir, &["--word-focus"]);
+    train_tiny(&data, &focus_dir, &["--word-focus"]);
     let run_json = std::fs::read_to_string(focus_dir.join("run.json")).unwrap();
     assert!(run_json.contains("\"word_focus\": true"), "{run_json}");
     for extra in [None, Some("--no-constraint")] {
@@ -738,20 +738,7 @@ fn parse_prepare_train_decode_and_score() {
         std::fs::read(data.join("tokenizer.json")).unwrap()
     );
     let reuse_run = dir.join("reuse-run");
-    run(&[
-        "train",
-        "--data",
-        s(&reuse_data),
-        "--out",
-        s(&reuse_run),
-        "--preset",
-        "tiny",
-        "--max-tokens",
-        "400",
-        "--max-steps",
-        "5",
-        "--quiet",
-    ]);
+    train_tiny(&reuse_data, &reuse_run, &[]);
     run(&[
         "parse",
         "--model",
