@@ -37,11 +37,7 @@ pub fn label_smoothed(logits: Tensor<3>, targets: Tensor<2, Int>, epsilon: f64) 
     // stays finite however confident the model is.
     let log_norm = z.clone().max_dim(1) - p.clone().max_dim(1).log();
     let nll = (log_norm.clone() - z.clone().gather(1, targets.clone())) * keep.clone();
-    let spread = if epsilon > 0.0 {
-        epsilon / (v as f64 - 1.0)
-    } else {
-        0.0
-    };
+    let spread = epsilon / (v as f64 - 1.0);
     let smoothed = if epsilon > 0.0 {
         // −Σ_k log p(k) = v · log Σ e^z − Σ_k z_k
         let uniform = (log_norm.mul_scalar(v as f64) - z.sum_dim(1)) * keep.clone();
