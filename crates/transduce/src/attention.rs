@@ -1,9 +1,12 @@
 //! Scaled dot-product attention (§3.2.1) and multi-head attention (§3.2.2), with an explicit
 //! key/value cache for incremental decoding.
 
-use burn::nn::{Dropout, DropoutConfig, Initializer, Linear, LinearConfig};
+use burn::nn::{Initializer, Linear, LinearConfig};
 use burn::prelude::*;
 use burn::tensor::activation::softmax;
+
+use crate::dropout::Dropout;
+use crate::positionwise::positionwise;
 
 /// Large negative score for blocked positions. Finite, so a fully blocked row (a padded
 /// query) gives uniform weights instead of NaN.
@@ -114,7 +117,7 @@ impl MultiHeadAttention {
             k: projection(d_model, n_heads * d_k, device),
             v: projection(d_model, n_heads * d_v, device),
             o: projection(n_heads * d_v, d_model, device),
-            dropout: DropoutConfig::new(dropout).init(),
+            dropout: Dropout::new(dropout),
             n_heads,
             d_k,
             d_v,
@@ -129,8 +132,8 @@ impl MultiHeadAttention {
     /// Projects a sequence `[b, t, d_model]` to per-head keys and values.
     pub fn project_kv(&self, x: Tensor<3>) -> KvCache {
         KvCache {
-            k: self.split_heads(self.k.forward(x.clone()), self.d_k),
-            v: self.split_heads(self.v.forward(x), self.d_v),
+            k: self.split_heads(positionwise(x.clone(), |x| self.k.forward(x)), self.d_k),
+            v: self.split_heads(positionwise(x, |x| self.v.forward(x)), self.d_v),
         }
     }
 
@@ -143,14 +146,14 @@ impl MultiHeadAttention {
         need_weights: bool,
     ) -> Attended {
         let [b, tq, _] = query.dims();
-        let q = self.split_heads(self.q.forward(query), self.d_k);
+        let q = self.split_heads(positionwise(query, |q| self.q.forward(q)), self.d_k);
         let (context, weights) =
             scaled_dot_product(q, kv.k.clone(), kv.v.clone(), blocked, &self.dropout);
         let merged = context
             .swap_dims(1, 2)
             .reshape([b, tq, self.n_heads * self.d_v]);
         Attended {
-            output: self.o.forward(merged),
+            output: positionwise(merged, |m| self.o.forward(m)),
             weights: need_weights.then_some(weights),
         }
     }
@@ -168,7 +171,7 @@ mod tests {
         let q = Tensor::<1>::from_floats([1.0, 0.0], &device).reshape([1, 1, 1, 2]);
         let k = Tensor::<1>::from_floats([1.0, 0.0, 0.0, 1.0], &device).reshape([1, 1, 2, 2]);
         let v = Tensor::<1>::from_floats([10.0, 20.0], &device).reshape([1, 1, 2, 1]);
-        let dropout = DropoutConfig::new(0.0).init();
+        let dropout = Dropout::new(0.0);
         let (ctx, w) = scaled_dot_product(q.clone(), k.clone(), v.clone(), None, &dropout);
         let e = (1.0f64 / 2f64.sqrt()).exp();
         let w1 = e / (e + 1.0);

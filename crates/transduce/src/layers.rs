@@ -1,14 +1,14 @@
 //! Encoder and decoder layers (§3.1): each sub-layer is wrapped as
 //! `LayerNorm(x + Dropout(Sublayer(x)))` (post-LN, with residual dropout of §5.4).
 
-use burn::nn::{
-    Dropout, DropoutConfig, Initializer, LayerNorm, LayerNormConfig, Linear, LinearConfig,
-};
+use burn::nn::{Initializer, LayerNorm, LayerNormConfig, Linear, LinearConfig};
 use burn::prelude::*;
 use burn::tensor::activation::relu;
 
 use crate::attention::{KvCache, MultiHeadAttention};
 use crate::config::ModelConfig;
+use crate::dropout::Dropout;
+use crate::positionwise::positionwise;
 
 /// FFN(x) = max(0, xW1 + b1)W2 + b2 (§3.3).
 #[derive(Module, Debug)]
@@ -31,7 +31,7 @@ impl FeedForward {
     }
 
     pub fn forward(&self, x: Tensor<3>) -> Tensor<3> {
-        self.fc2.forward(relu(self.fc1.forward(x)))
+        positionwise(x, |x| self.fc2.forward(relu(self.fc1.forward(x))))
     }
 }
 
@@ -67,7 +67,7 @@ impl EncoderLayer {
             self_attn_norm: norm(config, device),
             ffn: FeedForward::new(config.d_model, config.d_ff, device),
             ffn_norm: norm(config, device),
-            dropout: DropoutConfig::new(config.dropout).init(),
+            dropout: Dropout::new(config.dropout),
         }
     }
 
@@ -119,7 +119,7 @@ impl DecoderLayer {
             cross_attn_norm: norm(config, device),
             ffn: FeedForward::new(config.d_model, config.d_ff, device),
             ffn_norm: norm(config, device),
-            dropout: DropoutConfig::new(config.dropout).init(),
+            dropout: Dropout::new(config.dropout),
         }
     }
 

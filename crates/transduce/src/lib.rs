@@ -12,10 +12,12 @@ pub mod attention;
 pub mod bundle;
 pub mod config;
 pub mod decode;
+pub mod dropout;
 pub mod embedding;
 pub mod error;
 pub mod layers;
 pub mod model;
+pub mod positionwise;
 pub mod task;
 pub mod tokenizer;
 

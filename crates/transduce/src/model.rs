@@ -3,18 +3,18 @@
 //! decoder steps.
 
 use burn::module::{ModuleMapper, Param, ParamId};
-use burn::nn::{
-    Dropout, DropoutConfig, Embedding, EmbeddingConfig, Initializer, Linear, LinearConfig,
-};
+use burn::nn::{Embedding, EmbeddingConfig, Initializer, Linear, LinearConfig};
 use burn::prelude::*;
 use burn::tensor::TensorData;
 use burn::tensor::module::{embedding, linear};
 
 use crate::attention::KvCache;
 use crate::config::{ModelConfig, Positional};
+use crate::dropout::Dropout;
 use crate::embedding::sinusoid;
 use crate::error::{Error, Result};
 use crate::layers::{DecoderLayer, EncoderLayer};
+use crate::positionwise::positionwise;
 use crate::tokenizer::PAD;
 
 /// The encoder stack.
@@ -195,7 +195,7 @@ impl Transformer {
                     .map(|_| DecoderLayer::new(config, device))
                     .collect(),
             },
-            dropout: DropoutConfig::new(config.dropout).init(),
+            dropout: Dropout::new(config.dropout),
             config: config.clone(),
         };
         Ok(model.map(&mut NumberParams { next: 0 }))
@@ -296,10 +296,10 @@ impl Transformer {
 
     /// Pre-softmax logits from decoder states: h · Eᵀ with the shared matrix (§3.4).
     pub fn project(&self, h: Tensor<3>) -> Tensor<3> {
-        match &self.output {
+        positionwise(h, |h| match &self.output {
             Some(output) => output.forward(h),
             None => linear(h, self.embedding.weight.val().transpose(), None),
-        }
+        })
     }
 
     /// Teacher-forced decoder pass over target inputs `[b, t]` (BOS + shifted target);
