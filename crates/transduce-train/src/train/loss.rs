@@ -191,7 +191,7 @@ impl Rows {
 /// vector register.
 const LANES: usize = 16;
 
-/// max z and Σ z (the latter in f64 per lane, since it enters `v · log Σ e^z − Σ z`).
+/// max z and Σ z (lanes in f32, their total in f64: it enters `v · log Σ e^z − Σ z`).
 fn max_and_sum(row: &[f32]) -> (f32, f64) {
     let mut max = [f32::NEG_INFINITY; LANES];
     let mut sum = [0.0f32; LANES];
