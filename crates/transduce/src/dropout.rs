@@ -2,13 +2,15 @@
 //! survivors are scaled by 1/(1 − P_drop), so that inference needs no rescaling.
 //!
 //! The mask is one tensor of 0 and 1/(1 − P_drop) multiplied in once. On the CPU backend
-//! it is drawn in bulk with SplitMix64 from a seed taken from the backend's own generator,
+//! it is drawn in bulk with SplitMix64 ([`crate::rng`]) from a seed taken from the backend's own generator,
 //! so a run seeded per step (as the trainer does) reproduces its masks exactly; burn's
 //! generic path builds a sampler per element over ChaCha, which cost 5–6% of a CPU
 //! training step. Other backends (wgpu, CUDA) draw the mask on the device.
 
 use burn::module::Module;
 use burn::tensor::{Device, Distribution, Tensor, TensorData};
+
+use crate::rng::Rng;
 
 /// Zeroes each element with probability `prob` while the input is on an autodiff device
 /// (training); the identity otherwise (inference).
@@ -44,11 +46,9 @@ impl Dropout {
 /// 64 bits from the backend's generator: four uniform floats, their bits mixed.
 fn backend_seed(device: &Device) -> u64 {
     let draws = Tensor::<1>::random([4], Distribution::Default, device).into_data();
-    let mut seed = 0u64;
-    for value in draws.iter::<f32>() {
-        seed = splitmix(&mut (seed ^ u64::from(value.to_bits())));
-    }
-    seed
+    draws.iter::<f32>().fold(0, |seed, value| {
+        Rng::new(seed ^ u64::from(value.to_bits())).next_u64()
+    })
 }
 
 /// `n` mask values, each 1/keep with probability `keep` and 0 otherwise.
@@ -57,26 +57,17 @@ fn bulk_mask(n: usize, keep: f64, seed: u64) -> Vec<f32> {
     let threshold = (keep * 4_294_967_296.0) as u64;
     let scale = (1.0 / keep) as f32;
     let pick = |bits: u64| if bits < threshold { scale } else { 0.0 };
-    let mut state = seed;
+    let mut rng = Rng::new(seed);
     let mut mask = Vec::with_capacity(n);
     for _ in 0..n / 2 {
-        let r = splitmix(&mut state);
+        let r = rng.next_u64();
         mask.push(pick(r & 0xFFFF_FFFF));
         mask.push(pick(r >> 32));
     }
     if n % 2 == 1 {
-        mask.push(pick(splitmix(&mut state) & 0xFFFF_FFFF));
+        mask.push(pick(rng.next_u64() & 0xFFFF_FFFF));
     }
     mask
-}
-
-/// SplitMix64 (Steele, Lea and Flood 2014): one add and two multiply-xorshifts per draw.
-fn splitmix(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
 }
 
 #[cfg(test)]

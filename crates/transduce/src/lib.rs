@@ -18,6 +18,7 @@ pub mod error;
 pub mod layers;
 pub mod model;
 pub mod positionwise;
+pub mod rng;
 pub mod task;
 pub mod tokenizer;
 
