@@ -100,10 +100,11 @@ fn on_host(
     let z = logits.clone().without_autodiff().into_data();
     let z = z.as_slice::<f32>().ok()?;
     let targets = targets.clone().into_data().try_into_vec_as::<i64>().ok()?;
+    let spread = epsilon / (v as f64 - 1.0);
     let rows = Rows {
         v,
-        spread: (epsilon / (v as f64 - 1.0)) as f32,
-        on_target: 1.0 - epsilon - epsilon / (v as f64 - 1.0),
+        spread: spread as f32,
+        on_target: 1.0 - epsilon - spread,
     };
     let mut per_row = vec![(0.0, 0.0); n];
     let mut grad: Vec<f32> = Vec::with_capacity(if tracked { n * v } else { 0 });
