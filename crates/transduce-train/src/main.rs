@@ -136,6 +136,11 @@ struct ParseCmd {
     /// Decode without the well-formedness constraint (malformed output is repaired).
     #[arg(long)]
     no_constraint: bool,
+    /// With several --model: `mean` decodes them as one ensemble (shared vocabulary);
+    /// `vote` lets each parse alone and keeps the constituents at least half of them
+    /// propose (any vocabularies).
+    #[arg(long, value_enum, default_value = "mean")]
+    combine: parse::Combine,
     /// Ignore the model: output the right-branching baseline.
     #[arg(long)]
     right_branching: bool,
@@ -152,7 +157,7 @@ struct ParseCmd {
 struct EnsembleArgs {
     /// A bundle folder, or a training run folder. Repeat it to decode with an ensemble:
     /// models sharing one vocabulary, each next token scored by the mean of their
-    /// log-probabilities.
+    /// log-probabilities (`parse` can also let them vote: --combine).
     #[arg(long = "model", value_name = "MODEL")]
     models: Vec<PathBuf>,
     /// With a run folder: a checkpoint folder or a .safetensors file (default: newest).
@@ -638,8 +643,13 @@ fn run(cli: Cli) -> Result<()> {
                 source: String::new(),
                 target: String::new(),
             };
-            let bundles =
-                source::load_ensemble(&cmd.model.models, &cmd.model.checkpoints, task, &device)?;
+            let bundles = source::load_ensemble(
+                &cmd.model.models,
+                &cmd.model.checkpoints,
+                task,
+                &device,
+                true,
+            )?;
             let lines = read_input(cmd.input.as_deref())?;
             let defaults = &bundles[0].config.decoding;
             let options = DecodeOptions {
@@ -672,6 +682,7 @@ fn run(cli: Cli) -> Result<()> {
                     &cmd.model.checkpoints,
                     Task::Parse,
                     &device,
+                    cmd.combine == parse::Combine::Mean,
                 )?;
                 let method = parse::Method::Model {
                     constrained: !cmd.no_constraint,
@@ -681,6 +692,7 @@ fn run(cli: Cli) -> Result<()> {
                         max_extra: cmd.max_extra,
                     },
                     batch_size: cmd.batch_size,
+                    combine: cmd.combine,
                 };
                 (bundles, method)
             };

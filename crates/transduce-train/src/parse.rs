@@ -4,6 +4,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use transduce::Bundle;
 use transduce::decode::{DecodeOptions, Ensemble};
 use transduce::task::parse::{Tree, parse_trees, preprocess, print_tree};
+use transduce::task::vote::vote;
 use transduce::task::words::ptb_words;
 use transduce::task::{Parser, right_branching};
 
@@ -69,19 +70,60 @@ pub enum Method {
         constrained: bool,
         options: DecodeOptions,
         batch_size: usize,
+        combine: Combine,
     },
     RightBranching,
 }
 
-/// Parses every sentence with `bundles` (one model, or an ensemble sharing the first one's
-/// tokenizer); returns one output line each (empty for a sentence without words) and how
-/// many model outputs were malformed and had to be repaired.
+/// How several models make one tree.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Combine {
+    /// One beam search, each next token scored by the mean of the models'
+    /// log-probabilities (the models must share a vocabulary).
+    Mean,
+    /// Each model parses alone; the constituents at least half of them propose are kept,
+    /// the non-crossing set with the most votes (Henderson & Brill 1999, Sagae & Lavie
+    /// 2006). Any parsing models, whatever their vocabularies.
+    Vote,
+}
+
+/// Parses every sentence with `bundles` (one model, or several combined as `combine` in
+/// [`Method::Model`] says); returns one output line each (empty for a sentence without
+/// words) and how many model outputs were malformed and had to be repaired (summed over
+/// the models when they vote).
 pub fn parse_sentences(
     bundles: &[Bundle],
     sentences: &[Sentence],
     method: &Method,
     progress: bool,
 ) -> Result<(Vec<String>, usize)> {
+    let (trees, malformed) = parse_trees_with(bundles, sentences, method, progress)?;
+    let lines = trees
+        .into_iter()
+        .zip(sentences)
+        .map(|(tree, s)| match tree {
+            None => String::new(),
+            Some(tree) => {
+                let tree = s
+                    .tags
+                    .as_ref()
+                    .and_then(|tags| tree.with_tags(tags))
+                    .unwrap_or(tree);
+                print_tree(&tree, true)
+            }
+        })
+        .collect();
+    Ok((lines, malformed))
+}
+
+/// The trees of [`parse_sentences`] (`None` for a sentence without words), with
+/// placeholder tags, and the count of repaired outputs.
+fn parse_trees_with(
+    bundles: &[Bundle],
+    sentences: &[Sentence],
+    method: &Method,
+    progress: bool,
+) -> Result<(Vec<Option<Tree>>, usize)> {
     let mut trees: Vec<Option<Tree>> = vec![None; sentences.len()];
     let mut malformed = 0;
     match method {
@@ -93,9 +135,39 @@ pub fn parse_sentences(
             }
         }
         Method::Model {
+            combine: Combine::Vote,
             constrained,
             options,
             batch_size,
+        } if bundles.len() > 1 => {
+            let alone = Method::Model {
+                constrained: *constrained,
+                options: options.clone(),
+                batch_size: *batch_size,
+                combine: Combine::Mean,
+            };
+            let mut parses = Vec::with_capacity(bundles.len());
+            for bundle in bundles {
+                let (member, repaired) =
+                    parse_trees_with(std::slice::from_ref(bundle), sentences, &alone, progress)?;
+                malformed += repaired;
+                parses.push(member);
+            }
+            for (i, slot) in trees.iter_mut().enumerate() {
+                let votes: Vec<Tree> = parses.iter_mut().filter_map(|p| p[i].take()).collect();
+                if !votes.is_empty() {
+                    *slot = Some(
+                        vote(&votes)
+                            .map_err(|e| CliError::Usage(format!("sentence {}: {e}", i + 1)))?,
+                    );
+                }
+            }
+        }
+        Method::Model {
+            constrained,
+            options,
+            batch_size,
+            ..
         } => {
             let bundle = bundles
                 .first()
@@ -131,22 +203,7 @@ pub fn parse_sentences(
             bar.finish_and_clear();
         }
     }
-    let lines = trees
-        .into_iter()
-        .zip(sentences)
-        .map(|(tree, s)| match tree {
-            None => String::new(),
-            Some(tree) => {
-                let tree = s
-                    .tags
-                    .as_ref()
-                    .and_then(|tags| tree.with_tags(tags))
-                    .unwrap_or(tree);
-                print_tree(&tree, true)
-            }
-        })
-        .collect();
-    Ok((lines, malformed))
+    Ok((trees, malformed))
 }
 
 #[cfg(test)]

@@ -114,14 +114,16 @@ pub fn load(
 }
 
 /// Loads the models of an ensemble (`--model` given several times), each a bundle or a run
-/// folder. `checkpoints` pairs with `paths` in order: none, or one per model. Members must
-/// share one vocabulary, token for token; the first one's tokenizer and decoding defaults
+/// folder. `checkpoints` pairs with `paths` in order: none, or one per model. All are of
+/// one kind of task; with `shared_vocab` (decoding as one ensemble) they must also share
+/// one vocabulary, token for token, and the first one's tokenizer and decoding defaults
 /// serve the ensemble.
 pub fn load_ensemble(
     paths: &[PathBuf],
     checkpoints: &[PathBuf],
     task: Task,
     device: &Device,
+    shared_vocab: bool,
 ) -> Result<Vec<Bundle>> {
     if paths.is_empty() {
         return Err(CliError::Usage("--model is required".into()));
@@ -143,12 +145,18 @@ pub fn load_ensemble(
         )?;
         if let Some(first) = bundles.first() {
             let n = first.config.model.vocab_size;
-            if bundle.config.model.vocab_size != n
-                || bundle.tokenizer.id_strings(n) != first.tokenizer.id_strings(n)
+            if shared_vocab
+                && (bundle.config.model.vocab_size != n
+                    || bundle.tokenizer.id_strings(n) != first.tokenizer.id_strings(n))
             {
+                let or_vote = if matches!(task, Task::Parse) {
+                    ", or let them vote (`--combine vote`)"
+                } else {
+                    ""
+                };
                 return Err(CliError::Usage(format!(
                     "{}: its vocabulary differs from {}'s; the models of an ensemble must \
-                     share one tokenizer (prepare them from the same data folder)",
+                     share one tokenizer (prepare them from the same data folder){or_vote}",
                     path.display(),
                     paths[0].display()
                 )));

@@ -801,6 +801,73 @@ fn parse_prepare_train_decode_and_score() {
         "{e}"
     );
 
+    // Voting (`--combine vote`): three copies of one model give that model's trees back,
+    // and parsers with different vocabularies, which cannot decode as one ensemble, vote.
+    let parse_to = |models: &[&Path], extra: &[&str], out: &Path| {
+        let mut args = vec!["parse"];
+        for m in models {
+            args.extend(["--model", s(m)]);
+        }
+        args.extend(["--input", s(&gold), "--output", s(out), "--quiet"]);
+        args.extend(extra);
+        run(&args);
+        std::fs::read_to_string(out).unwrap()
+    };
+    let single = parse_to(&[&run_dir], &[], &dir.join("single.trees"));
+    let voted = parse_to(
+        &[&run_dir, &run_dir, &run_dir],
+        &["--combine", "vote"],
+        &dir.join("voted.trees"),
+    );
+    assert_eq!(voted, single);
+    let other_data = dir.join("other-data");
+    run(&[
+        "prepare",
+        "--task",
+        "parse",
+        "--trees",
+        s(&train),
+        "--vocab-size",
+        "48",
+        "--out",
+        s(&other_data),
+    ]);
+    let other_run = dir.join("other-run");
+    train_tiny(&other_data, &other_run, &[]);
+    let e = fail(&[
+        "parse",
+        "--model",
+        s(&run_dir),
+        "--model",
+        s(&other_run),
+        "--input",
+        s(&gold),
+    ]);
+    assert!(e.contains("or let them vote (`--combine vote`)"), "{e}");
+    let voted_trees = dir.join("voted.trees");
+    parse_to(
+        &[&run_dir, &other_run, &focus_dir],
+        &["--combine", "vote"],
+        &voted_trees,
+    );
+    let report = run(&["eval", "f1", "--gold", s(&gold), "--test", s(&voted_trees)]);
+    assert!(
+        report.contains("Number of Valid sentence  =      4"),
+        "{report}"
+    );
+    let e = fail(&[
+        "parse",
+        "--model",
+        s(&run_dir),
+        "--model",
+        s(&translator),
+        "--combine",
+        "vote",
+        "--input",
+        s(&gold),
+    ]);
+    assert!(e.contains("task"), "{e}");
+
     // `eval ppl --trees` linearizes and encodes the trees as `prepare` does, with the
     // focus rule of the model: it gives the perplexity the trainer recorded for its last
     // step on the same (validation) trees.

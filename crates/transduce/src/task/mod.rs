@@ -4,6 +4,7 @@
 pub mod focus;
 pub mod parse;
 pub mod translate;
+pub mod vote;
 pub mod words;
 
 use crate::bundle::Bundle;
