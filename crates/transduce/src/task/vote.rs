@@ -63,8 +63,12 @@ pub fn vote(trees: &[Tree]) -> Result<Tree, VoteError> {
     if let Some(k) = trees.iter().position(|t| t.words() != words) {
         return Err(VoteError::WordsDiffer { tree: k });
     }
-    let mut leaves = Vec::with_capacity(words.len());
-    preterminals(first, &mut leaves);
+    let leaves: Vec<Tree> = first
+        .tags()
+        .into_iter()
+        .zip(&words)
+        .map(|(tag, word)| Tree::word(tag, *word))
+        .collect();
     let n = leaves.len();
     if n == 0 {
         return Ok(first.clone());
@@ -122,14 +126,6 @@ pub fn vote(trees: &[Tree]) -> Result<Tree, VoteError> {
         chosen.insert((0, n));
     }
     Ok(build((0, n), &chosen, &labels, &leaves))
-}
-
-/// The preterminals in sentence order.
-fn preterminals(tree: &Tree, out: &mut Vec<Tree>) {
-    match tree {
-        Tree::Word { .. } => out.push(tree.clone()),
-        Tree::Phrase { children, .. } => children.iter().for_each(|c| preterminals(c, out)),
-    }
 }
 
 /// Every constituent of `tree` (preterminals aside) as (span, depth, label); returns the
