@@ -100,11 +100,9 @@ pub fn vote(trees: &[Tree]) -> Result<Tree, VoteError> {
     // every candidate weighs more than nothing and a tie (m/2 of m) weighs least.
     let m = trees.len();
     let bar = (m as f64 - 1.0) / 2.0;
-    let mut weight: HashMap<Span, f64> = HashMap::new();
     let mut labels: HashMap<Span, Vec<(f64, &str)>> = HashMap::new();
     for (&(span, label), tally) in &tallies {
         if 2 * tally.votes >= m {
-            *weight.entry(span).or_default() += tally.votes as f64 - bar;
             let place = tally.places as f64 / tally.votes as f64;
             labels.entry(span).or_default().push((place, label));
         }
@@ -112,8 +110,16 @@ pub fn vote(trees: &[Tree]) -> Result<Tree, VoteError> {
     for chain in labels.values_mut() {
         chain.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(b.1)));
     }
+    let weight = |span: Span| {
+        labels.get(&span).map_or(0.0, |chain| {
+            chain
+                .iter()
+                .map(|&(_, label)| tallies[&(span, label)].votes as f64 - bar)
+                .sum()
+        })
+    };
 
-    let mut chosen = best_spans(n, &weight);
+    let mut chosen = best_spans(n, weight);
     if let Entry::Vacant(root) = labels.entry((0, n)) {
         // No root label reached the bar: the most-voted one over the whole sentence (the
         // first in label order on a tie), else an unscored `TOP`.
@@ -148,8 +154,9 @@ fn constituents<'a>(
     }
 }
 
-/// CKY over `n` words: the set of non-crossing spans with the largest total weight.
-fn best_spans(n: usize, weight: &HashMap<Span, f64>) -> HashSet<Span> {
+/// CKY over `n` words: the set of non-crossing spans of positive weight with the largest
+/// total weight.
+fn best_spans(n: usize, weight: impl Fn(Span) -> f64) -> HashSet<Span> {
     let at = |i: usize, j: usize| i * (n + 1) + j;
     let mut best = vec![0.0f64; (n + 1) * (n + 1)];
     let mut split = vec![0usize; (n + 1) * (n + 1)];
@@ -164,13 +171,13 @@ fn best_spans(n: usize, weight: &HashMap<Span, f64>) -> HashSet<Span> {
                     split[at(i, j)] = k;
                 }
             }
-            best[at(i, j)] = inside + weight.get(&(i, j)).copied().unwrap_or(0.0);
+            best[at(i, j)] = inside + weight((i, j));
         }
     }
     let mut chosen = HashSet::new();
     let mut todo = vec![(0, n)];
     while let Some((i, j)) = todo.pop() {
-        if weight.contains_key(&(i, j)) {
+        if weight((i, j)) > 0.0 {
             chosen.insert((i, j));
         }
         let k = split[at(i, j)];
