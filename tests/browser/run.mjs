@@ -57,6 +57,13 @@ async function expectations(bin) {
     greedy: greedy(sentence),
     longText: lines.slice(1, 9).map((l) => l.trim()).join(" "),
   };
+  // The same eight sentences, each translated alone by the CLI: what the page's batched
+  // decoding of them as one text must reproduce.
+  const eight = lines.slice(1, 9).map((l) => l.trim()).join("\n") + "\n";
+  for (const beam of [1, 4]) {
+    out[`longText${beam}`] = run(["translate", "--model", join(repo, "web", "models", model), "--beam", String(beam),
+      "--batch-size", "1"], eight).trim().split("\n").join(" ");
+  }
   const parser = join(repo, "web", "models", "ptb-parser");
   if (existsSync(join(parser, "config.json"))) {
     out.parseSentence = "The dog saw a man in the park .";
@@ -161,7 +168,11 @@ async function waitReady(page, backend) {
 }
 
 async function translateGreedy(page, text) {
-  await page.fill("#beam", "1");
+  return translateWith(page, text, 1);
+}
+
+async function translateWith(page, text, beam) {
+  await page.fill("#beam", String(beam));
   await page.fill("#source", text);
   await page.evaluate(() => delete document.getElementById("target").dataset.done);
   await page.click("#translate");
@@ -180,6 +191,11 @@ async function translateGreedy(page, text) {
     assertEqual(await translateGreedy(page, expected.sentence), expected.greedy, "translation");
     await page.waitForSelector("#heatmap svg rect");
     await page.screenshot({ path: join(artifacts, "cpu-translate.png"), fullPage: true });
+  });
+  await test("cpu: a paragraph decoded as one batch equals native, sentence by sentence", async () => {
+    for (const beam of [1, 4]) {
+      assertEqual(await translateWith(page, expected.longText, beam), expected[`longText${beam}`], `beam ${beam}`);
+    }
   });
   await test("cpu: the main thread stays responsive while translating", async () => {
     // Timer gaps on the page while the worker decodes a long text with beam 4.

@@ -6,8 +6,8 @@ use std::time::Instant;
 use transduce::burn::optim::{AdamConfig, GradientsParams};
 use transduce::burn::prelude::*;
 use transduce::burn::tensor::TensorData;
-use transduce::decode::{DecodeOptions, beam_search};
-use transduce::{ModelConfig, Transformer};
+use transduce::decode::{DecodeOptions, Ensemble, beam_search};
+use transduce::{HostModel, ModelConfig, Transformer};
 
 use crate::data::cache::Pairs;
 use crate::error::Result;
@@ -132,8 +132,18 @@ pub fn run(
     let train_tokens_per_sec = tokens as f64 / secs;
     let train_gflops = train_flops(config, tokens) / secs / 1e9;
 
-    // Decoding: beam 4 over 16 sentences of 20 tokens, 20 output tokens each.
+    // Decoding: beam 4 over 16 sentences of 20 tokens, 20 output tokens each, through
+    // what `translate` uses on this device (the host decoder on the CPU).
     let eval = Transformer::new(config, device)?;
+    let host = if device.clone().inner() == Device::flex() {
+        Some(HostModel::new(&eval)?)
+    } else {
+        None
+    };
+    let eval: Ensemble = match &host {
+        Some(host) => host.into(),
+        None => (&eval).into(),
+    };
     let sources: Vec<Vec<u32>> = synthetic(16, 20, config.vocab_size, 2).src;
     let options = DecodeOptions {
         beam: 4,

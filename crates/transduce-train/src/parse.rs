@@ -173,7 +173,7 @@ fn parse_trees_with(
                 .first()
                 .ok_or_else(|| CliError::Usage("--model is required".into()))?;
             let parser = Parser::new(bundle)?;
-            let models = Ensemble::new(bundles.iter().map(|b| &b.model).collect())?;
+            let models = Ensemble::of_bundles(bundles)?;
             let mut order: Vec<usize> = (0..sentences.len())
                 .filter(|&i| !sentences[i].words.is_empty())
                 .collect();

@@ -91,8 +91,8 @@ pub fn load(
         Some((_, dir)) => Some(checkpoint::read_state(&dir)?),
         None => None,
     };
-    Ok(Bundle {
-        config: BundleConfig {
+    Ok(Bundle::new(
+        BundleConfig {
             format: BUNDLE_FORMAT,
             task,
             model: run.model,
@@ -110,7 +110,7 @@ pub fn load(
         },
         tokenizer,
         model,
-    })
+    )?)
 }
 
 /// Loads the models of an ensemble (`--model` given several times), each a bundle or a run

@@ -19,7 +19,7 @@ pub fn translate_lines(
     let Some(bundle) = bundles.first() else {
         return Err(CliError::Usage("--model is required".into()));
     };
-    let models = Ensemble::new(bundles.iter().map(|b| &b.model).collect())?;
+    let models = Ensemble::of_bundles(bundles)?;
     let encoded: Vec<Vec<u32>> = lines
         .iter()
         .map(|l| bundle.tokenizer.encode(l.trim()))

@@ -20,7 +20,7 @@ use wasm_bindgen::prelude::*;
 
 use transduce::bundle::{Bundle, BundleFiles};
 use transduce::decode::DecodeOptions;
-use transduce::task::translate::{split_sentences, translate_sentence_async};
+use transduce::task::translate::{best_outputs_async, split_sentences, translate_sentence_async};
 use transduce::task::words::ptb_words;
 use transduce::task::{Parser, parse::print_tree};
 use transduce::{BundleConfig, Task};
@@ -33,6 +33,9 @@ pub const MAX_CHARS: usize = 100_000;
 /// A sentence of more words than this is translated in pieces of this many words: the
 /// models are trained on sentences, and one huge sequence would be slow and poor.
 pub const MAX_WORDS: usize = 60;
+/// Most sentences [`Engine::translate_batch`] takes in one call: bounds the decoder's
+/// batch (and its memory) whatever the text.
+pub const MAX_BATCH: usize = 64;
 
 #[wasm_bindgen(start)]
 fn start() {
@@ -72,15 +75,15 @@ pub struct Engine {
     parser: Option<Parser>,
 }
 
-fn check_text(text: &str) -> Result<(), JsError> {
+fn check_text(text: &str) -> Result<(), String> {
     if text.trim().is_empty() {
-        return Err(JsError::new("the text is empty"));
+        return Err("the text is empty".into());
     }
     let chars = text.chars().count();
     if chars > MAX_CHARS {
-        return Err(JsError::new(&format!(
+        return Err(format!(
             "the text has {chars} characters; at most {MAX_CHARS} are accepted in one call"
-        )));
+        ));
     }
     Ok(())
 }
@@ -202,7 +205,7 @@ impl Engine {
         if self.parser.is_some() {
             return Err(JsError::new("this bundle is a parser: call parse()"));
         }
-        check_text(&text)?;
+        check_text(&text).map_err(|e| JsError::new(&e))?;
         let options = options_from(&self.bundle, options)?;
         let mut out = SentenceResult {
             source: text.trim().to_string(),
@@ -228,6 +231,82 @@ impl Engine {
         to_js(&out)
     }
 
+    /// Translates several sentences (each as [`Engine::translate`] would) decoded together
+    /// as one batch: a paragraph costs about as many decoder steps as its longest
+    /// sentence, not the sum of all. Returns the results in order.
+    #[wasm_bindgen(js_name = translateBatch)]
+    pub async fn translate_batch(
+        &self,
+        sentences: Vec<String>,
+        options: JsValue,
+    ) -> Result<JsValue, JsError> {
+        if self.parser.is_some() {
+            return Err(JsError::new("this bundle is a parser: call parse()"));
+        }
+        if sentences.is_empty() {
+            return Err(JsError::new("no sentences to translate"));
+        }
+        if sentences.len() > MAX_BATCH {
+            return Err(JsError::new(&format!(
+                "{} sentences in one batch; at most {MAX_BATCH} are accepted",
+                sentences.len()
+            )));
+        }
+        for (i, text) in sentences.iter().enumerate() {
+            check_text(text).map_err(|e| JsError::new(&format!("sentence {i}: {e}")))?;
+        }
+        let options = options_from(&self.bundle, options)?;
+        // Each sentence's pieces (word chunks) are sources of the one batch.
+        let mut owner = Vec::new();
+        let mut sources = Vec::new();
+        for (i, text) in sentences.iter().enumerate() {
+            for piece in word_chunks(text) {
+                let ids = self
+                    .bundle
+                    .tokenizer
+                    .encode(piece.trim())
+                    .map_err(js_error)?;
+                if !ids.is_empty() {
+                    owner.push(i);
+                    sources.push(ids);
+                }
+            }
+        }
+        let outputs = if sources.is_empty() {
+            Vec::new()
+        } else {
+            best_outputs_async(&self.bundle, &sources, &options)
+                .await
+                .map_err(js_error)?
+        };
+        let mut results: Vec<SentenceResult> = sentences
+            .iter()
+            .map(|text| SentenceResult {
+                source: text.trim().to_string(),
+                target: String::new(),
+                source_tokens: Vec::new(),
+                target_tokens: Vec::new(),
+                source_ids: Vec::new(),
+                target_ids: Vec::new(),
+            })
+            .collect();
+        for ((&i, source), target) in owner.iter().zip(sources).zip(outputs) {
+            let text = self.bundle.tokenizer.decode(&target).map_err(js_error)?;
+            let out = &mut results[i];
+            if !out.target.is_empty() && !text.is_empty() {
+                out.target.push(' ');
+            }
+            out.target.push_str(&text);
+            out.source_ids.extend(source);
+            out.target_ids.extend(target);
+        }
+        for out in &mut results {
+            out.source_tokens = self.token_strings(&out.source_ids);
+            out.target_tokens = self.token_strings(&out.target_ids);
+        }
+        to_js(&results)
+    }
+
     /// Parses one English sentence (raw text; split into treebank words here) into a
     /// tree. `options`: `{ beam, alpha, maxExtra }` (defaults §6.3: 21, 0.3, 300);
     /// `constrained` (default true) keeps every output a well-formed tree.
@@ -240,7 +319,7 @@ impl Engine {
         let Some(parser) = &self.parser else {
             return Err(JsError::new("this bundle translates: call translate()"));
         };
-        check_text(&text)?;
+        check_text(&text).map_err(|e| JsError::new(&e))?;
         let words = ptb_words(&text);
         if words.len() > 4 * MAX_WORDS {
             return Err(JsError::new(&format!(

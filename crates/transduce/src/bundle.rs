@@ -14,8 +14,9 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::config::ModelConfig;
-use crate::decode::DecodeOptions;
+use crate::decode::{DecodeOptions, Ensemble};
 use crate::error::{Error, Result};
+use crate::host::HostModel;
 use crate::model::Transformer;
 use crate::tokenizer::Tokenizer;
 
@@ -107,6 +108,9 @@ pub struct Bundle {
     pub config: BundleConfig,
     pub tokenizer: Tokenizer,
     pub model: Transformer,
+    /// The model's weights in host memory when it lives on burn's CPU backend: decoding
+    /// then runs through [`crate::host`] (see [`Bundle::scorer`]).
+    host: Option<HostModel>,
 }
 
 /// The three files of a bundle, in memory.
@@ -164,11 +168,37 @@ impl Bundle {
             ));
         }
         let model = load_weights(&config.model, &files.weights, device)?;
+        Bundle::new(config, tokenizer, model)
+    }
+
+    /// A bundle of a model in memory. On burn's CPU backend its weights are also laid out
+    /// for the host decoder.
+    pub fn new(config: BundleConfig, tokenizer: Tokenizer, model: Transformer) -> Result<Bundle> {
+        let host = if model.device().inner() == Device::flex() {
+            Some(HostModel::new(&model)?)
+        } else {
+            None
+        };
         Ok(Bundle {
             config,
             tokenizer,
             model,
+            host,
         })
+    }
+
+    /// The host decoder's copy of the weights, when the model is on the CPU.
+    pub fn host(&self) -> Option<&HostModel> {
+        self.host.as_ref()
+    }
+
+    /// What searches decode with: the host decoder when the model is on the CPU, else the
+    /// model on its device.
+    pub fn scorer(&self) -> Ensemble<'_> {
+        match &self.host {
+            Some(host) => host.into(),
+            None => (&self.model).into(),
+        }
     }
 
     /// Writes the bundle's three files. `config.sha256` is filled in here.

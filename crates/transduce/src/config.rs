@@ -211,6 +211,17 @@ impl ModelConfig {
         self
     }
 
+    /// Fails when a sequence is longer than the model can place (learned positions).
+    pub fn check_length(&self, len: usize) -> Result<()> {
+        if self.positional == Positional::Learned && len > self.max_len {
+            return Err(Error::Input(format!(
+                "sequence of {len} tokens is longer than max_len {} of this model",
+                self.max_len
+            )));
+        }
+        Ok(())
+    }
+
     /// Checks every field; the error names the field.
     pub fn validate(&self) -> Result<()> {
         let positive = [

@@ -15,6 +15,7 @@ pub mod decode;
 pub mod dropout;
 pub mod embedding;
 pub mod error;
+pub mod host;
 pub mod layers;
 pub mod model;
 pub mod positionwise;
@@ -26,6 +27,7 @@ pub use bundle::{Bundle, BundleConfig, BundleFiles, Task, WeightDtype};
 pub use config::{ModelConfig, Positional};
 pub use decode::{DecodeOptions, Hypothesis};
 pub use error::{Error, Result};
+pub use host::HostModel;
 pub use model::Transformer;
 pub use tokenizer::Tokenizer;
 

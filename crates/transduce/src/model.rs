@@ -213,13 +213,7 @@ impl Transformer {
 
     /// Fails when a sequence is longer than the model can place (learned positions).
     pub fn check_length(&self, len: usize) -> Result<()> {
-        if self.config.positional == Positional::Learned && len > self.config.max_len {
-            return Err(Error::Input(format!(
-                "sequence of {len} tokens is longer than max_len {} of this model",
-                self.config.max_len
-            )));
-        }
-        Ok(())
+        self.config.check_length(len)
     }
 
     /// Embedding × √d_model + positional encoding (§3.4, §3.5), before dropout.

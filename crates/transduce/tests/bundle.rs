@@ -24,8 +24,8 @@ fn bundle(config: ModelConfig) -> Bundle {
     device.seed(7);
     let tokenizer = tokenizer();
     let model = Transformer::new(&config.with_vocab(60), &device).unwrap();
-    Bundle {
-        config: BundleConfig {
+    Bundle::new(
+        BundleConfig {
             format: transduce::bundle::BUNDLE_FORMAT,
             task: Task::Translate {
                 source: "en".into(),
@@ -39,7 +39,8 @@ fn bundle(config: ModelConfig) -> Bundle {
         },
         tokenizer,
         model,
-    }
+    )
+    .unwrap()
 }
 
 fn logits(model: &Transformer) -> Vec<f32> {

@@ -6,6 +6,7 @@ use transduce::burn::prelude::*;
 use transduce::burn::tensor::IndexingUpdateOp;
 use transduce::burn::tensor::TensorData;
 use transduce::burn::tensor::activation::softmax;
+use transduce::host::kernels::exp;
 use transduce::tokenizer::PAD;
 
 /// Sums over the non-PAD target positions of a batch.
@@ -224,34 +225,6 @@ fn sum_exp(row: &[f32], max: f32) -> f32 {
     sum.iter().sum::<f32>() + rest.iter().map(|&x| exp(x - max)).sum::<f32>()
 }
 
-/// e^x for x ≤ 0 in f32 (relative error < 2·10⁻⁷), branch-free so loops over it
-/// vectorize: x = n·ln 2 + r with |r| ≤ ln 2 / 2, e^r by Cephes' `expf` polynomial, 2^n
-/// through the exponent bits. Inputs below −87 (where e^x is under f32's normal range)
-/// give e^−87 ≈ 1.6·10⁻³⁸, which no sum of probabilities can tell from 0.
-#[inline(always)]
-fn exp(x: f32) -> f32 {
-    const LOG2E: f32 = std::f32::consts::LOG2_E;
-    const LN2_HI: f32 = 0.693_359_4;
-    const LN2_LO: f32 = -2.121_944_4e-4;
-    // 1.5 · 2²³: adding it rounds to an integer held in the low mantissa bits.
-    const ROUND: f32 = 12_582_912.0;
-    let x = x.clamp(-87.0, 0.0);
-    let shifted = x * LOG2E + ROUND;
-    let n = shifted - ROUND;
-    let r = x - n * LN2_HI - n * LN2_LO;
-    let p = 1.987_569_1e-4;
-    let p = p * r + 1.398_2e-3;
-    let p = p * r + 8.333_452e-3;
-    let p = p * r + 4.166_579_6e-2;
-    let p = p * r + 0.166_666_65;
-    let p = p * r + 0.5;
-    let e_r = p * r * r + r + 1.0;
-    // n is in −126..=0: its bits sit in the low mantissa of `shifted`.
-    let n_bits = shifted.to_bits().wrapping_sub(ROUND.to_bits()) as i32;
-    // Wrapping: no overflow check (and its branch) in the vectorized loop.
-    e_r * f32::from_bits((n_bits.wrapping_add(127) as u32) << 23)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -350,20 +323,6 @@ mod tests {
                 assert!(gx[2 * v..3 * v].iter().all(|&g| g == 0.0));
             }
         }
-    }
-
-    /// The host path's exp against f64's over its whole domain.
-    #[test]
-    fn exp_is_accurate() {
-        let mut worst = 0.0f64;
-        for i in 0..=1_000_000 {
-            let x = -87.0 * i as f32 / 1_000_000.0;
-            let exact = (x as f64).exp();
-            worst = worst.max(((exp(x) as f64) - exact).abs() / exact);
-        }
-        assert!(worst < 2e-7, "relative error {worst}");
-        assert_eq!(exp(0.0), 1.0);
-        assert!(exp(-1000.0) > 0.0 && exp(-1000.0) < 1e-37);
     }
 
     /// A confident wrong prediction (p(target) ≈ e^-200) has a finite loss of ≈ 200.

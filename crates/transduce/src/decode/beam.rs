@@ -7,10 +7,7 @@
 //! lp grows with length, so a live beam's best possible final score is
 //! `log_prob / lp(max_len)`.
 
-use super::{
-    Constraint, DecodeOptions, Ensemble, Hypothesis, allowed_tokens, length_penalty, read,
-    rows_tensor,
-};
+use super::{Constraint, DecodeOptions, Ensemble, Hypothesis, allowed_tokens, length_penalty};
 use crate::error::{Error, Result};
 use crate::tokenizer::{BOS, EOS};
 
@@ -49,6 +46,47 @@ impl Search {
     }
 }
 
+/// Ranking of candidate extensions (score, beam, token): best score first, then the
+/// earlier beam, then the smaller token id.
+fn by_score(a: &(f64, usize, u32), b: &(f64, usize, u32)) -> std::cmp::Ordering {
+    b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2))
+}
+
+/// Appends to `out` the `n` best extensions of beam `b` (log-probability `base`) by
+/// [`by_score`]; `row` holds next-token log-probabilities, `mask` the allowed tokens.
+/// One pass over the vocabulary with a short sorted list: a token enters only if it beats
+/// the list's worst.
+fn best_extensions(
+    row: &[f32],
+    mask: Option<&[bool]>,
+    base: f64,
+    b: usize,
+    n: usize,
+    out: &mut Vec<(f64, usize, u32)>,
+) {
+    if n == 0 {
+        return;
+    }
+    let start = out.len();
+    for (id, &lp) in row.iter().enumerate() {
+        if lp == f32::NEG_INFINITY || mask.is_some_and(|m| !m[id]) {
+            continue;
+        }
+        let score = base + lp as f64;
+        let kept = out.len() - start;
+        // Tokens come in increasing id order: on equal scores the earlier one wins.
+        if kept == n && score <= out[out.len() - 1].0 {
+            continue;
+        }
+        let candidate = (score, b, id as u32);
+        let at = start + out[start..].partition_point(|c| by_score(c, &candidate).is_lt());
+        if kept == n {
+            out.pop();
+        }
+        out.insert(at, candidate);
+    }
+}
+
 /// Beam search over a batch of sources, blocking. Returns each sentence's finished
 /// hypotheses, best first. `models` is one model or an [`Ensemble`].
 pub fn beam_search<'m>(
@@ -74,7 +112,6 @@ pub async fn beam_search_async<'m>(
     models.check(sources, constraint)?;
     let k = options.beam;
     let alpha = options.alpha;
-    let device = models.device();
     let vocab = models.vocab_size();
     let mut caches = models.start(sources)?;
 
@@ -99,7 +136,10 @@ pub async fn beam_search_async<'m>(
             .iter()
             .map(|&(s, b)| (s, searches[s].live[b].tokens.as_slice()))
             .collect();
-        let all = read(models.step(&mut caches, &last, constraint, &prefixes)).await?;
+        let all = models
+            .step(&mut caches, &last, constraint, &prefixes)?
+            .read()
+            .await?;
 
         let mut next_rows = Vec::new();
         let mut parents = Vec::new();
@@ -112,28 +152,24 @@ pub async fn beam_search_async<'m>(
             let prefix_len = search.live[0].tokens.len();
             let last_position = prefix_len + 1 >= search.limit;
 
-            // Every allowed extension of every live beam of this sentence.
+            // The 2k best allowed extensions of each live beam of this sentence: the 2k
+            // best of the sentence are among them.
             let mut candidates: Vec<(f64, usize, u32)> = Vec::new();
             for b in 0..n_beams {
                 let beam = &search.live[b];
                 let row = &all[(r + b) * vocab..(r + b + 1) * vocab];
                 let mask = allowed_tokens(constraint, s, &beam.tokens, vocab, last_position);
-                for (id, &lp) in row.iter().enumerate() {
-                    if lp == f32::NEG_INFINITY || mask.as_ref().is_some_and(|m| !m[id]) {
-                        continue;
-                    }
-                    candidates.push((beam.log_prob + lp as f64, b, id as u32));
-                }
-            }
-            let take = (2 * k).min(candidates.len());
-            let by_score = |a: &(f64, usize, u32), b: &(f64, usize, u32)| {
-                b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2))
-            };
-            if take < candidates.len() && take > 0 {
-                candidates.select_nth_unstable_by(take - 1, by_score);
-                candidates.truncate(take);
+                best_extensions(
+                    row,
+                    mask.as_deref(),
+                    beam.log_prob,
+                    b,
+                    2 * k,
+                    &mut candidates,
+                );
             }
             candidates.sort_by(by_score);
+            candidates.truncate(2 * k);
 
             let mut live = Vec::with_capacity(k);
             for (rank, &(log_prob, b, id)) in candidates.iter().enumerate() {
@@ -168,7 +204,7 @@ pub async fn beam_search_async<'m>(
             r += n_beams;
         }
         if !parents.is_empty() {
-            caches = caches.select(rows_tensor(&parents, &device));
+            caches.select(&parents);
         }
         rows = next_rows;
         last = next_last;

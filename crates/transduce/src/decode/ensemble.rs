@@ -3,22 +3,55 @@
 //! the members' log-probabilities, Marian's log-linear combination with equal weights.
 //! Every member keeps its own encoder output and key/value caches; the search sees one
 //! scorer. An ensemble of one model is that model: its scores are not touched.
+//!
+//! Members are burn modules decoded on their device, or [`HostModel`]s decoded on the CPU
+//! (the fast path for models on burn's CPU backend); one ensemble holds one kind.
 
 use burn::prelude::*;
 use burn::tensor::activation::log_softmax;
 
 use super::{
-    Constraint, DecodeOptions, ban_specials, check_focus, check_sources, focus_tensor,
-    max_output_len, tokens_tensor,
+    Constraint, DecodeOptions, check_focus, check_sources, focus_rows, max_output_len, read,
+    read_int, rows_tensor, tokens_tensor,
 };
+use crate::bundle::Bundle;
+use crate::config::ModelConfig;
 use crate::error::{Error, Result};
+use crate::host::{HostModel, HostState};
 use crate::model::{DecoderState, Transformer, token_tensor};
+use crate::tokenizer::{BOS, PAD};
 
-/// Models decoded together. Build one with [`Ensemble::new`]; a single `&Transformer`
-/// converts into an ensemble of one, so every search takes either.
+#[derive(Clone, Debug)]
+enum Members<'a> {
+    Device(Vec<&'a Transformer>),
+    Host(Vec<&'a HostModel>),
+}
+
+/// Models decoded together. Build one with [`Ensemble::new`] or [`Ensemble::on_host`]; a
+/// single `&Transformer` or `&HostModel` converts into an ensemble of one, so every search
+/// takes either.
 #[derive(Clone, Debug)]
 pub struct Ensemble<'a> {
-    models: Vec<&'a Transformer>,
+    members: Members<'a>,
+}
+
+/// Members must share one vocabulary size.
+fn check_vocabularies(configs: &[&ModelConfig]) -> Result<()> {
+    let first = configs
+        .first()
+        .ok_or_else(|| Error::Input("an ensemble needs at least one model".into()))?;
+    for (i, c) in configs.iter().enumerate().skip(1) {
+        if c.vocab_size != first.vocab_size {
+            return Err(Error::Input(format!(
+                "ensemble member {} has a vocabulary of {} tokens, member 1 of {}: \
+                 members must share one vocabulary",
+                i + 1,
+                c.vocab_size,
+                first.vocab_size
+            )));
+        }
+    }
+    Ok(())
 }
 
 impl<'a> Ensemble<'a> {
@@ -26,19 +59,9 @@ impl<'a> Ensemble<'a> {
     /// vocabulary size and on the same device. That their vocabularies hold the same
     /// tokens in the same order is the caller's to check (it has the tokenizers).
     pub fn new(models: Vec<&'a Transformer>) -> Result<Self> {
-        let first = models
-            .first()
-            .ok_or_else(|| Error::Input("an ensemble needs at least one model".into()))?;
+        check_vocabularies(&models.iter().map(|m| m.config()).collect::<Vec<_>>())?;
+        let first = models[0];
         for (i, m) in models.iter().enumerate().skip(1) {
-            if m.config().vocab_size != first.config().vocab_size {
-                return Err(Error::Input(format!(
-                    "ensemble member {} has a vocabulary of {} tokens, member 1 of {}: \
-                     members must share one vocabulary",
-                    i + 1,
-                    m.config().vocab_size,
-                    first.config().vocab_size
-                )));
-            }
             if m.device() != first.device() {
                 return Err(Error::Input(format!(
                     "ensemble member {} is on {:?}, member 1 on {:?}",
@@ -48,20 +71,39 @@ impl<'a> Ensemble<'a> {
                 )));
             }
         }
-        Ok(Ensemble { models })
+        Ok(Ensemble {
+            members: Members::Device(models),
+        })
     }
 
-    /// The members, in the order given.
-    pub fn models(&self) -> &[&'a Transformer] {
-        &self.models
+    /// The models of these bundles: on the host when every one has its weights there
+    /// (models on the CPU backend), else on their device.
+    pub fn of_bundles(bundles: &'a [Bundle]) -> Result<Self> {
+        let hosts: Option<Vec<&HostModel>> = bundles.iter().map(Bundle::host).collect();
+        match hosts {
+            Some(hosts) => Ensemble::on_host(hosts),
+            None => Ensemble::new(bundles.iter().map(|b| &b.model).collect()),
+        }
+    }
+
+    /// An ensemble decoded on the host CPU.
+    pub fn on_host(models: Vec<&'a HostModel>) -> Result<Self> {
+        check_vocabularies(&models.iter().map(|m| m.config()).collect::<Vec<_>>())?;
+        Ok(Ensemble {
+            members: Members::Host(models),
+        })
+    }
+
+    /// The members' configurations, in the order given.
+    pub fn configs(&self) -> Vec<&ModelConfig> {
+        match &self.members {
+            Members::Device(models) => models.iter().map(|m| m.config()).collect(),
+            Members::Host(models) => models.iter().map(|m| m.config()).collect(),
+        }
     }
 
     pub(crate) fn vocab_size(&self) -> usize {
-        self.models[0].config().vocab_size
-    }
-
-    pub(crate) fn device(&self) -> Device {
-        self.models[0].device()
+        self.configs()[0].vocab_size
     }
 
     /// Sources and constraint suit every member.
@@ -70,76 +112,136 @@ impl<'a> Ensemble<'a> {
         sources: &[Vec<u32>],
         constraint: Option<&dyn Constraint>,
     ) -> Result<()> {
-        for m in &self.models {
-            check_sources(m, sources)?;
-            check_focus(m, constraint)?;
+        for config in self.configs() {
+            check_sources(config, sources)?;
+            check_focus(config, constraint)?;
         }
         Ok(())
     }
 
     /// Longest output (EOS included) every member can produce for this source.
     pub fn max_output_len(&self, src_len: usize, options: &DecodeOptions) -> usize {
-        self.models
+        self.configs()
             .iter()
-            .map(|m| max_output_len(m, src_len, options))
+            .map(|c| max_output_len(c, src_len, options))
             .min()
             .unwrap_or(0)
     }
 
     /// Encodes the batch with every member and opens their caches.
     pub(crate) fn start(&self, sources: &[Vec<u32>]) -> Result<Caches> {
-        let tokens = token_tensor(sources, &self.device())?;
-        Ok(Caches(
-            self.models
-                .iter()
-                .map(|m| m.start_decoding(&m.encode(tokens.clone())))
-                .collect(),
-        ))
+        match &self.members {
+            Members::Device(models) => {
+                let tokens = token_tensor(sources, &models[0].device())?;
+                Ok(Caches::Device(
+                    models
+                        .iter()
+                        .map(|m| m.start_decoding(&m.encode(tokens.clone())))
+                        .collect(),
+                ))
+            }
+            Members::Host(models) => Ok(Caches::Host(
+                models
+                    .iter()
+                    .map(|m| m.start(sources))
+                    .collect::<Result<_>>()?,
+            )),
+        }
     }
 
     /// Feeds `last` (one token per row) to every member and returns the combined
-    /// next-token log-probabilities `[rows, vocab]`. Row r is sentence `rows[r].0` with
-    /// output prefix `rows[r].1` (for word-focus members).
+    /// next-token log-probabilities `[rows, vocab]`, PAD and BOS never allowed. Row r is
+    /// sentence `rows[r].0` with output prefix `rows[r].1` (for word-focus members).
     pub(crate) fn step(
         &self,
         caches: &mut Caches,
         last: &[u32],
         constraint: Option<&dyn Constraint>,
         rows: &[(usize, &[u32])],
-    ) -> Tensor<2> {
-        let device = self.device();
-        let tokens = tokens_tensor(last, &device);
+    ) -> Result<Scores> {
         // Word focus depends on the prefixes only: the same for every member that uses it.
-        let mut focus: Option<Option<Tensor<1, Int>>> = None;
-        let mut sum: Option<Tensor<2>> = None;
-        for (m, state) in self.models.iter().zip(&mut caches.0) {
-            let focus = if m.config().word_focus {
-                focus
-                    .get_or_insert_with(|| {
-                        focus_tensor(m, constraint, rows.iter().copied(), &device)
-                    })
-                    .clone()
-            } else {
-                None
-            };
-            let log_probs = log_softmax(m.decode_step_focused(state, tokens.clone(), focus), 1);
-            sum = Some(match sum {
-                None => log_probs,
-                Some(s) => s + log_probs,
-            });
+        let focus = self
+            .configs()
+            .iter()
+            .any(|c| c.word_focus)
+            .then(|| focus_rows(constraint, rows.iter().copied()))
+            .flatten();
+        let vocab = self.vocab_size();
+        match (&self.members, caches) {
+            (Members::Device(models), Caches::Device(states)) => {
+                let device = models[0].device();
+                let tokens = tokens_tensor(last, &device);
+                let focus = focus.map(|f| {
+                    let n = f.len();
+                    Tensor::<1, Int>::from_data(burn::tensor::TensorData::new(f, [n]), &device)
+                });
+                let mut sum: Option<Tensor<2>> = None;
+                for (m, state) in models.iter().zip(states) {
+                    let focus = focus.clone().filter(|_| m.config().word_focus);
+                    let log_probs =
+                        log_softmax(m.decode_step_focused(state, tokens.clone(), focus), 1);
+                    sum = Some(match sum {
+                        None => log_probs,
+                        Some(s) => s + log_probs,
+                    });
+                }
+                let sum = sum.expect("an ensemble has at least one member");
+                let mean = match models.len() {
+                    1 => sum,
+                    n => sum.div_scalar(n as f32),
+                };
+                let mut banned = vec![0.0f32; vocab];
+                banned[PAD as usize] = f32::NEG_INFINITY;
+                banned[BOS as usize] = f32::NEG_INFINITY;
+                let banned =
+                    Tensor::<1>::from_floats(banned.as_slice(), &device).reshape([1, vocab]);
+                Ok(Scores::Device(Box::new(mean + banned)))
+            }
+            (Members::Host(models), Caches::Host(states)) => {
+                let mut sum = Vec::new();
+                let mut one = Vec::new();
+                for (i, (m, state)) in models.iter().zip(states).enumerate() {
+                    let focus = focus.as_deref().filter(|_| m.config().word_focus);
+                    if i == 0 {
+                        m.step(state, last, focus, &mut sum)?;
+                    } else {
+                        m.step(state, last, focus, &mut one)?;
+                        for (s, v) in sum.iter_mut().zip(&one) {
+                            *s += v;
+                        }
+                    }
+                }
+                if models.len() > 1 {
+                    let n = models.len() as f32;
+                    for s in sum.iter_mut() {
+                        *s /= n;
+                    }
+                }
+                for row in sum.chunks_exact_mut(vocab) {
+                    row[PAD as usize] = f32::NEG_INFINITY;
+                    row[BOS as usize] = f32::NEG_INFINITY;
+                }
+                Ok(Scores::Host(sum))
+            }
+            _ => Err(Error::Input(
+                "decoder caches of another ensemble were passed".into(),
+            )),
         }
-        let sum = sum.expect("an ensemble has at least one member");
-        ban_specials(match self.models.len() {
-            1 => sum,
-            n => sum.div_scalar(n as f32),
-        })
     }
 }
 
 impl<'a> From<&'a Transformer> for Ensemble<'a> {
     fn from(model: &'a Transformer) -> Self {
         Ensemble {
-            models: vec![model],
+            members: Members::Device(vec![model]),
+        }
+    }
+}
+
+impl<'a> From<&'a HostModel> for Ensemble<'a> {
+    fn from(model: &'a HostModel) -> Self {
+        Ensemble {
+            members: Members::Host(vec![model]),
         }
     }
 }
@@ -151,11 +253,72 @@ impl<'a> From<&Ensemble<'a>> for Ensemble<'a> {
 }
 
 /// Every member's decoder caches, rows in the same order.
-pub(crate) struct Caches(Vec<DecoderState>);
+pub(crate) enum Caches {
+    Device(Vec<DecoderState>),
+    Host(Vec<HostState>),
+}
 
 impl Caches {
-    /// Keeps (or repeats) rows of every member's caches.
-    pub(crate) fn select(self, rows: Tensor<1, Int>) -> Caches {
-        Caches(self.0.iter().map(|s| s.select(rows.clone())).collect())
+    /// Keeps (or repeats) rows of every member's caches: row i becomes row `parents[i]`.
+    pub(crate) fn select(&mut self, parents: &[usize]) {
+        match self {
+            Caches::Device(states) => {
+                let Some(first) = states.first() else { return };
+                let rows = rows_tensor(parents, &first.blocked.device());
+                for state in states.iter_mut() {
+                    *state = state.select(rows.clone());
+                }
+            }
+            Caches::Host(states) => {
+                for state in states.iter_mut() {
+                    state.select(parents);
+                }
+            }
+        }
+    }
+}
+
+/// One step's next-token log-probabilities `[rows, vocab]`, on the device or the host.
+pub(crate) enum Scores {
+    Device(Box<Tensor<2>>),
+    Host(Vec<f32>),
+}
+
+impl Scores {
+    /// All of them, on the host.
+    pub(crate) async fn read(self) -> Result<Vec<f32>> {
+        match self {
+            Scores::Device(t) => read(*t).await,
+            Scores::Host(v) => Ok(v),
+        }
+    }
+
+    /// Each row's most probable token and its log-probability (the first on ties).
+    pub(crate) async fn best(self, vocab: usize) -> Result<Vec<(u32, f64)>> {
+        match self {
+            Scores::Device(t) => {
+                // On the device: two numbers per row cross to the host.
+                let (best, ids) = (*t).max_dim_with_indices(1);
+                let best = read(best).await?;
+                let ids = read_int(ids).await?;
+                Ok(ids
+                    .iter()
+                    .zip(best)
+                    .map(|(&id, lp)| (id as u32, lp as f64))
+                    .collect())
+            }
+            Scores::Host(v) => Ok(v
+                .chunks_exact(vocab)
+                .map(|row| {
+                    let mut best = (0u32, f32::NEG_INFINITY);
+                    for (id, &lp) in row.iter().enumerate() {
+                        if lp > best.1 {
+                            best = (id as u32, lp);
+                        }
+                    }
+                    (best.0, best.1 as f64)
+                })
+                .collect()),
+        }
     }
 }

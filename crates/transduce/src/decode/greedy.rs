@@ -1,9 +1,6 @@
 //! Greedy decoding: the most probable token at every step, many sentences at once.
 
-use super::{
-    Constraint, DecodeOptions, Ensemble, Hypothesis, allowed_tokens, length_penalty, read,
-    read_int, rows_tensor,
-};
+use super::{Constraint, DecodeOptions, Ensemble, Hypothesis, allowed_tokens, length_penalty};
 use crate::error::Result;
 use crate::tokenizer::{BOS, EOS};
 
@@ -30,7 +27,6 @@ pub async fn greedy_async<'m>(
 ) -> Result<Vec<Hypothesis>> {
     let models: Ensemble = models.into();
     models.check(sources, constraint)?;
-    let device = models.device();
     let vocab = models.vocab_size();
     let mut caches = models.start(sources)?;
     let limits: Vec<usize> = sources
@@ -55,7 +51,7 @@ pub async fn greedy_async<'m>(
             .iter()
             .map(|&s| (s, outputs[s].tokens.as_slice()))
             .collect();
-        let log_probs = models.step(&mut caches, &last, constraint, &prefixes);
+        let scores = models.step(&mut caches, &last, constraint, &prefixes)?;
         let masks: Vec<Option<Vec<bool>>> = active
             .iter()
             .map(|&s| {
@@ -70,16 +66,9 @@ pub async fn greedy_async<'m>(
             })
             .collect();
         let picks: Vec<(u32, f64)> = if masks.iter().all(Option::is_none) {
-            // Fast path: argmax on the device, read two numbers per row.
-            let (best, ids) = log_probs.max_dim_with_indices(1);
-            let best = read(best).await?;
-            let ids = read_int(ids).await?;
-            ids.iter()
-                .zip(best)
-                .map(|(&id, lp)| (id as u32, lp as f64))
-                .collect()
+            scores.best(vocab).await?
         } else {
-            let all = read(log_probs).await?;
+            let all = scores.read().await?;
             masks
                 .iter()
                 .enumerate()
@@ -114,7 +103,7 @@ pub async fn greedy_async<'m>(
             }
         }
         if next_active.len() < active.len() && !next_active.is_empty() {
-            caches = caches.select(rows_tensor(&keep, &device));
+            caches.select(&keep);
         }
         active = next_active;
     }

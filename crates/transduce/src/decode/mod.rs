@@ -1,9 +1,10 @@
 //! Decoding (§6.1): the encoder runs once, the decoder steps one token at a time over a
 //! per-layer key/value cache. Greedy search and beam search with the GNMT length penalty.
 //!
-//! Every device read goes through [`read`], which is async: in the browser a synchronous
-//! read panics. Top-k selection runs on the host after that read (WebGPU's `topk` falls
-//! back to a synchronous path). Native callers use the blocking wrappers.
+//! Models on burn's CPU backend decode through [`crate::host`]; on other devices every
+//! read goes through [`read`], which is async: in the browser a synchronous read panics.
+//! Top-k selection runs on the host after that read (WebGPU's `topk` falls back to a
+//! synchronous path). Native callers use the blocking wrappers.
 
 mod beam;
 mod constraints;
@@ -17,9 +18,9 @@ pub use greedy::{greedy, greedy_async};
 
 use burn::prelude::*;
 
+use crate::config::ModelConfig;
 use crate::error::{Error, Result};
-use crate::model::Transformer;
-use crate::tokenizer::{BOS, EOS, PAD};
+use crate::tokenizer::{EOS, PAD};
 
 /// The best output ids of each source: greedy for `beam <= 1`, beam search otherwise, both
 /// through `constraint` when given. `models` is one model or an [`Ensemble`]. Every device
@@ -121,21 +122,21 @@ pub async fn read_int(tensor: Tensor<2, Int>) -> Result<Vec<i64>> {
 
 /// Longest output (EOS included) for a source of `src_len` tokens.
 pub(crate) fn max_output_len(
-    model: &Transformer,
+    config: &ModelConfig,
     src_len: usize,
     options: &DecodeOptions,
 ) -> usize {
     let limit = src_len + options.max_extra.max(1);
-    match model.config().positional {
+    match config.positional {
         // Learned positions have max_len rows; position 0 is BOS.
-        crate::config::Positional::Learned => limit.min(model.config().max_len),
+        crate::config::Positional::Learned => limit.min(config.max_len),
         crate::config::Positional::Sinusoid => limit,
     }
 }
 
 /// Checks a batch of sources before decoding: non-empty, ids in range, no PAD inside.
-fn check_sources(model: &Transformer, sources: &[Vec<u32>]) -> Result<()> {
-    let vocab = model.config().vocab_size as u32;
+fn check_sources(config: &ModelConfig, sources: &[Vec<u32>]) -> Result<()> {
+    let vocab = config.vocab_size as u32;
     for (i, src) in sources.iter().enumerate() {
         if src.is_empty() {
             return Err(Error::Input(format!("source {i} is empty")));
@@ -148,19 +149,9 @@ fn check_sources(model: &Transformer, sources: &[Vec<u32>]) -> Result<()> {
         if src.contains(&PAD) {
             return Err(Error::Input(format!("source {i} contains the padding id")));
         }
-        model.check_length(src.len())?;
+        config.check_length(src.len())?;
     }
     Ok(())
-}
-
-/// Next-token log-probabilities `[rows, vocab]` with PAD and BOS never allowed.
-fn ban_specials(log_probs: Tensor<2>) -> Tensor<2> {
-    let [_, v] = log_probs.dims();
-    let device = log_probs.device();
-    let mut banned = vec![0.0f32; v];
-    banned[PAD as usize] = f32::NEG_INFINITY;
-    banned[BOS as usize] = f32::NEG_INFINITY;
-    log_probs + Tensor::<1>::from_floats(banned.as_slice(), &device).reshape([1, v])
 }
 
 /// Host-side mask of one row: the constraint, and EOS alone when the length limit is hit.
@@ -184,8 +175,8 @@ fn allowed_tokens(
 }
 
 /// Word-focus models need a constraint that gives each decoder input its word.
-fn check_focus(model: &Transformer, constraint: Option<&dyn Constraint>) -> Result<()> {
-    if model.config().word_focus && !constraint.is_some_and(|c| c.has_focus()) {
+fn check_focus(config: &ModelConfig, constraint: Option<&dyn Constraint>) -> Result<()> {
+    if config.word_focus && !constraint.is_some_and(|c| c.has_focus()) {
         return Err(Error::Input(
             "this model aligns its decoder to the input words (word_focus): decode it \
              through the parse task"
@@ -195,23 +186,17 @@ fn check_focus(model: &Transformer, constraint: Option<&dyn Constraint>) -> Resu
     Ok(())
 }
 
-/// Each row's word focus (source position, -1 for none) for a word-focus model; `None`
-/// for other models. Row r is sentence `rows[r].0` with output prefix `rows[r].1`.
-fn focus_tensor<'a>(
-    model: &Transformer,
+/// Each row's word focus (source position, -1 for none), when the constraint gives one.
+/// Row r is sentence `rows[r].0` with output prefix `rows[r].1`.
+fn focus_rows<'a>(
     constraint: Option<&dyn Constraint>,
     rows: impl Iterator<Item = (usize, &'a [u32])>,
-    device: &Device,
-) -> Option<Tensor<1, Int>> {
-    let constraint = constraint.filter(|_| model.config().word_focus)?;
-    let data: Vec<i32> = rows
-        .map(|(s, prefix)| constraint.focus(s, prefix).map_or(-1, |p| p as i32))
-        .collect();
-    let n = data.len();
-    Some(Tensor::<1, Int>::from_data(
-        burn::tensor::TensorData::new(data, [n]),
-        device,
-    ))
+) -> Option<Vec<i32>> {
+    let constraint = constraint.filter(|c| c.has_focus())?;
+    Some(
+        rows.map(|(s, prefix)| constraint.focus(s, prefix).map_or(-1, |p| p as i32))
+            .collect(),
+    )
 }
 
 /// Int tensor of row indices.

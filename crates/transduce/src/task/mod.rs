@@ -121,7 +121,7 @@ impl Parser {
     ) -> Result<Vec<Parse>> {
         self.parse_with_async(
             &bundle.tokenizer,
-            &bundle.model,
+            bundle.scorer(),
             sentences,
             options,
             constrained,
@@ -150,7 +150,7 @@ impl Parser {
         let focus = self
             .focus
             .as_ref()
-            .filter(|_| models.models().iter().any(|m| m.config().word_focus))
+            .filter(|_| models.configs().iter().any(|c| c.word_focus))
             .map(|rule| (rule, sources.iter().map(|s| rule.word_starts(s)).collect()));
         let constraint = TreeConstraint {
             rules: &self.rules,

@@ -14,7 +14,7 @@ pub async fn best_outputs_async(
     sources: &[Vec<u32>],
     options: &DecodeOptions,
 ) -> Result<Vec<Vec<u32>>> {
-    decode::best_outputs_async(&bundle.model, sources, options, None).await
+    decode::best_outputs_async(bundle.scorer(), sources, options, None).await
 }
 
 /// One translated sentence: source and output text with their token strings (the labels

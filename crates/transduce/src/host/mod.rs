@@ -1,0 +1,301 @@
+//! Decoding on the CPU without a tensor framework in the loop (§6.1 inference).
+//!
+//! burn runs a decoder step as some eighty tensor operations, each allocating its output
+//! and dispatching a kernel; for the demo's small models that per-operation cost, not the
+//! arithmetic, was most of a step. Here the trained weights are copied once into plain
+//! `f32` arrays and the encoder and the cached decoder step are written over them:
+//! Q/K/V projected by one fused product, the key/value cache preallocated and written in
+//! place, encoder–decoder keys and values computed once per source and shared by its beams
+//! (never copied on re-ranking), sources kept unpadded, and the output's log-softmax done
+//! in one pass per row. The arithmetic is the model's, term for term: the decoding
+//! tests run both paths and get the same outputs.
+//!
+//! Used for models on burn's CPU backend (native and wasm); other backends decode through
+//! [`crate::model::Transformer`] on their device.
+
+pub mod kernels;
+mod state;
+
+pub use state::HostState;
+
+use burn::module::Param;
+use burn::nn::{Embedding, LayerNorm, Linear};
+use burn::prelude::*;
+
+use crate::attention::MultiHeadAttention;
+use crate::config::{ModelConfig, Positional};
+use crate::embedding::sinusoid_table;
+use crate::error::{Error, Result};
+use crate::model::Transformer;
+use kernels::Matrix;
+
+/// LayerNorm's gain and bias.
+#[derive(Clone, Debug)]
+struct Norm {
+    gamma: Vec<f32>,
+    beta: Vec<f32>,
+}
+
+/// Encoder layer (§3.1): self-attention with Q, K and V as one product, then the FFN.
+#[derive(Clone, Debug)]
+struct EncoderLayer {
+    qkv: Matrix,
+    o: Matrix,
+    attn_norm: Norm,
+    fc1: Matrix,
+    fc2: Matrix,
+    ffn_norm: Norm,
+}
+
+/// Decoder layer (§3.1): masked self-attention (fused Q/K/V), encoder–decoder attention
+/// (queries per step; keys and values fused, computed once per source), FFN.
+#[derive(Clone, Debug)]
+struct DecoderLayer {
+    qkv: Matrix,
+    o: Matrix,
+    self_norm: Norm,
+    cross_q: Matrix,
+    cross_kv: Matrix,
+    cross_o: Matrix,
+    cross_norm: Norm,
+    fc1: Matrix,
+    fc2: Matrix,
+    ffn_norm: Norm,
+}
+
+/// A trained Transformer's weights in host memory, ready to decode on the CPU.
+#[derive(Clone, Debug)]
+pub struct HostModel {
+    config: ModelConfig,
+    /// Target (shared) embedding `[vocab, d_model]`; also the output projection when tied.
+    embedding: Vec<f32>,
+    src_embedding: Option<Vec<f32>>,
+    /// Untied pre-softmax projection `[d_model, vocab]`.
+    output: Option<Matrix>,
+    src_positions: Option<Vec<f32>>,
+    tgt_positions: Option<Vec<f32>>,
+    /// Sinusoid rows for the first positions (§3.5); later ones are computed when needed.
+    sinusoid: Vec<f32>,
+    encoder: Vec<EncoderLayer>,
+    decoder: Vec<DecoderLayer>,
+}
+
+fn values<const D: usize>(param: &Param<Tensor<D>>) -> Result<Vec<f32>> {
+    param
+        .val()
+        .into_data()
+        .try_into_vec_as::<f32>()
+        .map_err(|e| Error::Device(format!("{e:?}")))
+}
+
+fn matrix(linear: &Linear) -> Result<Matrix> {
+    let [rows, cols] = linear.weight.val().dims();
+    Ok(Matrix {
+        rows,
+        cols,
+        data: values(&linear.weight)?,
+        bias: linear.bias.as_ref().map(values).transpose()?,
+    })
+}
+
+/// Side-by-side columns of matrices with the same rows: `[rows, Σ cols]`.
+fn concat(parts: &[&Linear]) -> Result<Matrix> {
+    let parts: Vec<Matrix> = parts.iter().map(|l| matrix(l)).collect::<Result<_>>()?;
+    let rows = parts[0].rows;
+    let cols = parts.iter().map(|m| m.cols).sum();
+    let mut data = Vec::with_capacity(rows * cols);
+    for r in 0..rows {
+        for m in &parts {
+            data.extend_from_slice(&m.data[r * m.cols..(r + 1) * m.cols]);
+        }
+    }
+    let bias = if parts.iter().all(|m| m.bias.is_some()) {
+        Some(parts.iter().flat_map(|m| m.bias.clone().unwrap()).collect())
+    } else {
+        None
+    };
+    Ok(Matrix {
+        rows,
+        cols,
+        data,
+        bias,
+    })
+}
+
+fn norm(layer_norm: &LayerNorm) -> Result<Norm> {
+    let gamma = values(&layer_norm.gamma)?;
+    let beta = match &layer_norm.beta {
+        Some(beta) => values(beta)?,
+        None => vec![0.0; gamma.len()],
+    };
+    Ok(Norm { gamma, beta })
+}
+
+fn table(embedding: &Embedding) -> Result<Vec<f32>> {
+    values(&embedding.weight)
+}
+
+fn self_attention(attn: &MultiHeadAttention) -> Result<(Matrix, Matrix)> {
+    Ok((concat(&[&attn.q, &attn.k, &attn.v])?, matrix(&attn.o)?))
+}
+
+/// Rows of the sinusoid table kept ready: longer outputs are rare and computed per step.
+const SINUSOID_ROWS: usize = 1024;
+
+impl HostModel {
+    /// Copies a model's weights to host memory (on the CPU backend this is a copy of
+    /// memory it already holds).
+    pub fn new(model: &Transformer) -> Result<Self> {
+        let config = model.config().clone();
+        let encoder = model
+            .encoder
+            .layers
+            .iter()
+            .map(|l| {
+                let (qkv, o) = self_attention(&l.self_attn)?;
+                Ok(EncoderLayer {
+                    qkv,
+                    o,
+                    attn_norm: norm(&l.self_attn_norm)?,
+                    fc1: matrix(&l.ffn.fc1)?,
+                    fc2: matrix(&l.ffn.fc2)?,
+                    ffn_norm: norm(&l.ffn_norm)?,
+                })
+            })
+            .collect::<Result<_>>()?;
+        let decoder = model
+            .decoder
+            .layers
+            .iter()
+            .map(|l| {
+                let (qkv, o) = self_attention(&l.self_attn)?;
+                Ok(DecoderLayer {
+                    qkv,
+                    o,
+                    self_norm: norm(&l.self_attn_norm)?,
+                    cross_q: matrix(&l.cross_attn.q)?,
+                    cross_kv: concat(&[&l.cross_attn.k, &l.cross_attn.v])?,
+                    cross_o: matrix(&l.cross_attn.o)?,
+                    cross_norm: norm(&l.cross_attn_norm)?,
+                    fc1: matrix(&l.ffn.fc1)?,
+                    fc2: matrix(&l.ffn.fc2)?,
+                    ffn_norm: norm(&l.ffn_norm)?,
+                })
+            })
+            .collect::<Result<_>>()?;
+        let sinusoid = match config.positional {
+            Positional::Sinusoid => sinusoid_table(0, SINUSOID_ROWS, config.d_model),
+            Positional::Learned => Vec::new(),
+        };
+        Ok(HostModel {
+            embedding: table(&model.embedding)?,
+            src_embedding: model.src_embedding.as_ref().map(table).transpose()?,
+            output: model.output.as_ref().map(matrix).transpose()?,
+            src_positions: model.src_positions.as_ref().map(table).transpose()?,
+            tgt_positions: model.tgt_positions.as_ref().map(table).transpose()?,
+            sinusoid,
+            encoder,
+            decoder,
+            config,
+        })
+    }
+
+    /// The hyper-parameters of the model.
+    pub fn config(&self) -> &ModelConfig {
+        &self.config
+    }
+
+    /// Token embeddings × √d_model plus positions `start..` (§3.4, §3.5), appended to `out`.
+    fn embed(
+        &self,
+        table: &[f32],
+        learned: Option<&[f32]>,
+        tokens: &[u32],
+        start: usize,
+        out: &mut Vec<f32>,
+    ) {
+        let d = self.config.d_model;
+        let scale = (d as f64).sqrt() as f32;
+        let mut computed: Vec<f32>;
+        for (i, &token) in tokens.iter().enumerate() {
+            let pos = start + i;
+            let position: &[f32] = match learned {
+                Some(rows) => &rows[pos * d..(pos + 1) * d],
+                None if pos < SINUSOID_ROWS => &self.sinusoid[pos * d..(pos + 1) * d],
+                None => {
+                    computed = sinusoid_table(pos, 1, d);
+                    &computed
+                }
+            };
+            let row = &table[token as usize * d..(token as usize + 1) * d];
+            out.extend(row.iter().zip(position).map(|(e, p)| e * scale + p));
+        }
+    }
+
+    /// Pre-softmax logits `[rows, vocab]` of decoder states `[rows, d_model]` (§3.4).
+    fn project(&self, x: &[f32], rows: usize, out: &mut Vec<f32>) {
+        match &self.output {
+            Some(output) => output.apply(x, rows, out),
+            None => {
+                kernels::times_transposed(x, rows, &self.embedding, self.config.vocab_size, out)
+            }
+        }
+    }
+}
+
+/// Multi-head attention (§3.2.2) of one query over `n` keys and values.
+///
+/// `q` holds the query's heads side by side (`h·d_k`); key j of head i is
+/// `keys[j·stride + i·d_k..][..d_k]`, its value `values[j·stride + i·d_v..][..d_v]`.
+/// Writes the heads' contexts side by side into `out` (`h·d_v`); `scores` is scratch.
+#[allow(clippy::too_many_arguments)]
+fn attend(
+    q: &[f32],
+    keys: &[f32],
+    values: &[f32],
+    stride: usize,
+    n: usize,
+    config: &ModelConfig,
+    scores: &mut Vec<f32>,
+    out: &mut [f32],
+) {
+    let (h, d_k, d_v) = (config.n_heads, config.d_k, config.d_v);
+    let scale = (d_k as f64).sqrt() as f32;
+    out.fill(0.0);
+    for head in 0..h {
+        let q = &q[head * d_k..(head + 1) * d_k];
+        scores.clear();
+        scores.extend(
+            (0..n).map(|j| kernels::dot(q, &keys[j * stride + head * d_k..][..d_k]) / scale),
+        );
+        kernels::softmax(scores);
+        let context = &mut out[head * d_v..(head + 1) * d_v];
+        for (j, &w) in scores.iter().enumerate() {
+            kernels::axpy(context, w, &values[j * stride + head * d_v..][..d_v]);
+        }
+    }
+}
+
+/// x ← x + y, then LayerNorm (the residual connection of §3.1, post-norm).
+fn add_norm(x: &mut [f32], y: &[f32], norm: &Norm) {
+    for (x, y) in x.iter_mut().zip(y) {
+        *x += y;
+    }
+    kernels::layer_norm(x, &norm.gamma, &norm.beta);
+}
+
+/// FFN(x) = max(0, xW₁ + b₁)W₂ + b₂ (§3.3) over `rows` rows, into `out`.
+fn feed_forward(
+    x: &[f32],
+    rows: usize,
+    fc1: &Matrix,
+    fc2: &Matrix,
+    hidden: &mut Vec<f32>,
+    out: &mut Vec<f32>,
+) {
+    fc1.apply(x, rows, hidden);
+    for v in hidden.iter_mut() {
+        *v = v.max(0.0);
+    }
+    fc2.apply(hidden, rows, out);
+}

@@ -1,0 +1,295 @@
+//! The encoder pass and the cached decoder step of [`HostModel`] (§3.1, §6.1).
+
+use super::{HostModel, add_norm, attend, feed_forward, kernels};
+use crate::error::{Error, Result};
+
+/// Scratch buffers reused across layers and steps.
+#[derive(Clone, Debug, Default)]
+struct Scratch {
+    qkv: Vec<f32>,
+    context: Vec<f32>,
+    projected: Vec<f32>,
+    hidden: Vec<f32>,
+    scores: Vec<f32>,
+    gathered: Vec<f32>,
+}
+
+/// An incremental decode of a batch on the host: the encoder's output and per-layer
+/// caches. Row r of the batch decodes source `row_source[r]`; beams of one source share
+/// its encoder–decoder keys and values.
+#[derive(Clone, Debug)]
+pub struct HostState {
+    /// First encoder row and length of each source (sources are stored unpadded).
+    offsets: Vec<usize>,
+    lengths: Vec<usize>,
+    /// Encoder output `[Σ lengths, d_model]`, kept for word focus only.
+    memory: Option<Vec<f32>>,
+    /// Per decoder layer: the sources' keys and values, `[Σ lengths, h·d_k + h·d_v]`.
+    cross: Vec<Vec<f32>>,
+    row_source: Vec<usize>,
+    /// Per decoder layer: keys and values of the positions fed so far,
+    /// `[rows, capacity, h·d_k + h·d_v]`.
+    own: Vec<Vec<f32>>,
+    capacity: usize,
+    /// Target positions already fed.
+    position: usize,
+    scratch: Scratch,
+}
+
+impl HostState {
+    /// Rows in the batch.
+    pub fn rows(&self) -> usize {
+        self.row_source.len()
+    }
+
+    /// Keeps (or repeats) rows: row i of the result is row `parents[i]` now.
+    pub fn select(&mut self, parents: &[usize]) {
+        let width = self.own.first().map_or(0, |c| c.len() / self.rows().max(1));
+        let used = self.position * (width / self.capacity.max(1));
+        let in_place = parents.iter().enumerate().all(|(i, &p)| p >= i)
+            && parents.windows(2).all(|w| w[0] < w[1]);
+        for cache in &mut self.own {
+            if in_place {
+                // Rows only move forward: each is read before anything overwrites it.
+                for (i, &p) in parents.iter().enumerate() {
+                    if p != i {
+                        cache.copy_within(p * width..p * width + used, i * width);
+                    }
+                }
+                cache.truncate(parents.len() * width);
+            } else {
+                let gathered = &mut self.scratch.gathered;
+                gathered.clear();
+                gathered.resize(parents.len() * width, 0.0);
+                for (i, &p) in parents.iter().enumerate() {
+                    gathered[i * width..i * width + used]
+                        .copy_from_slice(&cache[p * width..p * width + used]);
+                }
+                std::mem::swap(cache, gathered);
+            }
+        }
+        self.row_source = parents.iter().map(|&p| self.row_source[p]).collect();
+    }
+}
+
+impl HostModel {
+    /// Runs the encoder over `sources` (ids, no padding needed) and opens a decode with
+    /// one row per source.
+    pub fn start(&self, sources: &[Vec<u32>]) -> Result<HostState> {
+        let c = &self.config;
+        let d = c.d_model;
+        let (hk, hv) = (c.n_heads * c.d_k, c.n_heads * c.d_v);
+        let vocab = c.vocab_size as u32;
+        let mut offsets = Vec::with_capacity(sources.len());
+        let mut total = 0;
+        for (i, s) in sources.iter().enumerate() {
+            if let Some(bad) = s.iter().find(|&&id| id >= vocab) {
+                return Err(Error::Input(format!(
+                    "source {i} has token id {bad}, outside the vocabulary of {vocab}"
+                )));
+            }
+            offsets.push(total);
+            total += s.len();
+        }
+        let lengths: Vec<usize> = sources.iter().map(Vec::len).collect();
+        let table = self.src_embedding.as_deref().unwrap_or(&self.embedding);
+        let mut x = Vec::with_capacity(total * d);
+        for s in sources {
+            self.embed(table, self.src_positions.as_deref(), s, 0, &mut x);
+        }
+        let mut scratch = Scratch::default();
+        for layer in &self.encoder {
+            let Scratch {
+                qkv,
+                context,
+                projected,
+                hidden,
+                scores,
+                ..
+            } = &mut scratch;
+            layer.qkv.apply(&x, total, qkv);
+            let width = 2 * hk + hv;
+            context.clear();
+            context.resize(total * hv, 0.0);
+            for (&start, &len) in offsets.iter().zip(&lengths) {
+                let rows = &qkv[start * width..(start + len) * width];
+                for p in 0..len {
+                    attend(
+                        &rows[p * width..p * width + hk],
+                        &rows[hk..],
+                        &rows[2 * hk..],
+                        width,
+                        len,
+                        c,
+                        scores,
+                        &mut context[(start + p) * hv..(start + p + 1) * hv],
+                    );
+                }
+            }
+            layer.o.apply(context, total, projected);
+            add_norm(&mut x, projected, &layer.attn_norm);
+            feed_forward(&x, total, &layer.fc1, &layer.fc2, hidden, projected);
+            add_norm(&mut x, projected, &layer.ffn_norm);
+        }
+        let cross = self
+            .decoder
+            .iter()
+            .map(|layer| {
+                let mut kv = Vec::new();
+                layer.cross_kv.apply(&x, total, &mut kv);
+                kv
+            })
+            .collect();
+        Ok(HostState {
+            offsets,
+            lengths,
+            memory: self.config.word_focus.then_some(x),
+            cross,
+            row_source: (0..sources.len()).collect(),
+            own: vec![Vec::new(); self.decoder.len()],
+            capacity: 0,
+            position: 0,
+            scratch,
+        })
+    }
+
+    /// Feeds one token per row, appending its keys and values to the caches, and writes
+    /// the next-token log-probabilities `[rows, vocab]` to `out`. `focus` gives each
+    /// row's source position for word-focus models (negative or past the source: none).
+    pub fn step(
+        &self,
+        state: &mut HostState,
+        tokens: &[u32],
+        focus: Option<&[i32]>,
+        out: &mut Vec<f32>,
+    ) -> Result<()> {
+        let c = &self.config;
+        let d = c.d_model;
+        let (hk, hv) = (c.n_heads * c.d_k, c.n_heads * c.d_v);
+        let rows = state.rows();
+        if tokens.len() != rows {
+            return Err(Error::Input(format!(
+                "{} tokens fed to a batch of {rows} rows",
+                tokens.len()
+            )));
+        }
+        if let Some(bad) = tokens.iter().find(|&&t| t as usize >= c.vocab_size) {
+            return Err(Error::Input(format!(
+                "token id {bad} is outside the vocabulary"
+            )));
+        }
+        let t = state.position;
+        let width = hk + hk + hv;
+        let kv_width = hk + hv;
+        if t >= state.capacity {
+            grow(state, kv_width, (2 * state.capacity).max(16));
+        }
+        let per_row = state.capacity * kv_width;
+
+        let mut x = Vec::with_capacity(rows * d);
+        for &token in tokens {
+            self.embed(
+                &self.embedding,
+                self.tgt_positions.as_deref(),
+                &[token],
+                t,
+                &mut x,
+            );
+        }
+        if let (Some(memory), Some(focus)) = (&state.memory, focus) {
+            for (r, &f) in focus.iter().enumerate() {
+                let s = state.row_source[r];
+                if f >= 0 && (f as usize) < state.lengths[s] {
+                    let m = (state.offsets[s] + f as usize) * d;
+                    for (x, m) in x[r * d..(r + 1) * d].iter_mut().zip(&memory[m..m + d]) {
+                        *x += m;
+                    }
+                }
+            }
+        }
+
+        for (layer, (cache, cross)) in self
+            .decoder
+            .iter()
+            .zip(state.own.iter_mut().zip(&state.cross))
+        {
+            let Scratch {
+                qkv,
+                context,
+                projected,
+                hidden,
+                scores,
+                ..
+            } = &mut state.scratch;
+            // Masked self-attention: the new position sees itself and every earlier one.
+            layer.qkv.apply(&x, rows, qkv);
+            context.clear();
+            context.resize(rows * hv, 0.0);
+            for r in 0..rows {
+                let row = &qkv[r * width..(r + 1) * width];
+                let cached = &mut cache[r * per_row..(r + 1) * per_row];
+                cached[t * kv_width..(t + 1) * kv_width].copy_from_slice(&row[hk..]);
+                attend(
+                    &row[..hk],
+                    cached,
+                    &cached[hk..],
+                    kv_width,
+                    t + 1,
+                    c,
+                    scores,
+                    &mut context[r * hv..(r + 1) * hv],
+                );
+            }
+            layer.o.apply(context, rows, projected);
+            add_norm(&mut x, projected, &layer.self_norm);
+
+            // Encoder–decoder attention over the row's source.
+            layer.cross_q.apply(&x, rows, qkv);
+            for r in 0..rows {
+                let s = state.row_source[r];
+                let keys = &cross
+                    [state.offsets[s] * kv_width..(state.offsets[s] + state.lengths[s]) * kv_width];
+                attend(
+                    &qkv[r * hk..(r + 1) * hk],
+                    keys,
+                    &keys[hk..],
+                    kv_width,
+                    state.lengths[s],
+                    c,
+                    scores,
+                    &mut context[r * hv..(r + 1) * hv],
+                );
+            }
+            layer.cross_o.apply(context, rows, projected);
+            add_norm(&mut x, projected, &layer.cross_norm);
+
+            feed_forward(&x, rows, &layer.fc1, &layer.fc2, hidden, projected);
+            add_norm(&mut x, projected, &layer.ffn_norm);
+        }
+        state.position += 1;
+
+        self.project(&x, rows, out);
+        for row in out.chunks_exact_mut(c.vocab_size) {
+            kernels::log_softmax(row);
+        }
+        Ok(())
+    }
+}
+
+/// Re-lays the self-attention caches out with room for `capacity` positions per row.
+fn grow(state: &mut HostState, kv_width: usize, capacity: usize) {
+    let rows = state.rows();
+    let used = state.position * kv_width;
+    for cache in &mut state.own {
+        let mut bigger = vec![0.0; rows * capacity * kv_width];
+        if used > 0 {
+            let old = state.capacity * kv_width;
+            for r in 0..rows {
+                bigger[r * capacity * kv_width..][..used]
+                    .copy_from_slice(&cache[r * old..][..used]);
+            }
+        }
+        *cache = bigger;
+    }
+    state.capacity = capacity;
+}

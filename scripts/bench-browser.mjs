@@ -1,0 +1,122 @@
+// Decoding speed in the browser against the native CLI, on the same bundle and sentences:
+// the npm package (pkg/, from scripts/build-npm.sh) in headless Chromium on the CPU backend
+// (wasm SIMD, one thread), and `transduce translate` at one thread.
+//
+//   node scripts/bench-browser.mjs --bin $CARGO_TARGET_DIR/debug/transduce [--sentences 100] [--rounds 3]
+//
+// Prints, per setting, source words per second (best and median of the rounds, browser and
+// native interleaved) and the browser/native ratio, plus load + first translation with
+// the bundle in the Cache API. Sentences: the first N of Multi30k test2016 (English).
+import { chromium } from "playwright-core";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { spawnSync } from "node:child_process";
+import { gunzipSync } from "node:zlib";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { serve } from "./serve.mjs";
+
+const arg = (name, fallback) => {
+  const i = process.argv.indexOf(`--${name}`);
+  return i > 0 ? process.argv[i + 1] : fallback;
+};
+const repo = resolve(new URL("..", import.meta.url).pathname);
+const bin = arg("bin");
+if (!bin) throw new Error("--bin (the native transduce binary) is required");
+const count = Number(arg("sentences", 100));
+const rounds = Number(arg("rounds", 3));
+const model = arg("model", "web/models/multi30k-en-de");
+const data = join(repo, "..", "shared", "data", "multi30k", "test2016.en.gz");
+const sentences = gunzipSync(await readFile(data)).toString("utf8").split("\n").slice(0, count).map((l) => l.trim());
+const words = sentences.reduce((n, s) => n + s.split(/\s+/).length, 0);
+
+const scratch = await mkdtemp(join(tmpdir(), "transduce-bench-"));
+await writeFile(join(scratch, "index.html"), "<!doctype html><title>bench</title>");
+const input = join(scratch, "input.en");
+await writeFile(input, sentences.join("\n") + "\n");
+const server = await serve({ mounts: { "/": repo, "/bench/": scratch }, port: 0 });
+const base = `http://127.0.0.1:${server.address().port}`;
+
+const userDataDir = await mkdtemp(join(tmpdir(), "transduce-chromium-"));
+const context = await chromium.launchPersistentContext(userDataDir, {
+  executablePath: process.env.CHROMIUM ?? "/usr/bin/chromium",
+  headless: true,
+  args: ["--headless=new", "--no-sandbox", "--disable-background-networking", "--disable-component-update",
+    "--disable-sync", "--no-first-run", "--disable-quic"],
+});
+context.setDefaultTimeout(600_000);
+
+/** Opens a page with the package loaded on the CPU; returns the load + first translation time. */
+async function open() {
+  const page = await context.newPage();
+  await page.goto(`${base}/bench/`);
+  const ms = await page.evaluate(async ({ model, first }) => {
+    const started = performance.now();
+    const { Transduce } = await import("/pkg/transduce.js");
+    window.t = await Transduce.load(`/${model}/`, { backend: "cpu" });
+    await window.t.translate(first, { beam: 1 });
+    return performance.now() - started;
+  }, { model, first: sentences[0] });
+  return { page, ms };
+}
+
+async function browserRun(page, beam, oneText) {
+  return page.evaluate(async ({ sentences, beam, oneText }) => {
+    const started = performance.now();
+    if (oneText) {
+      await window.t.translate(sentences.join(" "), { beam });
+    } else {
+      for (const s of sentences) await window.t.translate(s, { beam });
+    }
+    return performance.now() - started;
+  }, { sentences, beam, oneText });
+}
+
+function nativeRun(beam, batch) {
+  const started = performance.now();
+  const r = spawnSync(bin, ["translate", "--model", join(repo, model), "--input", input, "--beam", String(beam),
+    "--batch-size", String(batch), "--quiet"], { encoding: "utf8", env: { ...process.env, RAYON_NUM_THREADS: "1" } });
+  if (r.status !== 0) throw new Error(r.stderr);
+  return performance.now() - started;
+}
+
+const stats = (xs) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return { best: s[0], median: s[Math.floor(s.length / 2)] };
+};
+const wps = (ms) => (words / (ms / 1000)).toFixed(0);
+
+// Load + first translation: the first page fills the Cache API, the later ones read it.
+const loads = [];
+let { page } = await open();
+for (let i = 0; i < rounds; i++) {
+  await page.close();
+  ({ page, ms: loads[i] } = await open());
+}
+
+const settings = [
+  { name: "greedy, one call per sentence", beam: 1, oneText: false, batch: 1 },
+  { name: "greedy, as one text", beam: 1, oneText: true, batch: 16 },
+  { name: "beam 4, one call per sentence", beam: 4, oneText: false, batch: 1 },
+  { name: "beam 4, as one text", beam: 4, oneText: true, batch: 16 },
+];
+console.log(`${count} test2016 sentences, ${words} source words; ${rounds} rounds, interleaved\n`);
+console.log("| setting | browser words/s (best / median) | native 1 thread, batch | native words/s (best / median) | browser/native (medians) |");
+console.log("|---|---|---|---|---|");
+for (const s of settings) {
+  const b = [];
+  const n = [];
+  for (let i = 0; i < rounds; i++) {
+    b.push(await browserRun(page, s.beam, s.oneText));
+    n.push(nativeRun(s.beam, s.batch));
+  }
+  const [bs, ns] = [stats(b), stats(n)];
+  console.log(`| ${s.name} | ${wps(bs.best)} / ${wps(bs.median)} | ${s.batch} | ${wps(ns.best)} / ${wps(ns.median)} | ${(ns.median / bs.median).toFixed(2)} |`);
+}
+const l = stats(loads);
+console.log(`\nload + first translation (bundle in the Cache API): best ${l.best.toFixed(0)} ms, median ${l.median.toFixed(0)} ms`);
+console.log("(native times include process start and model load)");
+
+await context.close();
+server.close();
+await rm(userDataDir, { recursive: true, force: true });
+await rm(scratch, { recursive: true, force: true });

@@ -1,0 +1,574 @@
+#!/usr/bin/env python3
+"""A transduce bundle as a CTranslate2 model: export, output equality, and a 1-thread race.
+
+`export` writes a bundle (config.json + tokenizer.json + model.safetensors) as a CTranslate2
+(CT2) model directory in float32, through CT2's own specification API: the post-LN
+encoder-decoder with bias-free attention projections (q/k/v fused for self-attention, k/v
+for encoder-decoder attention), LayerNorm ε 1e-5, ReLU feed-forward, one embedding matrix
+shared by encoder, decoder and output projection, embeddings scaled by √d_model, and the
+interleaved sinusoid table of §3.5 (PE(pos,2i) = sin, PE(pos,2i+1) = cos, positions from 0)
+given explicitly, since CT2's built-in one puts sin and cos in halves and starts at 1.
+
+`check` decodes a file with both engines and compares the detokenized lines; `race` times
+both at one thread on the same file (transduce as a subprocess with RAYON_NUM_THREADS=1).
+Both tokenize with the bundle's tokenizer.json, as transduce does: each line trimmed, empty
+lines stay empty and are not decoded, no BOS/EOS on the source, sentences sorted by token
+length and decoded in batches of --batch.
+
+How CT2's search is made to give transduce's result:
+  * Length penalty. transduce ranks finished hypotheses by the GNMT score
+    log P(Y) / ((5 + |Y|) / 6)^α, |Y| counting EOS. CT2's `length_penalty` L is not that:
+    it divides by |Y|^L (|Y| also counting EOS: CT2 keeps EOS in hypotheses while
+    scoring). CT2's penalty is only applied to finished hypotheses, though, and for L != 0
+    its beam search stops exactly where transduce's does (beam_size finished hypotheses),
+    so CT2 is asked for all `beam` finished hypotheses with scores; each score × |Y|^L is
+    the raw log-probability, rescored here with GNMT and the best kept. L (CT2's
+    own ranking, which only decides which `beam` of up to 2·beam-1 finished hypotheses CT2
+    returns) is set to α·m/(5+m), m the batch's mean source length + 1, the length at which
+    the two penalties have the same slope (should CT2's ranking ever drop transduce's best,
+    `check` shows it as a differing line). transduce's extra stop rule (no live beam can
+    still beat the best finished one) never changes its best hypothesis.
+  * Maximum length. transduce allows src_len + max_extra output tokens EOS included and
+    forces EOS at the last position; CT2's `max_decoding_length` counts generated tokens and
+    at the last step keeps whatever was predicted. So CT2 gets src_len + max_extra - 1: the
+    same tokens (exact for greedy); in beam search a hypothesis stopped there lacks the
+    forced EOS's log-probability, so such lines are counted ("hit the length limit").
+    `check` batches sentences of equal source length together so each gets its own limit;
+    `race` batches as transduce does, gives a batch its longest source's limit and cuts
+    longer outputs back to each sentence's own limit (exact for greedy, not for beam).
+  * min_decoding_length 0 (CT2's default 1 forbids an immediate EOS; transduce allows it),
+    max_input_length 0 (no source truncation).
+  * transduce bans <pad> and <s> after its log-softmax. CT2's only ban (suppress_sequences)
+    masks logits before the softmax, which renormalizes every step, so nothing is banned
+    in CT2; outputs holding <pad> or <s> are counted.
+Outputs are compared as detokenized text (what `transduce translate` writes).
+
+    python3 -m venv /work/ct2-venv
+    /work/ct2-venv/bin/pip install ctranslate2==4.8.5 tokenizers safetensors numpy
+    B=web/models/multi30k-en-de; T=/root/.cache/transduce-target/debug/transduce
+    /work/ct2-venv/bin/python scripts/ct2.py export --bundle $B --out /tmp/m30k-ct2
+    /work/ct2-venv/bin/python scripts/ct2.py check --bundle $B --ct2 /tmp/m30k-ct2 \\
+        --input test.en --beam 4 --bin $T
+    /work/ct2-venv/bin/python scripts/ct2.py race --bundle $B --ct2 /tmp/m30k-ct2 \\
+        --input test.en --beam 4 --batch 32 --rounds 3 --bin $T
+"""
+import argparse
+import gzip
+import json
+import os
+import resource
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+# One thread for everything this process runs besides CT2 (whose threads are set on the
+# Translator): the tokenizer's rayon pool and any BLAS numpy might call.
+os.environ.setdefault("RAYON_NUM_THREADS", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+
+DEFAULT_BIN = "/root/.cache/transduce-target/debug/transduce"
+PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
+
+# Rust's char::is_whitespace (Unicode White_Space), which transduce's str::trim strips.
+RUST_WHITESPACE = "".join(
+    map(
+        chr,
+        [*range(0x09, 0x0E), 0x20, 0x85, 0xA0, 0x1680, *range(0x2000, 0x200B), 0x2028,
+         0x2029, 0x202F, 0x205F, 0x3000],
+    )
+)
+
+
+# --- the bundle -------------------------------------------------------------------------
+
+
+def read_lines(path):
+    """The lines of a file as transduce reads them: gzip by magic bytes, one trailing
+    newline dropped, split on `\\n` only, a trailing `\\r` removed."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    if raw[:2] == b"\x1f\x8b":
+        raw = gzip.decompress(raw)
+    if not raw:
+        return []
+    if raw.endswith(b"\n"):
+        raw = raw[:-1]
+    return [
+        (line[:-1] if line.endswith(b"\r") else line).decode("utf-8")
+        for line in raw.split(b"\n")
+    ]
+
+
+class Bundle:
+    def __init__(self, path):
+        from tokenizers import Tokenizer
+
+        self.path = path
+        with open(os.path.join(path, "config.json"), encoding="utf-8") as f:
+            self.config = json.load(f)
+        self.model = self.config["model"]
+        self.decoding = {"beam": 4, "alpha": 0.6, "maxExtra": 50, **self.config.get("decoding", {})}
+        self.tokenizer = Tokenizer.from_file(os.path.join(path, "tokenizer.json"))
+        n = self.model["vocab_size"]
+        if self.tokenizer.get_vocab_size(True) > n:
+            sys.exit("the tokenizer has more tokens than the model's vocab_size")
+        # Token strings in id order; ids the tokenizer lacks get placeholder names.
+        self.tokens = []
+        for i in range(n):
+            t = self.tokenizer.id_to_token(i)
+            self.tokens.append(t if t is not None else f"<unused{i}>")
+        if len(set(self.tokens)) != n:
+            sys.exit("the vocabulary has duplicate token strings: CT2 maps tokens by string")
+        for i, t in enumerate((PAD, BOS, EOS, UNK)):
+            if self.tokens[i] != t:
+                sys.exit(f"expected {t} at id {i}, found {self.tokens[i]!r}")
+        self.token_id = {t: i for i, t in enumerate(self.tokens)}
+
+    def encode(self, line):
+        """Token strings of a line, as transduce encodes it (trimmed, no BOS/EOS)."""
+        text = line.strip(RUST_WHITESPACE)
+        return self.tokenizer.encode(text, add_special_tokens=False).tokens
+
+    def decode(self, tokens):
+        return self.tokenizer.decode([self.token_id[t] for t in tokens], skip_special_tokens=True)
+
+
+def sinusoid_table(positions, d_model):
+    """PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(...), pos from 0: the
+    table of transduce's embedding.rs, computed in f64 and stored as f32 like it."""
+    pos = np.arange(positions, dtype=np.float64)[:, None]
+    i = (np.arange(d_model) // 2).astype(np.float64)[None, :]
+    angle = pos / np.power(10000.0, 2.0 * i / d_model)
+    table = np.where(np.arange(d_model)[None, :] % 2 == 0, np.sin(angle), np.cos(angle))
+    return table.astype(np.float32)
+
+
+# --- export ---------------------------------------------------------------------------
+
+
+def cmd_export(args):
+    from ctranslate2.specs import common_spec, transformer_spec
+    from safetensors.numpy import load_file
+
+    bundle = Bundle(args.bundle)
+    m = bundle.model
+    problems = []
+    if m.get("positional", "sinusoid") != "sinusoid":
+        problems.append(f"positional {m['positional']!r} (only sinusoid is exported)")
+    if not m.get("share_embeddings", True):
+        problems.append("untied embeddings (only shared ones are exported)")
+    if m.get("word_focus"):
+        problems.append("word_focus models")
+    if m["d_k"] * m["n_heads"] != m["d_model"] or m["d_v"] != m["d_k"]:
+        problems.append("d_k·n_heads != d_model or d_v != d_k")
+    if problems:
+        sys.exit("cannot export: " + "; ".join(problems))
+
+    w = {k: v.astype(np.float32) for k, v in
+         load_file(os.path.join(args.bundle, "model.safetensors")).items()}
+    used = set()
+
+    def get(name):
+        used.add(name)
+        return w[name]
+
+    n = m["n_layers"]
+    spec = transformer_spec.TransformerSpec.from_config(
+        (n, n),
+        m["n_heads"],
+        pre_norm=False,
+        activation=common_spec.Activation.RELU,
+    )
+    embedding = get("embedding.weight")
+    table = sinusoid_table(args.positions, m["d_model"])
+
+    def norm(s, prefix):
+        s.gamma = get(prefix + ".weight")
+        s.beta = get(prefix + ".bias")
+
+    def linear(s, prefix):
+        s.weight = get(prefix + ".weight")
+        s.bias = get(prefix + ".bias")
+
+    def ffn(s, prefix):
+        linear(s.linear_0, prefix + ".ffn.fc1")
+        linear(s.linear_1, prefix + ".ffn.fc2")
+        norm(s.layer_norm, prefix + ".ffn_norm")
+
+    for stack, s in (("encoder", spec.encoder), ("decoder", spec.decoder)):
+        emb = s.embeddings[0] if isinstance(s.embeddings, list) else s.embeddings
+        emb.weight = embedding
+        s.scale_embeddings = True
+        s.position_encodings.encodings = table
+        for i, layer in enumerate(s.layer):
+            p = f"{stack}.layers.{i}"
+            a = p + ".self_attn"
+            # Attention projections have no bias: CT2's LinearSpec.bias is optional.
+            layer.self_attention.linear[0].weight = np.concatenate(
+                [get(a + ".q.weight"), get(a + ".k.weight"), get(a + ".v.weight")])
+            layer.self_attention.linear[1].weight = get(a + ".o.weight")
+            norm(layer.self_attention.layer_norm, p + ".self_attn_norm")
+            if stack == "decoder":
+                c = p + ".cross_attn"
+                layer.attention.linear[0].weight = get(c + ".q.weight")
+                layer.attention.linear[1].weight = np.concatenate(
+                    [get(c + ".k.weight"), get(c + ".v.weight")])
+                layer.attention.linear[2].weight = get(c + ".o.weight")
+                norm(layer.attention.layer_norm, p + ".cross_attn_norm")
+            ffn(layer.ffn, p)
+    # Logits = h · Eᵀ: the embedding matrix [vocab, d] is the projection's [out, in] weight
+    # (no bias). CT2 stores it once and aliases the other two uses.
+    spec.decoder.projection.weight = embedding
+
+    unused = sorted(set(w) - used)
+    if unused:
+        sys.exit(f"tensors not exported: {unused}")
+
+    spec.config.layer_norm_epsilon = 1e-5  # burn's LayerNorm and transduce's host kernels
+    spec.config.bos_token = BOS
+    spec.config.eos_token = EOS
+    spec.config.unk_token = UNK
+    spec.config.decoder_start_token = BOS
+    spec.config.add_source_bos = False
+    spec.config.add_source_eos = False
+    spec.register_source_vocabulary(bundle.tokens)
+    spec.register_target_vocabulary(bundle.tokens)
+    spec.validate()
+    spec.optimize(quantization="float32")
+    os.makedirs(args.out, exist_ok=True)
+    for name in ("model.bin", "config.json", "shared_vocabulary.json",
+                 "source_vocabulary.json", "target_vocabulary.json"):
+        if os.path.exists(os.path.join(args.out, name)):
+            os.remove(os.path.join(args.out, name))
+    spec.save(args.out)
+    print(f"wrote {args.out}: {n}+{n} layers, d_model {m['d_model']}, {m['n_heads']} heads, "
+          f"vocab {len(bundle.tokens)}, {args.positions} positions, float32")
+
+
+# --- decoding with CT2 ------------------------------------------------------------------
+
+
+def gnmt(length, alpha):
+    return ((5.0 + length) / 6.0) ** alpha
+
+
+class Ct2:
+    """A CT2 Translator that decodes like `transduce translate` (see the module doc)."""
+
+    def __init__(self, bundle, ct2_dir, threads=1):
+        import ctranslate2
+
+        self.bundle = bundle
+        self.translator = ctranslate2.Translator(
+            ct2_dir, device="cpu", compute_type="float32",
+            inter_threads=1, intra_threads=threads)
+
+    def translate(self, lines, beam, alpha, max_extra, batch, exact_limits):
+        """Returns (outputs, seconds in translate_batch, stats)."""
+        b = self.bundle
+        sources = [b.encode(line) for line in lines]
+        order = sorted((i for i in range(len(lines)) if sources[i]),
+                       key=lambda i: (len(sources[i]), i))
+        if exact_limits:
+            # One limit per source length: batches never mix lengths.
+            chunks, run = [], []
+            for i in order:
+                if run and (len(sources[run[0]]) != len(sources[i]) or len(run) == batch):
+                    chunks.append(run)
+                    run = []
+                run.append(i)
+            if run:
+                chunks.append(run)
+        else:
+            chunks = [order[j:j + batch] for j in range(0, len(order), batch)]
+
+        out = [""] * len(lines)
+        stats = {"hit_limit": [], "pad_or_bos": [], "hypotheses": {}}
+        spent = 0.0
+        for chunk in chunks:
+            src = [sources[i] for i in chunk]
+            longest = max(len(s) for s in src)
+            limit = longest + max(max_extra, 1)  # transduce: output tokens, EOS included
+            mean_len = sum(len(s) for s in src) / len(src) + 1
+            ct2_penalty = alpha * mean_len / (5.0 + mean_len) if beam > 1 else 0.0
+            t0 = time.perf_counter()
+            results = self.translator.translate_batch(
+                src,
+                max_batch_size=batch,
+                batch_type="examples",
+                beam_size=beam,
+                patience=1,
+                num_hypotheses=beam,
+                length_penalty=ct2_penalty,
+                return_scores=beam > 1,
+                return_end_token=True,
+                max_decoding_length=limit - 1,
+                min_decoding_length=0,
+                max_input_length=0,
+            )
+            if beam > 1:
+                best = []
+                for r in results:
+                    scored = []
+                    for hyp, score in zip(r.hypotheses, r.scores):
+                        n = len(hyp)  # EOS included (unless stopped by the limit)
+                        raw = score * n ** ct2_penalty
+                        scored.append((raw / gnmt(n, alpha), hyp, raw))
+                    best.append(max(scored, key=lambda s: s[0]))
+            else:
+                best = [(None, r.hypotheses[0], None) for r in results]
+            spent += time.perf_counter() - t0
+            for i, (score, hyp, raw) in zip(chunk, best):
+                # This sentence's own limit: at most src_len + max_extra - 1 tokens before
+                # EOS. A batch's limit is its longest source's; cutting a longer output back
+                # is exact for greedy (the first tokens are the same), approximate for beam.
+                cap = len(sources[i]) + max(max_extra, 1) - 1
+                if hyp and hyp[-1] == EOS and len(hyp) - 1 <= cap:
+                    hyp = hyp[:-1]
+                else:
+                    hyp = [t for t in hyp if t != EOS][:cap]
+                    stats["hit_limit"].append(i)
+                if PAD in hyp or BOS in hyp:
+                    stats["pad_or_bos"].append(i)
+                out[i] = b.decode(hyp)
+                stats["hypotheses"][i] = (hyp, score, raw)
+        return out, spent, stats
+
+    def gnmt_score(self, src_tokens, tgt_tokens, alpha):
+        """GNMT score of one given output (teacher-forced, EOS included) under CT2."""
+        r = self.translator.score_batch([src_tokens], [tgt_tokens], max_input_length=0)[0]
+        logp = float(np.sum(np.asarray(r.log_probs, dtype=np.float64)))
+        return logp / gnmt(len(r.log_probs), alpha), logp
+
+
+# --- transduce --------------------------------------------------------------------------
+
+
+def transduce_command(args, input_path, output_path, beam, alpha, max_extra, batch):
+    return [args.bin, "translate", "--model", args.bundle, "--input", input_path,
+            "--output", output_path, "--beam", str(beam), "--alpha", str(alpha),
+            "--max-extra", str(max_extra), "--batch-size", str(batch), "--quiet"]
+
+
+def run_transduce(cmd):
+    """Runs transduce at one thread; returns (wall seconds, CPU seconds)."""
+    env = dict(os.environ, RAYON_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    done = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode != 0:
+        sys.exit(f"transduce failed ({done.returncode}):\n{done.stderr.decode(errors='replace')}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu
+
+
+def shell(cmd, env=""):
+    return (env + " " if env else "") + " ".join(shlex.quote(c) for c in cmd)
+
+
+def check_bin(path):
+    if not os.path.isfile(path) or not os.access(path, os.X_OK):
+        sys.exit(f"transduce binary not found: {path} (build it, or pass --bin)")
+
+
+def plain_input(path, tmp):
+    """transduce reads gzip itself; CT2 gets the same lines from read_lines. A copy is
+    only made for a gzip input so both engines name one plain file."""
+    with open(path, "rb") as f:
+        magic = f.read(2)
+    if magic != b"\x1f\x8b":
+        return path
+    plain = os.path.join(tmp, "input.txt")
+    with open(plain, "wb") as f:
+        f.write(gzip.decompress(open(path, "rb").read()))
+    return plain
+
+
+# --- check --------------------------------------------------------------------------------
+
+
+def cmd_check(args):
+    check_bin(args.bin)
+    bundle = Bundle(args.bundle)
+    beam = args.beam if args.beam is not None else bundle.decoding["beam"]
+    alpha = args.alpha if args.alpha is not None else bundle.decoding["alpha"]
+    max_extra = args.max_extra if args.max_extra is not None else bundle.decoding["maxExtra"]
+    with tempfile.TemporaryDirectory() as tmp:
+        input_path = plain_input(args.input, tmp)
+        lines = read_lines(input_path)
+        if args.lines:
+            lines = lines[:args.lines]
+            input_path = os.path.join(tmp, "head.txt")
+            with open(input_path, "w", encoding="utf-8") as f:
+                f.write("".join(line + "\n" for line in lines))
+        out_path = os.path.join(tmp, "transduce.out")
+        cmd = transduce_command(args, input_path, out_path, beam, alpha, max_extra, args.batch)
+        print("transduce:", shell(cmd, "RAYON_NUM_THREADS=1"), flush=True)
+        wall, _ = run_transduce(cmd)
+        theirs = read_lines(out_path)
+        if len(theirs) < len(lines):  # an output of only empty lines
+            theirs += [""] * (len(lines) - len(theirs))
+        print(f"  {wall:.2f} s", flush=True)
+
+        print(f"ct2: {args.ct2}, beam {beam}, alpha {alpha}, max_extra {max_extra}, "
+              f"batches of <= {args.batch} sentences of equal source length", flush=True)
+        engine = Ct2(bundle, args.ct2, threads=args.threads)
+        t0 = time.perf_counter()
+        ours, spent, stats = engine.translate(lines, beam, alpha, max_extra, args.batch,
+                                              exact_limits=True)
+        print(f"  {time.perf_counter() - t0:.2f} s ({spent:.2f} s in translate_batch)")
+
+    same = [i for i in range(len(lines)) if ours[i] == theirs[i]]
+    differ = [i for i in range(len(lines)) if ours[i] != theirs[i]]
+    print(f"identical: {len(same)}/{len(lines)} lines")
+    if stats["hit_limit"]:
+        print(f"stopped by the length limit in CT2 (no EOS): {len(stats['hit_limit'])} "
+              f"lines {stats['hit_limit'][:10]}")
+    if stats["pad_or_bos"]:
+        print(f"<pad>/<s> in CT2's output: {len(stats['pad_or_bos'])} lines")
+    for i in differ[:args.show]:
+        print(f"--- line {i + 1}: {lines[i]}")
+        print(f"  transduce: {theirs[i]}")
+        print(f"  ct2:       {ours[i]}")
+        src = bundle.encode(lines[i])
+        ct2_hyp = stats["hypotheses"][i][0]
+        their_tokens = bundle.tokenizer.encode(
+            theirs[i], add_special_tokens=False).tokens if theirs[i] else []
+        s_theirs, lp_theirs = engine.gnmt_score(src, their_tokens + [EOS], alpha)
+        s_ours, lp_ours = engine.gnmt_score(src, ct2_hyp + [EOS], alpha)
+        print(f"  GNMT score under CT2 (log P / lp): transduce's {s_theirs:.6f} "
+              f"(log P {lp_theirs:.6f}, {len(their_tokens) + 1} tokens), "
+              f"ct2's {s_ours:.6f} (log P {lp_ours:.6f}, {len(ct2_hyp) + 1} tokens), "
+              f"difference {s_ours - s_theirs:+.2e}")
+    if differ:
+        sys.exit(1)
+
+
+# --- race --------------------------------------------------------------------------------
+
+
+def cmd_race(args):
+    check_bin(args.bin)
+    import ctranslate2
+
+    bundle_probe = Bundle(args.bundle)
+    max_extra = args.max_extra if args.max_extra is not None else bundle_probe.decoding["maxExtra"]
+    del bundle_probe
+    with tempfile.TemporaryDirectory() as tmp:
+        input_path = plain_input(args.input, tmp)
+        out_path = os.path.join(tmp, "transduce.out")
+        cmd = transduce_command(args, input_path, out_path, args.beam, args.alpha, max_extra,
+                                args.batch)
+        print(f"input: {args.input} ({len(read_lines(input_path))} lines); beam {args.beam}, "
+              f"alpha {args.alpha}, max_extra {max_extra}, batch {args.batch}, "
+              f"{args.rounds} rounds, interleaved; both tokenize with the bundle's "
+              f"tokenizer.json")
+        print("transduce:", shell(cmd, "RAYON_NUM_THREADS=1"))
+        print(f"ct2 {ctranslate2.__version__}: Translator({args.ct2!r}, device='cpu', "
+              f"compute_type='float32', inter_threads=1, intra_threads=1); per batch "
+              f"translate_batch(beam_size={args.beam}, num_hypotheses={args.beam}, "
+              f"max_batch_size={args.batch}, batch_type='examples', patience=1, "
+              f"length_penalty=α·m/(5+m), return_scores={args.beam > 1}, "
+              f"return_end_token=True, max_decoding_length=longest+{max_extra}-1, "
+              f"min_decoding_length=0, max_input_length=0) + GNMT rescoring", flush=True)
+
+        times = {"ct2_translate": [], "ct2_total": [], "ct2_cpu": [],
+                 "transduce": [], "transduce_cpu": []}
+        ours = theirs = None
+        for r in range(args.rounds):
+            # CT2: model load + tokenization + translation + detokenization, in process.
+            cpu0 = time.process_time()
+            t0 = time.perf_counter()
+            bundle = Bundle(args.bundle)
+            lines = read_lines(input_path)
+            engine = Ct2(bundle, args.ct2, threads=1)
+            ours, spent, _ = engine.translate(lines, args.beam, args.alpha, max_extra,
+                                              args.batch, exact_limits=False)
+            total = time.perf_counter() - t0
+            cpu = time.process_time() - cpu0
+            del engine
+            times["ct2_translate"].append(spent)
+            times["ct2_total"].append(total)
+            times["ct2_cpu"].append(cpu)
+            print(f"round {r + 1}: ct2 {spent:.2f} s translate_batch, {total:.2f} s with load "
+                  f"(cpu {cpu:.2f} s)", flush=True)
+            wall, cpu = run_transduce(cmd)
+            times["transduce"].append(wall)
+            times["transduce_cpu"].append(cpu)
+            print(f"round {r + 1}: transduce {wall:.2f} s wall (cpu {cpu:.2f} s)", flush=True)
+            theirs = read_lines(out_path)
+        theirs += [""] * (len(ours) - len(theirs))
+        same = sum(a == b for a, b in zip(ours, theirs))
+
+    best = {k: min(v) for k, v in times.items()}
+    med = {k: statistics.median(v) for k, v in times.items()}
+    print()
+    print(f"{'':34} {'best s':>9} {'median s':>9}")
+    print(f"{'ct2 translate_batch only':34} {best['ct2_translate']:9.2f} {med['ct2_translate']:9.2f}")
+    print(f"{'ct2 incl. load + tokenization':34} {best['ct2_total']:9.2f} {med['ct2_total']:9.2f}")
+    print(f"{'transduce (subprocess wall)':34} {best['transduce']:9.2f} {med['transduce']:9.2f}")
+    print(f"{'transduce / ct2 translate_batch':34} "
+          f"{best['transduce'] / best['ct2_translate']:9.2f} "
+          f"{med['transduce'] / med['ct2_translate']:9.2f}")
+    print(f"{'transduce / ct2 incl. load':34} {best['transduce'] / best['ct2_total']:9.2f} "
+          f"{med['transduce'] / med['ct2_total']:9.2f}")
+    print(f"cpu/wall: ct2 {med['ct2_cpu'] / med['ct2_total']:.2f}, "
+          f"transduce {med['transduce_cpu'] / med['transduce']:.2f} (1.00 = one thread busy)")
+    print(f"outputs identical: {same}/{len(ours)} lines")
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump({"beam": args.beam, "batch": args.batch, "alpha": args.alpha,
+                       "rounds": args.rounds, "times": times, "identical": same,
+                       "lines": len(ours)}, f, indent=2)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("export", help="write a bundle as a CT2 model directory (float32)")
+    p.add_argument("--bundle", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--positions", type=int, default=1024,
+                   help="rows of the position table: longest source + max_extra must fit")
+    p.set_defaults(run=cmd_export)
+
+    for name, helptext in (("check", "compare CT2's and transduce's outputs line by line"),
+                           ("race", "time both engines at one thread")):
+        p = sub.add_parser(name, help=helptext)
+        p.add_argument("--bundle", required=True)
+        p.add_argument("--ct2", required=True)
+        p.add_argument("--input", required=True, help="one sentence a line, plain or gzip")
+        p.add_argument("--bin", default=DEFAULT_BIN, help="the transduce binary")
+        p.add_argument("--max-extra", type=int, default=None,
+                       help="default: the bundle's decoding.maxExtra")
+        if name == "check":
+            p.add_argument("--beam", type=int, default=None, help="default: the bundle's")
+            p.add_argument("--alpha", type=float, default=None, help="default: the bundle's")
+            p.add_argument("--batch", type=int, default=32,
+                           help="sentences per batch (transduce --batch-size)")
+            p.add_argument("--lines", type=int, default=0, help="only the first N lines")
+            p.add_argument("--show", type=int, default=5, help="differing lines to print")
+            p.add_argument("--threads", type=int, default=1, help="CT2 intra_threads")
+            p.set_defaults(run=cmd_check)
+        else:
+            p.add_argument("--beam", type=int, required=True)
+            p.add_argument("--alpha", type=float, default=0.6)
+            p.add_argument("--batch", type=int, required=True)
+            p.add_argument("--rounds", type=int, default=3)
+            p.add_argument("--json", help="also write the times here")
+            p.set_defaults(run=cmd_race)
+    args = ap.parse_args()
+    args.run(args)
+
+
+if __name__ == "__main__":
+    main()
