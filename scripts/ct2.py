@@ -426,6 +426,10 @@ def cmd_check(args):
                                               exact_limits=True)
         print(f"  {time.perf_counter() - t0:.2f} s ({spent:.2f} s in translate_batch)")
 
+    if args.save:
+        with open(args.save, "w", encoding="utf-8") as f:
+            f.write("".join(line + "\n" for line in ours))
+        print(f"CT2's outputs written to {args.save}")
     same = [i for i in range(len(lines)) if ours[i] == theirs[i]]
     differ = [i for i in range(len(lines)) if ours[i] != theirs[i]]
     print(f"identical: {len(same)}/{len(lines)} lines")
@@ -558,6 +562,7 @@ def main():
             p.add_argument("--lines", type=int, default=0, help="only the first N lines")
             p.add_argument("--show", type=int, default=5, help="differing lines to print")
             p.add_argument("--threads", type=int, default=1, help="CT2 intra_threads")
+            p.add_argument("--save", help="also write CT2's outputs here, one line each")
             p.set_defaults(run=cmd_check)
         else:
             p.add_argument("--beam", type=int, required=True)

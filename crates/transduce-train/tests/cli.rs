@@ -948,6 +948,45 @@ fn shipped_bundles_load_and_run() {
     assert_eq!(tree.words().join(" "), "The dog saw a man in the park .");
 }
 
+/// The shipped translator's outputs for a few test2016 captions are fixed: greedy and beam 4
+/// give, token for token, what CTranslate2 gives from the same bundle converted by
+/// `scripts/ct2.py` (tests/fixtures/README.md), one sentence at a time and all in one batch.
+#[test]
+fn shipped_translator_gives_ct2s_outputs() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let bundle = root.join("web/models/multi30k-en-de");
+    let input = root.join("tests/fixtures/browser-sentences.en");
+    let tmp = tempfile::tempdir().unwrap();
+    for (beam, expected) in [
+        ("1", "multi30k-en-de.greedy.de"),
+        ("4", "multi30k-en-de.beam4.de"),
+    ] {
+        let expected = std::fs::read_to_string(root.join("tests/fixtures").join(expected)).unwrap();
+        for batch in ["1", "32"] {
+            let output = tmp.path().join(format!("b{beam}-n{batch}.de"));
+            run(&[
+                "translate",
+                "--model",
+                s(&bundle),
+                "--input",
+                s(&input),
+                "--output",
+                s(&output),
+                "--beam",
+                beam,
+                "--batch-size",
+                batch,
+                "--quiet",
+            ]);
+            let got = std::fs::read_to_string(&output).unwrap();
+            for (i, (g, e)) in got.lines().zip(expected.lines()).enumerate() {
+                assert_eq!(g, e, "beam {beam}, batch {batch}, line {}", i + 1);
+            }
+            assert_eq!(got.lines().count(), expected.lines().count());
+        }
+    }
+}
+
 /// The shipped parser's recorded test score is what it scores: the PTB sample's test trees
 /// parsed with the bundle's own decoding settings and scored by `eval f1` give the F1 its
 /// `config.json` states (to the printed two decimals).
