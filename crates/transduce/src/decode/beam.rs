@@ -7,8 +7,10 @@
 //! lp grows with length, so a live beam's best possible final score is
 //! `log_prob / lp(max_len)`.
 
+use super::ensemble::Scores;
 use super::{Constraint, DecodeOptions, Ensemble, Hypothesis, allowed_tokens, length_penalty};
 use crate::error::{Error, Result};
+use crate::host::kernels::chunk_max;
 use crate::tokenizer::{BOS, EOS};
 
 #[derive(Clone, Debug)]
@@ -53,37 +55,50 @@ fn by_score(a: &(f64, usize, u32), b: &(f64, usize, u32)) -> std::cmp::Ordering 
 }
 
 /// Appends to `out` the `n` best extensions of beam `b` (log-probability `base`) by
-/// [`by_score`]; `row` holds next-token log-probabilities, `mask` the allowed tokens.
-/// One pass over the vocabulary with a short sorted list: a token enters only if it beats
-/// the list's worst.
+/// [`by_score`]; token `id`'s log-probability is `row[id] − shift`, `mask` holds the
+/// allowed tokens. One pass over the vocabulary with a short sorted list: a token enters
+/// only if it beats the list's worst. Once the list is full, a chunk of tokens whose
+/// largest value cannot beat it is skipped whole (subtracting the shift is monotone, so
+/// the chunk's best log-probability is its largest value minus the shift).
 fn best_extensions(
-    row: &[f32],
+    (row, shift): (&[f32], f32),
     mask: Option<&[bool]>,
     base: f64,
     b: usize,
     n: usize,
     out: &mut Vec<(f64, usize, u32)>,
 ) {
+    const CHUNK: usize = 8;
     if n == 0 {
         return;
     }
     let start = out.len();
-    for (id, &lp) in row.iter().enumerate() {
-        if lp == f32::NEG_INFINITY || mask.is_some_and(|m| !m[id]) {
-            continue;
+    for (c, chunk) in row.chunks(CHUNK).enumerate() {
+        if out.len() - start == n {
+            let best = chunk_max(chunk) - shift;
+            if best == f32::NEG_INFINITY || base + best as f64 <= out[out.len() - 1].0 {
+                continue;
+            }
         }
-        let score = base + lp as f64;
-        let kept = out.len() - start;
-        // Tokens come in increasing id order: on equal scores the earlier one wins.
-        if kept == n && score <= out[out.len() - 1].0 {
-            continue;
+        for (i, &v) in chunk.iter().enumerate() {
+            let id = c * CHUNK + i;
+            let lp = v - shift;
+            if lp == f32::NEG_INFINITY || mask.is_some_and(|m| !m[id]) {
+                continue;
+            }
+            let score = base + lp as f64;
+            let kept = out.len() - start;
+            // Tokens come in increasing id order: on equal scores the earlier one wins.
+            if kept == n && score <= out[out.len() - 1].0 {
+                continue;
+            }
+            let candidate = (score, b, id as u32);
+            let at = start + out[start..].partition_point(|c| by_score(c, &candidate).is_lt());
+            if kept == n {
+                out.pop();
+            }
+            out.insert(at, candidate);
         }
-        let candidate = (score, b, id as u32);
-        let at = start + out[start..].partition_point(|c| by_score(c, &candidate).is_lt());
-        if kept == n {
-            out.pop();
-        }
-        out.insert(at, candidate);
     }
 }
 
@@ -138,7 +153,7 @@ pub async fn beam_search_async<'m>(
             .collect();
         let all = models
             .step(&mut caches, &last, constraint, &prefixes)?
-            .read()
+            .into_host()
             .await?;
 
         let mut next_rows = Vec::new();
@@ -157,10 +172,9 @@ pub async fn beam_search_async<'m>(
             let mut candidates: Vec<(f64, usize, u32)> = Vec::new();
             for b in 0..n_beams {
                 let beam = &search.live[b];
-                let row = &all[(r + b) * vocab..(r + b + 1) * vocab];
                 let mask = allowed_tokens(constraint, s, &beam.tokens, vocab, last_position);
                 best_extensions(
-                    row,
+                    all.row(r + b),
                     mask.as_deref(),
                     beam.log_prob,
                     b,
@@ -203,6 +217,7 @@ pub async fn beam_search_async<'m>(
             }
             r += n_beams;
         }
+        caches.recycle(Scores::Host(all));
         if !parents.is_empty() {
             caches.select(&parents);
         }

@@ -198,7 +198,20 @@ impl<'a> Ensemble<'a> {
                 Ok(Scores::Device(Box::new(mean + banned)))
             }
             (Members::Host(models), Caches::Host(states)) => {
-                let mut sum = Vec::new();
+                if let ([m], [state]) = (models.as_slice(), states.as_mut_slice()) {
+                    // One model: its logits and shifts, normalized where they are read.
+                    let focus = focus.as_deref().filter(|_| m.config().word_focus);
+                    let mut values = state.take_spare();
+                    let mut shifts = Vec::new();
+                    m.step_logits(state, last, focus, &mut values, &mut shifts)?;
+                    ban_specials(&mut values, vocab);
+                    return Ok(Scores::Host(HostScores {
+                        values,
+                        shifts,
+                        vocab,
+                    }));
+                }
+                let mut sum = states[0].take_spare();
                 let mut one = Vec::new();
                 for (i, (m, state)) in models.iter().zip(states).enumerate() {
                     let focus = focus.as_deref().filter(|_| m.config().word_focus);
@@ -211,22 +224,31 @@ impl<'a> Ensemble<'a> {
                         }
                     }
                 }
-                if models.len() > 1 {
-                    let n = models.len() as f32;
-                    for s in sum.iter_mut() {
-                        *s /= n;
-                    }
+                let n = models.len() as f32;
+                for s in sum.iter_mut() {
+                    *s /= n;
                 }
-                for row in sum.chunks_exact_mut(vocab) {
-                    row[PAD as usize] = f32::NEG_INFINITY;
-                    row[BOS as usize] = f32::NEG_INFINITY;
-                }
-                Ok(Scores::Host(sum))
+                ban_specials(&mut sum, vocab);
+                let shifts = vec![0.0; sum.len() / vocab];
+                Ok(Scores::Host(HostScores {
+                    values: sum,
+                    shifts,
+                    vocab,
+                }))
             }
             _ => Err(Error::Input(
                 "decoder caches of another ensemble were passed".into(),
             )),
         }
+    }
+}
+
+/// PAD and BOS are never predicted: −∞ in every row (after normalization, so they still
+/// count in it, as on the device).
+fn ban_specials(values: &mut [f32], vocab: usize) {
+    for row in values.chunks_exact_mut(vocab) {
+        row[PAD as usize] = f32::NEG_INFINITY;
+        row[BOS as usize] = f32::NEG_INFINITY;
     }
 }
 
@@ -259,6 +281,15 @@ pub(crate) enum Caches {
 }
 
 impl Caches {
+    /// Takes back a step's scores so the next step reuses their memory.
+    pub(crate) fn recycle(&mut self, scores: Scores) {
+        if let (Caches::Host(states), Scores::Host(scores)) = (self, scores)
+            && let Some(first) = states.first_mut()
+        {
+            first.recycle(scores.values);
+        }
+    }
+
     /// Keeps (or repeats) rows of every member's caches: row i becomes row `parents[i]`.
     pub(crate) fn select(&mut self, parents: &[usize]) {
         match self {
@@ -281,24 +312,75 @@ impl Caches {
 /// One step's next-token log-probabilities `[rows, vocab]`, on the device or the host.
 pub(crate) enum Scores {
     Device(Box<Tensor<2>>),
-    Host(Vec<f32>),
+    Host(HostScores),
+}
+
+/// Log-probabilities on the host, each row kept as values and a shift: entry `id` of row
+/// `r` is `values[r·vocab + id] − shifts[r]` (a shift of 0 for rows already normalized).
+pub(crate) struct HostScores {
+    values: Vec<f32>,
+    shifts: Vec<f32>,
+    vocab: usize,
+}
+
+impl HostScores {
+    /// Row `r`'s values and shift.
+    pub(crate) fn row(&self, r: usize) -> (&[f32], f32) {
+        (
+            &self.values[r * self.vocab..(r + 1) * self.vocab],
+            self.shifts[r],
+        )
+    }
 }
 
 impl Scores {
     /// All of them, on the host.
-    pub(crate) async fn read(self) -> Result<Vec<f32>> {
+    pub(crate) async fn read(&self) -> Result<Vec<f32>> {
+        let mut scores = self.host().await?;
+        let vocab = scores.vocab;
+        for (row, &shift) in scores.values.chunks_exact_mut(vocab).zip(&scores.shifts) {
+            for v in row.iter_mut() {
+                *v -= shift;
+            }
+        }
+        Ok(scores.values)
+    }
+
+    /// On the host, rows as values and shifts (a copy: [`Scores::into_host`] moves).
+    async fn host(&self) -> Result<HostScores> {
         match self {
-            Scores::Device(t) => read(*t).await,
-            Scores::Host(v) => Ok(v),
+            Scores::Device(t) => Scores::Device(t.clone()).into_host().await,
+            Scores::Host(scores) => Ok(HostScores {
+                values: scores.values.clone(),
+                shifts: scores.shifts.clone(),
+                vocab: scores.vocab,
+            }),
+        }
+    }
+
+    /// On the host, rows as values and shifts.
+    pub(crate) async fn into_host(self) -> Result<HostScores> {
+        match self {
+            Scores::Device(t) => {
+                let vocab = t.dims()[1];
+                let values = read(*t).await?;
+                let shifts = vec![0.0; values.len() / vocab.max(1)];
+                Ok(HostScores {
+                    values,
+                    shifts,
+                    vocab,
+                })
+            }
+            Scores::Host(scores) => Ok(scores),
         }
     }
 
     /// Each row's most probable token and its log-probability (the first on ties).
-    pub(crate) async fn best(self, vocab: usize) -> Result<Vec<(u32, f64)>> {
+    pub(crate) async fn best(&self, vocab: usize) -> Result<Vec<(u32, f64)>> {
         match self {
             Scores::Device(t) => {
                 // On the device: two numbers per row cross to the host.
-                let (best, ids) = (*t).max_dim_with_indices(1);
+                let (best, ids) = (**t).clone().max_dim_with_indices(1);
                 let best = read(best).await?;
                 let ids = read_int(ids).await?;
                 Ok(ids
@@ -307,11 +389,12 @@ impl Scores {
                     .map(|(&id, lp)| (id as u32, lp as f64))
                     .collect())
             }
-            Scores::Host(v) => Ok(v
-                .chunks_exact(vocab)
-                .map(|row| {
+            Scores::Host(scores) => Ok((0..scores.values.len() / vocab)
+                .map(|r| {
+                    let (row, shift) = scores.row(r);
                     let mut best = (0u32, f32::NEG_INFINITY);
-                    for (id, &lp) in row.iter().enumerate() {
+                    for (id, &v) in row.iter().enumerate() {
+                        let lp = v - shift;
                         if lp > best.1 {
                             best = (id as u32, lp);
                         }

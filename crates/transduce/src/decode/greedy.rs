@@ -86,6 +86,7 @@ pub async fn greedy_async<'m>(
                 .collect()
         };
 
+        caches.recycle(scores);
         let mut keep = Vec::with_capacity(active.len());
         let mut next_active = Vec::with_capacity(active.len());
         last.clear();

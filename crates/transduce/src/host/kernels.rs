@@ -20,22 +20,41 @@ pub struct Matrix {
 impl Matrix {
     /// `out[m, cols] = x[m, rows] · self (+ bias)`.
     pub fn apply(&self, x: &[f32], m: usize, out: &mut Vec<f32>) {
-        debug_assert_eq!(x.len(), m * self.rows);
+        assert_eq!(x.len(), m * self.rows);
+        let len = m * self.cols;
         out.clear();
-        out.resize(m * self.cols, 0.0);
+        out.reserve(len);
+        // SAFETY: `out` has room for the m rows of `cols`, which gemm writes without
+        // reading; every element is written before the length covers it. Writing into
+        // the spare capacity saves zeroing (a memset of the whole output) each step.
+        unsafe {
+            self.write(x, m, out.as_mut_ptr(), self.cols);
+            out.set_len(len);
+        }
+        self.add_bias(out, m, self.cols);
+    }
+
+    /// Writes `x[m, rows] · self` (no bias) into rows of `stride` at `out`.
+    ///
+    /// # Safety
+    /// `out` must be valid for writes of `(m − 1)·stride + cols` elements, `x` hold
+    /// `m·rows` and `stride ≥ cols`.
+    unsafe fn write(&self, x: &[f32], m: usize, out: *mut f32, stride: usize) {
+        debug_assert!(x.len() == m * self.rows && stride >= self.cols);
         if m == 0 {
             return;
         }
-        // SAFETY: x is [m, rows], data [rows, cols] and out [m, cols], all row-major and of
-        // those lengths (asserted above and by construction).
+        // SAFETY: x is [m, rows] and data [rows, cols], row-major and of those lengths
+        // (by construction); out as the caller promises. β = 0 and `read_dst` false:
+        // gemm does not read the destination.
         unsafe {
             gemm::gemm(
                 m,
                 self.cols,
                 self.rows,
-                out.as_mut_ptr(),
+                out,
                 1,
-                self.cols as isize,
+                stride as isize,
                 false,
                 x.as_ptr(),
                 1,
@@ -51,8 +70,12 @@ impl Matrix {
                 parallelism(m, self.cols, self.rows),
             );
         }
+    }
+
+    /// Adds the bias to the first `cols` of each of `m` rows of `stride`.
+    fn add_bias(&self, out: &mut [f32], m: usize, stride: usize) {
         if let Some(bias) = &self.bias {
-            for row in out.chunks_exact_mut(self.cols) {
+            for row in out.chunks_mut(stride).take(m) {
                 for (y, b) in row.iter_mut().zip(bias) {
                     *y += b;
                 }
@@ -61,18 +84,129 @@ impl Matrix {
     }
 }
 
-/// `out[m, n] = x[m, k] · tableᵀ` for a row-major `table` `[n, k]`: the output projection
-/// through the shared embedding matrix (§3.4), read in place.
-pub fn times_transposed(x: &[f32], m: usize, table: &[f32], n: usize, out: &mut Vec<f32>) {
+/// A wide matrix `[rows, cols]` kept as column blocks, each a row-major `[rows, ≤ BLOCK]`
+/// matrix: the output projection (§3.4), `[d_model, vocab]`. One row-major `[d_model,
+/// vocab]` array puts a whole vocabulary (32 KB at 8,000 tokens) between the values one
+/// micro-kernel tile reads, and the `[vocab, d_model]` embedding read as its transpose
+/// made gemm repack all of it at every step; blocks keep a tile's reads close.
+#[derive(Clone, Debug)]
+pub struct Columns {
+    pub rows: usize,
+    pub cols: usize,
+    blocks: Vec<Matrix>,
+}
+
+impl Columns {
+    const BLOCK: usize = 256;
+
+    /// The blocks of a row-major `[rows, cols]` matrix.
+    pub fn new(matrix: &Matrix) -> Columns {
+        Columns::from_fn(
+            matrix.rows,
+            matrix.cols,
+            |r, c| matrix.data[r * matrix.cols + c],
+            matrix.bias.as_deref(),
+        )
+    }
+
+    /// The blocks of the transpose of a row-major `table` `[cols, rows]`: the tied output
+    /// projection `Eᵀ` from the embedding `E`.
+    pub fn transposed(table: &[f32], cols: usize) -> Columns {
+        let rows = table.len() / cols.max(1);
+        Columns::from_fn(rows, cols, |r, c| table[c * rows + r], None)
+    }
+
+    fn from_fn(
+        rows: usize,
+        cols: usize,
+        at: impl Fn(usize, usize) -> f32,
+        bias: Option<&[f32]>,
+    ) -> Columns {
+        let blocks = (0..cols)
+            .step_by(Self::BLOCK)
+            .map(|start| {
+                let width = Self::BLOCK.min(cols - start);
+                Matrix {
+                    rows,
+                    cols: width,
+                    data: (0..rows * width)
+                        .map(|i| at(i / width, start + i % width))
+                        .collect(),
+                    bias: bias.map(|b| b[start..start + width].to_vec()),
+                }
+            })
+            .collect();
+        Columns { rows, cols, blocks }
+    }
+
+    /// `out[m, cols] = x[m, rows] · self (+ bias)`.
+    pub fn apply(&self, x: &[f32], m: usize, out: &mut Vec<f32>) {
+        assert_eq!(x.len(), m * self.rows);
+        let len = m * self.cols;
+        out.clear();
+        out.reserve(len);
+        let mut start = 0;
+        // SAFETY: block b writes columns start..start + width of every row (within `len`,
+        // as the blocks' widths sum to `cols`); together they write every element before
+        // the length covers it (see `Matrix::apply`).
+        unsafe {
+            for block in &self.blocks {
+                block.write(x, m, out.as_mut_ptr().add(start), self.cols);
+                start += block.cols;
+            }
+            out.set_len(len);
+        }
+        let mut start = 0;
+        for block in &self.blocks {
+            block.add_bias(&mut out[start..], m, self.cols);
+            start += block.cols;
+        }
+    }
+}
+
+/// The output projection (§3.4) `[d_model, vocab]`, kept two ways because gemm's speed
+/// depends on the layout: a single row (greedy decoding of one sentence) runs fastest over
+/// the `[vocab, d_model]` table read as its transpose (gemm's row-major matrix-vector
+/// product), more rows over column blocks ([`Columns`]), which gemm streams or packs a
+/// block at a time instead of repacking the whole transposed table at every step
+/// (measured in docs/BENCHMARKS.md: 300 test2016 sentences, beam 4, one at a time,
+/// 3.25 s → 1.9–2.1 s; in batches of 32, 1.62 s → 1.40–1.50 s).
+#[derive(Clone, Debug)]
+pub struct Projection {
+    /// `[vocab, d_model]`.
+    table: Vec<f32>,
+    columns: Columns,
+}
+
+impl Projection {
+    /// From the transposed weight `table` `[vocab, d_model]` (the shared embedding).
+    pub fn from_table(table: Vec<f32>, vocab: usize) -> Projection {
+        let columns = Columns::transposed(&table, vocab);
+        Projection { table, columns }
+    }
+
+    /// `out[m, vocab] = x[m, d_model] · self`.
+    pub fn apply(&self, x: &[f32], m: usize, out: &mut Vec<f32>) {
+        if m == 1 {
+            times_transposed(x, m, &self.table, self.columns.cols, out);
+        } else {
+            self.columns.apply(x, m, out);
+        }
+    }
+}
+
+/// `out[m, n] = x[m, k] · tableᵀ` for a row-major `table` `[n, k]`.
+fn times_transposed(x: &[f32], m: usize, table: &[f32], n: usize, out: &mut Vec<f32>) {
     let k = table.len() / n.max(1);
-    debug_assert_eq!(x.len(), m * k);
+    assert_eq!(x.len(), m * k);
     out.clear();
-    out.resize(m * n, 0.0);
     if m == 0 {
         return;
     }
-    // SAFETY: as in `Matrix::apply`; the right-hand side is `table` read column-major,
-    // element (i, j) at j·k + i.
+    out.reserve(m * n);
+    // SAFETY: as in `Matrix::write` (gemm writes all m·n elements of the spare capacity
+    // without reading them, then the length covers them); the right-hand side is `table`
+    // read column-major, element (i, j) at j·k + i.
     unsafe {
         gemm::gemm(
             m,
@@ -95,6 +229,7 @@ pub fn times_transposed(x: &[f32], m: usize, table: &[f32], n: usize, out: &mut 
             false,
             parallelism(m, n, k),
         );
+        out.set_len(m * n);
     }
 }
 
@@ -144,6 +279,7 @@ fn sum(x: &[f32]) -> f32 {
     acc.iter().sum::<f32>() + rest.iter().sum::<f32>()
 }
 
+#[inline(always)]
 fn max(x: &[f32]) -> f32 {
     let mut acc = [f32::NEG_INFINITY; LANES];
     let (chunks, rest) = x.split_at(x.len() - x.len() % LANES);
@@ -196,6 +332,38 @@ pub fn softmax(row: &mut [f32]) {
 
 /// log-softmax of one row in place: x − max − log Σ e^(x − max).
 pub fn log_softmax(row: &mut [f32]) {
+    let shift = log_softmax_shift(row);
+    for v in row.iter_mut() {
+        *v -= shift;
+    }
+}
+
+/// The shift s with log-softmax(x)ᵢ = xᵢ − s: max + log Σ e^(x − max). A search that only
+/// ranks a row, or reads a few of its entries, subtracts it where it reads instead of
+/// writing the whole row.
+///
+/// On x86-64 CPUs with AVX2 the same code runs compiled for AVX2 (the crate's baseline is
+/// SSE2): eight lanes per instruction instead of four over the vocabulary's exponentials,
+/// a sixth of a beam-search step. The lanes and the order of the sums are the code's, not
+/// the instruction set's, and Rust does not fuse multiplies and adds, so both give the
+/// same bits.
+pub fn log_softmax_shift(row: &[f32]) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2 (just checked).
+        return unsafe { log_softmax_shift_avx2(row) };
+    }
+    log_softmax_shift_lanes(row)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn log_softmax_shift_avx2(row: &[f32]) -> f32 {
+    log_softmax_shift_lanes(row)
+}
+
+#[inline(always)]
+fn log_softmax_shift_lanes(row: &[f32]) -> f32 {
     let m = max(row);
     let mut acc = [0.0f32; LANES];
     let (chunks, rest) = row.split_at(row.len() - row.len() % LANES);
@@ -205,9 +373,24 @@ pub fn log_softmax(row: &mut [f32]) {
         }
     }
     let total = acc.iter().sum::<f32>() + rest.iter().map(|&v| exp(v - m)).sum::<f32>();
-    let shift = m + total.ln();
-    for v in row.iter_mut() {
-        *v -= shift;
+    m + total.ln()
+}
+
+/// The largest value of each chunk of [`LANES`] (and of the shorter last one).
+#[inline]
+pub fn chunk_max(chunk: &[f32]) -> f32 {
+    match <&[f32; LANES]>::try_from(chunk) {
+        // A tree of maxima: three dependent steps instead of eight.
+        Ok(c) => {
+            let a = [
+                c[0].max(c[4]),
+                c[1].max(c[5]),
+                c[2].max(c[6]),
+                c[3].max(c[7]),
+            ];
+            a[0].max(a[2]).max(a[1].max(a[3]))
+        }
+        Err(_) => chunk.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v)),
     }
 }
 
@@ -257,34 +440,76 @@ mod tests {
         assert!(exp(-1000.0) > 0.0 && exp(-1000.0) < 1e-37);
     }
 
+    /// The log-softmax shift against f64's definition, and the AVX2 build of it (taken on
+    /// CPUs that have it) bit for bit against the baseline build.
+    #[test]
+    fn log_softmax_shift_is_exact_and_the_same_on_every_path() {
+        let mut state = 0x9e37_79b9_u32;
+        for len in [1, 7, 8, 9, 100, 8000] {
+            let row: Vec<f32> = (0..len)
+                .map(|_| {
+                    state = state.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+                    (state >> 8) as f32 / (1 << 24) as f32 * 40.0 - 20.0
+                })
+                .collect();
+            let m = row.iter().fold(f64::NEG_INFINITY, |m, &v| m.max(v as f64));
+            let want = m + row.iter().map(|&v| (v as f64 - m).exp()).sum::<f64>().ln();
+            let found = log_softmax_shift(&row);
+            assert!(
+                (found as f64 - want).abs() < 1e-5 * want.abs().max(1.0),
+                "{len}"
+            );
+            assert_eq!(
+                found.to_bits(),
+                log_softmax_shift_lanes(&row).to_bits(),
+                "{len}"
+            );
+        }
+    }
+
     /// Products against the definition, row-major and through a transposed table.
     #[test]
     fn products_by_definition() {
-        let (m, k, n) = (3, 19, 11);
-        let x: Vec<f32> = (0..m * k).map(|i| ((i * 7) % 13) as f32 - 6.0).collect();
-        let w: Vec<f32> = (0..k * n)
-            .map(|i| ((i * 5) % 11) as f32 * 0.5 - 2.0)
-            .collect();
-        let bias: Vec<f32> = (0..n).map(|j| j as f32).collect();
-        let matrix = Matrix {
-            rows: k,
-            cols: n,
-            data: w.clone(),
-            bias: Some(bias.clone()),
-        };
-        let mut out = Vec::new();
-        matrix.apply(&x, m, &mut out);
-        // The same matrix stored transposed, [n, k].
-        let table: Vec<f32> = (0..n * k).map(|i| w[(i % k) * n + i / k]).collect();
-        let mut out_t = Vec::new();
-        times_transposed(&x, m, &table, n, &mut out_t);
-        for i in 0..m {
-            for j in 0..n {
-                let want: f32 = (0..k).map(|l| x[i * k + l] * w[l * n + j]).sum();
-                assert_eq!(out[i * n + j], want + bias[j]);
-                assert_eq!(out_t[i * n + j], want);
+        // 600 columns: three blocks of `Columns`, the last one narrower.
+        for (m, k, n) in [(3, 19, 11), (7, 19, 600)] {
+            let x: Vec<f32> = (0..m * k).map(|i| ((i * 7) % 13) as f32 - 6.0).collect();
+            let w: Vec<f32> = (0..k * n)
+                .map(|i| ((i * 5) % 11) as f32 * 0.5 - 2.0)
+                .collect();
+            let bias: Vec<f32> = (0..n).map(|j| j as f32).collect();
+            let matrix = Matrix {
+                rows: k,
+                cols: n,
+                data: w.clone(),
+                bias: Some(bias.clone()),
+            };
+            // Stale contents must not leak into the products.
+            let mut out = vec![f32::NAN; 2 * m * n];
+            matrix.apply(&x, m, &mut out);
+            let mut out_c = vec![f32::NAN; m * n / 2];
+            Columns::new(&matrix).apply(&x, m, &mut out_c);
+            // The same matrix stored transposed, [n, k].
+            let table: Vec<f32> = (0..n * k).map(|i| w[(i % k) * n + i / k]).collect();
+            let mut out_t = vec![f32::NAN; 2 * m * n];
+            Columns::transposed(&table, n).apply(&x, m, &mut out_t);
+            let projection = Projection::from_table(table.clone(), n);
+            let mut out_p = Vec::new();
+            let mut out_1 = Vec::new();
+            projection.apply(&x, m, &mut out_p);
+            projection.apply(&x[..k], 1, &mut out_1);
+            assert_eq!(out_p, out_t);
+            assert_eq!(out_1[..], out_t[..n]);
+            assert_eq!(out.len(), m * n);
+            for i in 0..m {
+                for j in 0..n {
+                    let want: f32 = (0..k).map(|l| x[i * k + l] * w[l * n + j]).sum();
+                    assert_eq!(out[i * n + j], want + bias[j]);
+                    assert_eq!(out_c[i * n + j], want + bias[j]);
+                    assert_eq!(out_t[i * n + j], want);
+                }
             }
         }
+        let (k, x): (usize, Vec<f32>) = (19, (0..19).map(|i| i as f32 - 6.0).collect());
         assert_eq!(
             dot(&x[..k], &x[..k]),
             (0..k).map(|l| x[l] * x[l]).sum::<f32>()

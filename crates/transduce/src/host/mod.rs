@@ -27,7 +27,7 @@ use crate::config::{ModelConfig, Positional};
 use crate::embedding::sinusoid_table;
 use crate::error::{Error, Result};
 use crate::model::Transformer;
-use kernels::Matrix;
+use kernels::{Matrix, Projection};
 
 /// LayerNorm's gain and bias.
 #[derive(Clone, Debug)]
@@ -67,11 +67,12 @@ struct DecoderLayer {
 #[derive(Clone, Debug)]
 pub struct HostModel {
     config: ModelConfig,
-    /// Target (shared) embedding `[vocab, d_model]`; also the output projection when tied.
+    /// Target (shared) embedding `[vocab, d_model]`.
     embedding: Vec<f32>,
     src_embedding: Option<Vec<f32>>,
-    /// Untied pre-softmax projection `[d_model, vocab]`.
-    output: Option<Matrix>,
+    /// Pre-softmax projection `[d_model, vocab]`: the untied one, or a transposed copy of
+    /// the shared embedding (§3.4).
+    output: Projection,
     src_positions: Option<Vec<f32>>,
     tgt_positions: Option<Vec<f32>>,
     /// Sinusoid rows for the first positions (§3.5); later ones are computed when needed.
@@ -187,10 +188,22 @@ impl HostModel {
             Positional::Sinusoid => sinusoid_table(0, SINUSOID_ROWS, config.d_model),
             Positional::Learned => Vec::new(),
         };
+        let embedding = table(&model.embedding)?;
+        let output = match &model.output {
+            Some(output) => {
+                // Linear weights are `[d_model, vocab]`: transposed to the table layout.
+                let m = matrix(output)?;
+                let table = (0..m.rows * m.cols)
+                    .map(|i| m.data[(i % m.rows) * m.cols + i / m.rows])
+                    .collect();
+                Projection::from_table(table, config.vocab_size)
+            }
+            None => Projection::from_table(embedding.clone(), config.vocab_size),
+        };
         Ok(HostModel {
-            embedding: table(&model.embedding)?,
+            embedding,
             src_embedding: model.src_embedding.as_ref().map(table).transpose()?,
-            output: model.output.as_ref().map(matrix).transpose()?,
+            output,
             src_positions: model.src_positions.as_ref().map(table).transpose()?,
             tgt_positions: model.tgt_positions.as_ref().map(table).transpose()?,
             sinusoid,
@@ -234,12 +247,7 @@ impl HostModel {
 
     /// Pre-softmax logits `[rows, vocab]` of decoder states `[rows, d_model]` (§3.4).
     fn project(&self, x: &[f32], rows: usize, out: &mut Vec<f32>) {
-        match &self.output {
-            Some(output) => output.apply(x, rows, out),
-            None => {
-                kernels::times_transposed(x, rows, &self.embedding, self.config.vocab_size, out)
-            }
-        }
+        self.output.apply(x, rows, out)
     }
 }
 

@@ -34,9 +34,22 @@ pub struct HostState {
     /// Target positions already fed.
     position: usize,
     scratch: Scratch,
+    /// A step's output buffer given back by the search ([`HostState::recycle`]): the next
+    /// step writes its `[rows, vocab]` scores there instead of into fresh pages.
+    spare: Vec<f32>,
 }
 
 impl HostState {
+    /// Takes the buffer last given back (empty if none).
+    pub fn take_spare(&mut self) -> Vec<f32> {
+        std::mem::take(&mut self.spare)
+    }
+
+    /// Gives a step's output buffer back for the next step.
+    pub fn recycle(&mut self, buffer: Vec<f32>) {
+        self.spare = buffer;
+    }
+
     /// Rows in the batch.
     pub fn rows(&self) -> usize {
         self.row_source.len()
@@ -150,6 +163,7 @@ impl HostModel {
             capacity: 0,
             position: 0,
             scratch,
+            spare: Vec::new(),
         })
     }
 
@@ -162,6 +176,26 @@ impl HostModel {
         tokens: &[u32],
         focus: Option<&[i32]>,
         out: &mut Vec<f32>,
+    ) -> Result<()> {
+        let mut shifts = Vec::new();
+        self.step_logits(state, tokens, focus, out, &mut shifts)?;
+        for (row, shift) in out.chunks_exact_mut(self.config.vocab_size).zip(shifts) {
+            for v in row.iter_mut() {
+                *v -= shift;
+            }
+        }
+        Ok(())
+    }
+
+    /// [`HostModel::step`] without the last pass: `out` gets the logits, `shifts` each
+    /// row's log-softmax shift (log-probability = logit − shift, the same `f32` values).
+    pub fn step_logits(
+        &self,
+        state: &mut HostState,
+        tokens: &[u32],
+        focus: Option<&[i32]>,
+        out: &mut Vec<f32>,
+        shifts: &mut Vec<f32>,
     ) -> Result<()> {
         let c = &self.config;
         let d = c.d_model;
@@ -269,9 +303,11 @@ impl HostModel {
         state.position += 1;
 
         self.project(&x, rows, out);
-        for row in out.chunks_exact_mut(c.vocab_size) {
-            kernels::log_softmax(row);
-        }
+        shifts.clear();
+        shifts.extend(
+            out.chunks_exact(c.vocab_size)
+                .map(kernels::log_softmax_shift),
+        );
         Ok(())
     }
 }
