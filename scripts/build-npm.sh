@@ -13,7 +13,10 @@ version=$(awk -F'"' '/^version = / { print $2; exit }' Cargo.toml)
 build_page
 rm -rf pkg
 mkdir -p pkg
+# Two builds of the module: the CPU one (loaded by default) and the WebGPU one (fetched by
+# the worker only when a bundle is loaded on WebGPU).
 cp dist/transduce-web.js dist/transduce-web_bg.wasm dist/transduce-web.d.ts pkg/
+cp dist/transduce-web-webgpu.js dist/transduce-web-webgpu_bg.wasm dist/transduce-web-webgpu.d.ts pkg/
 cp web/transduce.js web/worker.js web/transduce.d.ts pkg/
 cat > pkg/package.json <<JSON
 {
@@ -28,12 +31,13 @@ cat > pkg/package.json <<JSON
   "exports": {
     ".": { "types": "./transduce.d.ts", "default": "./transduce.js" },
     "./worker.js": "./worker.js",
-    "./transduce-web.js": "./transduce-web.js"
+    "./transduce-web.js": "./transduce-web.js",
+    "./transduce-web-webgpu.js": "./transduce-web-webgpu.js"
   },
-  "files": ["transduce.js", "transduce.d.ts", "worker.js", "transduce-web.js", "transduce-web.d.ts", "transduce-web_bg.wasm", "README.md"],
+  "files": ["transduce.js", "transduce.d.ts", "worker.js", "transduce-web.js", "transduce-web.d.ts", "transduce-web_bg.wasm", "transduce-web-webgpu.js", "transduce-web-webgpu.d.ts", "transduce-web-webgpu_bg.wasm", "README.md"],
   "sideEffects": false,
   "keywords": ["transformer", "translation", "parsing", "webgpu", "wasm", "burn"]
 }
 JSON
 cp web/NPM-README.md pkg/README.md
-log "pkg/: $(du -sh pkg | cut -f1) ($(du -h pkg/transduce-web_bg.wasm | cut -f1) of wasm)"
+log "pkg/: $(du -sh pkg | cut -f1) (wasm: CPU $(du -h pkg/transduce-web_bg.wasm | cut -f1), WebGPU $(du -h pkg/transduce-web-webgpu_bg.wasm | cut -f1))"

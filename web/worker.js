@@ -1,18 +1,34 @@
 // The Web Worker that owns the wasm module and the model (see transduce.js).
 
-import init, { Engine, splitSentences } from "./transduce-web.js";
-
 const CACHE_NAME = "transduce-bundles-v1";
 // Sentences decoded together: a paragraph costs about its longest sentence's steps, and the
 // first results still arrive soon.
 const BATCH = 16;
-const ready = init();
 let engine = null;
+// The module the engine came from (its splitSentences goes with it).
+let engineModule = null;
+
+// The wasm module comes in two builds with one API: transduce-web.js, the CPU build that
+// every load uses unless WebGPU will run, and transduce-web-webgpu.js, about four times
+// larger (wgpu, naga, cubecl), fetched only when a bundle is loaded on WebGPU. Static
+// import() strings, so bundlers see both files.
+const modules = {};
+function wasm(backend) {
+  modules[backend] ??= (backend === "webgpu" ? import("./transduce-web-webgpu.js") : import("./transduce-web.js"))
+    .then(async (module) => {
+      await module.default();
+      return module;
+    })
+    .catch((e) => {
+      delete modules[backend];
+      throw new Error(`cannot load the ${backend} wasm module: ${message(e)}`);
+    });
+  return modules[backend];
+}
 
 self.onmessage = async ({ data: { id, op, args } }) => {
   const emit = (value) => self.postMessage({ id, kind: "event", value });
   try {
-    await ready;
     const value = await OPS[op](args, emit);
     self.postMessage({ id, kind: "ok", value });
   } catch (e) {
@@ -28,21 +44,36 @@ function message(e) {
 
 const OPS = {
   async load({ url, files, backend, cache }, emit) {
-    const bytes = url ? await fetchBundle(url, cache, emit) : normalize(files);
+    // The bundle downloads while the backend is chosen and its module compiles.
+    const fetching = url ? fetchBundle(url, cache, emit) : Promise.resolve().then(() => normalize(files));
+    fetching.catch(() => {}); // awaited below; a failure must not surface twice
     const choice = await chooseBackend(backend);
+    let module;
+    try {
+      module = await wasm(choice.backend);
+    } catch (e) {
+      if (backend !== "auto" || choice.backend === "cpu") throw e;
+      choice.backend = "cpu";
+      choice.fallbackReason = `WebGPU failed (${message(e)})`;
+      module = await wasm("cpu");
+    }
+    const bytes = await fetching;
     if (engine) engine.free();
     engine = null;
+    engineModule = null;
     let loaded;
     try {
-      loaded = await Engine.load(bytes.config, bytes.tokenizer, bytes.weights, choice.backend);
+      loaded = await module.Engine.load(bytes.config, bytes.tokenizer, bytes.weights, choice.backend);
     } catch (e) {
       if (backend !== "auto" || choice.backend === "cpu") throw e;
       // A WebGPU failure in auto mode: the CPU still works.
       choice.backend = "cpu";
       choice.fallbackReason = `WebGPU failed (${message(e)})`;
-      loaded = await Engine.load(bytes.config, bytes.tokenizer, bytes.weights, "cpu");
+      module = await wasm("cpu");
+      loaded = await module.Engine.load(bytes.config, bytes.tokenizer, bytes.weights, "cpu");
     }
     engine = loaded;
+    engineModule = module;
     return {
       backend: engine.backend,
       device: engine.device,
@@ -57,7 +88,7 @@ const OPS = {
     const started = performance.now();
     // Line breaks are kept; each line is split into sentences, and the sentences are
     // decoded BATCH at a time (one decoder batch), results passed on in order.
-    const lines = text.split("\n").map((line) => splitSentences(line));
+    const lines = text.split("\n").map((line) => engineModule.splitSentences(line));
     const flat = lines.flatMap((line, l) => line.map((sentence) => ({ line: l, sentence })));
     const outLines = lines.map(() => []);
     const sentences = [];

@@ -152,9 +152,25 @@ async function openPage(context, query) {
   const logs = [];
   page.on("console", (m) => logs.push(`${m.type()}: ${m.text()}`));
   page.on("pageerror", (e) => logs.push(`pageerror: ${e.message}`));
+  // The wasm modules the page (its worker included) fetched.
+  const wasm = [];
+  page.on("request", (r) => {
+    const file = new URL(r.url()).pathname.split("/").pop();
+    if (file.endsWith(".wasm")) wasm.push(file);
+  });
+  page.wasm = wasm;
   await page.goto(`${base}/?${query}`);
   page.logs = logs;
   return page;
+}
+
+const CPU_WASM = "transduce-web_bg.wasm";
+const WEBGPU_WASM = "transduce-web-webgpu_bg.wasm";
+
+/** Checks that the page fetched exactly the wasm modules `want`. */
+function assertModules(page, want) {
+  const found = [...new Set(page.wasm)].sort().join(", ");
+  assertEqual(found, [...want].sort().join(", "), "wasm modules fetched");
 }
 
 async function waitReady(page, backend) {
@@ -187,6 +203,9 @@ async function translateWith(page, text, beam) {
   const b = await browser();
   const page = await openPage(b.context, "backend=cpu");
   await test("cpu: page loads the shipped model on the CPU backend", () => waitReady(page, "cpu"));
+  await test("cpu: only the CPU wasm module is fetched, not the WebGPU one", async () => {
+    assertModules(page, [CPU_WASM]);
+  });
   await test("cpu: greedy translation equals native `transduce translate`", async () => {
     assertEqual(await translateGreedy(page, expected.sentence), expected.greedy, "translation");
     await page.waitForSelector("#heatmap svg rect");
@@ -289,7 +308,10 @@ async function translateWith(page, text, beam) {
 {
   const b = await browser(["--enable-unsafe-webgpu"]);
   const page = await openPage(b.context, "backend=webgpu");
-  await test("webgpu: page loads the model on WebGPU", () => waitReady(page, "webgpu"));
+  await test("webgpu: page loads the model on WebGPU, from the WebGPU wasm module", async () => {
+    await waitReady(page, "webgpu");
+    assertModules(page, [WEBGPU_WASM]);
+  });
   await test("webgpu: greedy translation equals the CPU's and native", async () => {
     assertEqual(await translateGreedy(page, expected.sentence), expected.greedy, "translation");
     await page.screenshot({ path: join(artifacts, "webgpu-translate.png"), fullPage: true });
@@ -299,6 +321,7 @@ async function translateWith(page, text, beam) {
     await waitReady(auto, "cpu");
     const badge = await auto.textContent("#badge");
     if (!/software fallback/.test(badge)) throw new Error(`badge: ${badge}`);
+    assertModules(auto, [CPU_WASM]);
   });
   await b.close();
 }

@@ -1,4 +1,5 @@
-//! The device a bundle runs on: WebGPU through burn's wgpu backend, or burn-flex on the CPU.
+//! The device a bundle runs on: WebGPU through burn's wgpu backend (in the module built with
+//! the `webgpu` feature), or burn-flex on the CPU (in both modules).
 
 use std::fmt;
 use std::str::FromStr;
@@ -59,7 +60,7 @@ impl Loaded {
     }
 }
 
-#[cfg(target_arch = "wasm32")]
+#[cfg(all(target_arch = "wasm32", feature = "webgpu"))]
 async fn webgpu() -> Result<(Device, String), String> {
     use std::cell::RefCell;
     // The wgpu runtime can be initialized once per page (or worker); later bundles reuse it.
@@ -83,7 +84,19 @@ async fn webgpu() -> Result<(Device, String), String> {
     Ok((device, description))
 }
 
+#[cfg(all(target_arch = "wasm32", not(feature = "webgpu")))]
+async fn webgpu() -> Result<(Device, String), String> {
+    Err(
+        "this is the CPU module (built without the `webgpu` feature): \
+         WebGPU runs in transduce-web-webgpu.js"
+            .to_string(),
+    )
+}
+
 #[cfg(not(target_arch = "wasm32"))]
 async fn webgpu() -> Result<(Device, String), String> {
     Err("WebGPU exists only in the browser build".to_string())
 }
+
+/// Whether this module can run on WebGPU (the `webgpu` feature).
+pub const HAS_WEBGPU: bool = cfg!(feature = "webgpu");
