@@ -10,7 +10,7 @@
 use super::ensemble::Scores;
 use super::{Constraint, DecodeOptions, Ensemble, Hypothesis, allowed_tokens, length_penalty};
 use crate::error::{Error, Result};
-use crate::host::kernels::chunk_max;
+use crate::host::kernels::max_of;
 use crate::tokenizer::{BOS, EOS};
 
 #[derive(Clone, Debug)]
@@ -68,14 +68,15 @@ fn best_extensions(
     n: usize,
     out: &mut Vec<(f64, usize, u32)>,
 ) {
-    const CHUNK: usize = 8;
+    // Long enough that the test per chunk costs little, short enough to skip most tokens.
+    const CHUNK: usize = 32;
     if n == 0 {
         return;
     }
     let start = out.len();
     for (c, chunk) in row.chunks(CHUNK).enumerate() {
         if out.len() - start == n {
-            let best = chunk_max(chunk) - shift;
+            let best = max_of(chunk) - shift;
             if best == f32::NEG_INFINITY || base + best as f64 <= out[out.len() - 1].0 {
                 continue;
             }

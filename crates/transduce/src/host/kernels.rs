@@ -376,22 +376,11 @@ fn log_softmax_shift_lanes(row: &[f32]) -> f32 {
     m + total.ln()
 }
 
-/// The largest value of each chunk of [`LANES`] (and of the shorter last one).
+/// The largest value of `x` (−∞ if empty), over [`LANES`] running maxima so the loop
+/// vectorizes.
 #[inline]
-pub fn chunk_max(chunk: &[f32]) -> f32 {
-    match <&[f32; LANES]>::try_from(chunk) {
-        // A tree of maxima: three dependent steps instead of eight.
-        Ok(c) => {
-            let a = [
-                c[0].max(c[4]),
-                c[1].max(c[5]),
-                c[2].max(c[6]),
-                c[3].max(c[7]),
-            ];
-            a[0].max(a[2]).max(a[1].max(a[3]))
-        }
-        Err(_) => chunk.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v)),
-    }
+pub fn max_of(x: &[f32]) -> f32 {
+    max(x)
 }
 
 /// e^x for x ≤ 0 in f32 (relative error < 2·10⁻⁷), branch-free so loops over it
