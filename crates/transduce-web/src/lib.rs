@@ -145,6 +145,20 @@ struct SentenceResult {
     target_ids: Vec<u32>,
 }
 
+impl SentenceResult {
+    /// The result for `text` before any of it is translated.
+    fn of(text: &str) -> SentenceResult {
+        SentenceResult {
+            source: text.trim().to_string(),
+            target: String::new(),
+            source_tokens: Vec::new(),
+            target_tokens: Vec::new(),
+            source_ids: Vec::new(),
+            target_ids: Vec::new(),
+        }
+    }
+}
+
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct ParseResult {
@@ -214,14 +228,7 @@ impl Engine {
         }
         check_text(&text).map_err(|e| JsError::new(&e))?;
         let options = options_from(&self.bundle, options)?;
-        let mut out = SentenceResult {
-            source: text.trim().to_string(),
-            target: String::new(),
-            source_tokens: Vec::new(),
-            target_tokens: Vec::new(),
-            source_ids: Vec::new(),
-            target_ids: Vec::new(),
-        };
+        let mut out = SentenceResult::of(&text);
         for piece in word_chunks(&text) {
             let t = translate_sentence_async(&self.bundle, &piece, &options)
                 .await
@@ -288,14 +295,7 @@ impl Engine {
         };
         let mut results: Vec<SentenceResult> = sentences
             .iter()
-            .map(|text| SentenceResult {
-                source: text.trim().to_string(),
-                target: String::new(),
-                source_tokens: Vec::new(),
-                target_tokens: Vec::new(),
-                source_ids: Vec::new(),
-                target_ids: Vec::new(),
-            })
+            .map(|text| SentenceResult::of(text))
             .collect();
         for ((&i, source), target) in owner.iter().zip(sources).zip(outputs) {
             let text = self.bundle.tokenizer.decode(&target).map_err(js_error)?;
