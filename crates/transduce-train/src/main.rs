@@ -8,6 +8,7 @@ mod data;
 mod error;
 mod fsutil;
 mod memory;
+mod options;
 mod parse;
 mod pipe;
 mod prepare;
@@ -95,7 +96,7 @@ struct PrepareCmd {
     valid_trees: Option<PathBuf>,
     /// Size of the shared BPE vocabulary (§5.1: about 37,000 for WMT14 en–de; §6.3:
     /// 16,000 for WSJ parsing).
-    #[arg(long, default_value_t = 37_000)]
+    #[arg(long, default_value_t = 37_000, value_parser = options::vocab_size)]
     vocab_size: usize,
     /// Use this tokenizer instead of learning one: a tokenizer.json, or a bundle, run or
     /// prepared folder holding one. Models trained on data prepared with one tokenizer
@@ -103,7 +104,7 @@ struct PrepareCmd {
     #[arg(long, conflicts_with = "vocab_size")]
     tokenizer: Option<PathBuf>,
     /// Pairs with a side longer than this many tokens are dropped (and counted).
-    #[arg(long, default_value_t = 256)]
+    #[arg(long, default_value_t = 256, value_parser = options::count)]
     max_len: usize,
     /// Output folder.
     #[arg(long)]
@@ -125,10 +126,10 @@ struct ParseCmd {
     #[arg(long)]
     raw: bool,
     /// Beam size (§6.3: 21).
-    #[arg(long, default_value_t = 21)]
+    #[arg(long, default_value_t = 21, value_parser = options::count)]
     beam: usize,
     /// Length penalty α (§6.3: 0.3).
-    #[arg(long, default_value_t = 0.3)]
+    #[arg(long, default_value_t = 0.3, value_parser = options::non_negative)]
     alpha: f64,
     /// Output may be this many tokens longer than the input (§6.3: 300).
     #[arg(long, default_value_t = 300)]
@@ -145,7 +146,7 @@ struct ParseCmd {
     #[arg(long)]
     right_branching: bool,
     /// Sentences decoded together.
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, default_value_t = 8, value_parser = options::count)]
     batch_size: usize,
     #[arg(long)]
     quiet: bool,
@@ -194,42 +195,42 @@ struct TrainCmd {
     #[arg(long, value_delimiter = ',')]
     devices: Vec<usize>,
     /// Source/target tokens per batch, padding included (§5.1: 25,000).
-    #[arg(long, default_value_t = 25_000)]
+    #[arg(long, default_value_t = 25_000, value_parser = options::count)]
     max_tokens: usize,
     /// Batches accumulated per optimizer step.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = options::count)]
     accum: usize,
     /// Warm-up steps of the learning-rate schedule (§5.3).
-    #[arg(long, default_value_t = 4000)]
+    #[arg(long, default_value_t = 4000, value_parser = options::count_u64)]
     warmup: u64,
     /// Factor on the §5.3 learning rate.
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, value_parser = options::positive)]
     lr_factor: f64,
     /// Residual/embedding dropout P_drop (default: the preset's).
-    #[arg(long)]
+    #[arg(long, value_parser = options::probability)]
     dropout: Option<f64>,
     /// Label smoothing ε_ls (default: the preset's).
-    #[arg(long)]
+    #[arg(long, value_parser = options::probability)]
     label_smoothing: Option<f64>,
     /// Parsing, beyond the paper: add to each decoder input the encoder state of the word
     /// the next XX slot fills (word focus), so long sentences keep their alignment.
     #[arg(long)]
     word_focus: bool,
-    #[arg(long)]
+    #[arg(long, value_parser = options::count_u64)]
     max_steps: Option<u64>,
-    #[arg(long)]
+    #[arg(long, value_parser = options::count_u64)]
     max_epochs: Option<u64>,
     /// Stop after this many minutes of training (across resumes).
-    #[arg(long)]
+    #[arg(long, value_parser = options::positive)]
     max_minutes: Option<f64>,
     /// Checkpoint interval in minutes (§5.2 used 10).
-    #[arg(long, default_value_t = 10.0)]
+    #[arg(long, default_value_t = 10.0, value_parser = options::positive)]
     checkpoint_minutes: f64,
     /// Checkpoint interval in steps (in addition to minutes).
-    #[arg(long)]
+    #[arg(long, value_parser = options::count_u64)]
     checkpoint_steps: Option<u64>,
     /// Checkpoints kept.
-    #[arg(long, default_value_t = 20)]
+    #[arg(long, default_value_t = 20, value_parser = options::count)]
     keep: usize,
     /// Validate every N steps (0: at checkpoints).
     #[arg(long, default_value_t = 0)]
@@ -247,7 +248,7 @@ struct AverageCmd {
     #[arg(long)]
     run: PathBuf,
     /// How many of the newest checkpoints.
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = 5, value_parser = options::count)]
     last: usize,
     /// Output file (default: RUN/averaged-last-N.safetensors).
     #[arg(long)]
@@ -277,16 +278,16 @@ struct TranslateCmd {
     #[arg(long)]
     output: Option<PathBuf>,
     /// Beam size, 1 = greedy (default: the bundle's; §6.1's 4 for a run folder).
-    #[arg(long)]
+    #[arg(long, value_parser = options::count)]
     beam: Option<usize>,
     /// Length penalty α (default: the bundle's; §6.1's 0.6 for a run folder).
-    #[arg(long)]
+    #[arg(long, value_parser = options::non_negative)]
     alpha: Option<f64>,
     /// Output may be this many tokens longer than the input (default: the bundle's; 50).
     #[arg(long)]
     max_extra: Option<usize>,
     /// Sentences decoded together.
-    #[arg(long, default_value_t = 32)]
+    #[arg(long, default_value_t = 32, value_parser = options::count)]
     batch_size: usize,
     #[arg(long)]
     quiet: bool,
@@ -312,7 +313,7 @@ enum EvalCmd {
         #[arg(long, default_value = "exp")]
         smooth_method: String,
         /// Value for floor / add-k smoothing.
-        #[arg(long)]
+        #[arg(long, value_parser = options::non_negative)]
         smooth_value: Option<f64>,
         /// Sentence-level BLEU (effective order), one score per line.
         #[arg(long)]
@@ -371,11 +372,11 @@ struct ExportCmd {
     #[arg(long = "command")]
     commands: Vec<String>,
     /// Default beam size stored in the bundle (default: the task's, §6.1/§6.3).
-    #[arg(long)]
+    #[arg(long, value_parser = options::count)]
     beam: Option<usize>,
     /// Default length penalty α stored in the bundle, e.g. one chosen on the dev set as
     /// §6.1 chose 0.6 (default: the task's).
-    #[arg(long)]
+    #[arg(long, value_parser = options::non_negative)]
     alpha: Option<f64>,
 }
 
@@ -386,10 +387,10 @@ struct BenchCmd {
     #[arg(long, value_enum, default_value = "cpu")]
     backend: Backend,
     /// Tokens per training batch.
-    #[arg(long, default_value_t = 4096)]
+    #[arg(long, default_value_t = 4096, value_parser = options::count)]
     batch_tokens: usize,
     /// Timed training steps.
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = 5, value_parser = options::count)]
     steps: usize,
 }
 

@@ -293,7 +293,8 @@ fn prepare_train_resume_average_translate_export() {
         "--beam",
         "0",
     ]);
-    assert!(e.contains("--beam must be at least 1"), "{e}");
+    // Refused when the command line is read (bad_option_values_are_refused_before_any_work).
+    assert!(e.contains("invalid value '0' for '--beam"), "{e}");
     let ppl = run(&[
         "eval",
         "ppl",
@@ -1063,4 +1064,88 @@ fn a_closed_pipe_stops_output_quietly() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert_eq!(out.status.signal(), Some(13), "{:?} {stderr}", out.status);
+}
+
+/// Every numeric option's range is checked when the command line is read, before any
+/// file is opened: one usage error (exit code 2) naming the option, even where there is
+/// nothing to work on (the files named here do not exist).
+#[test]
+fn bad_option_values_are_refused_before_any_work() {
+    let missing = "/nonexistent/transduce-option-test";
+    let train = ["train", "--data", missing, "--out", missing];
+    let cases: &[(&[&str], &[&str], &str)] = &[
+        (
+            &[
+                "prepare", "--src", missing, "--tgt", missing, "--out", missing,
+            ],
+            &["--vocab-size", "0"],
+            "--vocab-size",
+        ),
+        (
+            &["translate", "--model", missing],
+            &["--beam", "0"],
+            "--beam",
+        ),
+        (
+            &["translate", "--model", missing],
+            &["--alpha", "NaN"],
+            "--alpha",
+        ),
+        (
+            &["translate", "--model", missing],
+            &["--alpha=-1"],
+            "--alpha",
+        ),
+        (
+            &["translate", "--model", missing],
+            &["--batch-size", "0"],
+            "--batch-size",
+        ),
+        (&["parse", "--model", missing], &["--beam", "0"], "--beam"),
+        (&train, &["--warmup", "0"], "--warmup"),
+        (&train, &["--dropout", "1"], "--dropout"),
+        (&train, &["--label-smoothing=-0.1"], "--label-smoothing"),
+        (&train, &["--lr-factor", "inf"], "--lr-factor"),
+        (&train, &["--max-tokens", "0"], "--max-tokens"),
+        (&["average", "--run", missing], &["--last", "0"], "--last"),
+        (
+            &["export", "--model", missing, "--out", missing],
+            &["--alpha=-0.5"],
+            "--alpha",
+        ),
+        (&["bench"], &["--steps", "0"], "--steps"),
+    ];
+    for (command, option, name) in cases {
+        let args: Vec<&str> = command.iter().chain(option.iter()).copied().collect();
+        let out = bin().args(&args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}:\n{stderr}");
+        assert!(
+            stderr.contains("invalid value") && stderr.contains(name),
+            "{args:?} does not name {name}:\n{stderr}"
+        );
+        assert!(
+            !stderr.contains(missing),
+            "{args:?} read its files first:\n{stderr}"
+        );
+    }
+    // The same values within range get past the command line (and fail on the files).
+    let out = bin()
+        .args([
+            "translate",
+            "--model",
+            missing,
+            "--beam",
+            "1",
+            "--alpha",
+            "0",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
