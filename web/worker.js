@@ -48,21 +48,16 @@ const OPS = {
     const fetching = url ? fetchBundle(url, cache, emit) : Promise.resolve().then(() => normalize(files));
     fetching.catch(() => {}); // awaited below; a failure must not surface twice
     const choice = await chooseBackend(backend);
-    let module;
-    try {
-      module = await wasm(choice.backend);
-    } catch (e) {
-      if (backend !== "auto" || choice.backend === "cpu") throw e;
-      choice.backend = "cpu";
-      choice.fallbackReason = `WebGPU failed (${message(e)})`;
-      module = await wasm("cpu");
-    }
+    const compiling = wasm(choice.backend);
+    compiling.catch(() => {}); // awaited below
     const bytes = await fetching;
     if (engine) engine.free();
     engine = null;
     engineModule = null;
+    let module;
     let loaded;
     try {
+      module = await compiling;
       loaded = await module.Engine.load(bytes.config, bytes.tokenizer, bytes.weights, choice.backend);
     } catch (e) {
       if (backend !== "auto" || choice.backend === "cpu") throw e;

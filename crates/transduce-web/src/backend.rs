@@ -97,6 +97,3 @@ async fn webgpu() -> Result<(Device, String), String> {
 async fn webgpu() -> Result<(Device, String), String> {
     Err("WebGPU exists only in the browser build".to_string())
 }
-
-/// Whether this module can run on WebGPU (the `webgpu` feature).
-pub const HAS_WEBGPU: bool = cfg!(feature = "webgpu");

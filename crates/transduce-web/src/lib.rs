@@ -61,13 +61,6 @@ pub fn split_sentences_js(text: &str) -> Vec<String> {
         .collect()
 }
 
-/// Whether this module runs on WebGPU: the module built with the `webgpu` feature does,
-/// the smaller CPU module (loaded by default) does not.
-#[wasm_bindgen(js_name = hasWebGpu)]
-pub fn has_webgpu() -> bool {
-    backend::HAS_WEBGPU
-}
-
 /// The words of raw English as the parser sees them (Penn Treebank tokens).
 #[wasm_bindgen(js_name = treebankWords)]
 pub fn treebank_words(text: &str) -> Vec<String> {

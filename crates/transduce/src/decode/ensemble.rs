@@ -334,30 +334,6 @@ impl HostScores {
 }
 
 impl Scores {
-    /// All of them, on the host.
-    pub(crate) async fn read(&self) -> Result<Vec<f32>> {
-        let mut scores = self.host().await?;
-        let vocab = scores.vocab;
-        for (row, &shift) in scores.values.chunks_exact_mut(vocab).zip(&scores.shifts) {
-            for v in row.iter_mut() {
-                *v -= shift;
-            }
-        }
-        Ok(scores.values)
-    }
-
-    /// On the host, rows as values and shifts (a copy: [`Scores::into_host`] moves).
-    async fn host(&self) -> Result<HostScores> {
-        match self {
-            Scores::Device(t) => Scores::Device(t.clone()).into_host().await,
-            Scores::Host(scores) => Ok(HostScores {
-                values: scores.values.clone(),
-                shifts: scores.shifts.clone(),
-                vocab: scores.vocab,
-            }),
-        }
-    }
-
     /// On the host, rows as values and shifts.
     pub(crate) async fn into_host(self) -> Result<HostScores> {
         match self {

@@ -1,5 +1,6 @@
 //! Greedy decoding: the most probable token at every step, many sentences at once.
 
+use super::ensemble::Scores;
 use super::{Constraint, DecodeOptions, Ensemble, Hypothesis, allowed_tokens, length_penalty};
 use crate::error::Result;
 use crate::tokenizer::{BOS, EOS};
@@ -65,17 +66,18 @@ pub async fn greedy_async<'m>(
                 )
             })
             .collect();
-        let picks: Vec<(u32, f64)> = if masks.iter().all(Option::is_none) {
-            scores.best(vocab).await?
+        let (picks, scores): (Vec<(u32, f64)>, Scores) = if masks.iter().all(Option::is_none) {
+            (scores.best(vocab).await?, scores)
         } else {
-            let all = scores.read().await?;
-            masks
+            let all = scores.into_host().await?;
+            let picks = masks
                 .iter()
                 .enumerate()
                 .map(|(r, mask)| {
-                    let row = &all[r * vocab..(r + 1) * vocab];
+                    let (row, shift) = all.row(r);
                     let mut best = (EOS, f64::NEG_INFINITY);
-                    for (id, &lp) in row.iter().enumerate() {
+                    for (id, &v) in row.iter().enumerate() {
+                        let lp = v - shift;
                         let ok = mask.as_ref().is_none_or(|m| m[id]);
                         if ok && (lp as f64) > best.1 {
                             best = (id as u32, lp as f64);
@@ -83,7 +85,8 @@ pub async fn greedy_async<'m>(
                     }
                     best
                 })
-                .collect()
+                .collect();
+            (picks, Scores::Host(all))
         };
 
         caches.recycle(scores);

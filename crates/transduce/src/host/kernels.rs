@@ -168,9 +168,9 @@ impl Columns {
 /// depends on the layout: a single row (greedy decoding of one sentence) runs fastest over
 /// the `[vocab, d_model]` table read as its transpose (gemm's row-major matrix-vector
 /// product), more rows over column blocks ([`Columns`]), which gemm streams or packs a
-/// block at a time instead of repacking the whole transposed table at every step
-/// (measured in docs/BENCHMARKS.md: 300 test2016 sentences, beam 4, one at a time,
-/// 3.25 s → 1.9–2.1 s; in batches of 32, 1.62 s → 1.40–1.50 s).
+/// block at a time instead of repacking the whole transposed table at every step (when
+/// it was introduced: 300 test2016 sentences, beam 4, one at a time, 3.25 s → 1.9–2.1 s;
+/// in batches of 32, 1.62 s → 1.40–1.50 s).
 #[derive(Clone, Debug)]
 pub struct Projection {
     /// `[vocab, d_model]`.
@@ -279,8 +279,10 @@ fn sum(x: &[f32]) -> f32 {
     acc.iter().sum::<f32>() + rest.iter().sum::<f32>()
 }
 
+/// The largest value of `x` (−∞ if empty), over [`LANES`] running maxima so the loop
+/// vectorizes.
 #[inline(always)]
-fn max(x: &[f32]) -> f32 {
+pub fn max(x: &[f32]) -> f32 {
     let mut acc = [f32::NEG_INFINITY; LANES];
     let (chunks, rest) = x.split_at(x.len() - x.len() % LANES);
     for c in chunks.chunks_exact(LANES) {
@@ -374,13 +376,6 @@ fn log_softmax_shift_lanes(row: &[f32]) -> f32 {
     }
     let total = acc.iter().sum::<f32>() + rest.iter().map(|&v| exp(v - m)).sum::<f32>();
     m + total.ln()
-}
-
-/// The largest value of `x` (−∞ if empty), over [`LANES`] running maxima so the loop
-/// vectorizes.
-#[inline]
-pub fn max_of(x: &[f32]) -> f32 {
-    max(x)
 }
 
 /// e^x for x ≤ 0 in f32 (relative error < 2·10⁻⁷), branch-free so loops over it
