@@ -1,0 +1,236 @@
+//! `transduce eval`: sacreBLEU-identical BLEU, EVALB-identical bracket F1, perplexity.
+
+use std::path::{Path, PathBuf};
+
+use clap::Subcommand;
+use transduce::Task;
+use transduce::task::parse::{PLACEHOLDER, linearize, open_token};
+
+use super::{ModelArgs, read_input};
+use crate::error::{CliError, Result};
+use crate::{data, options, prepare, source, train};
+
+#[derive(Subcommand)]
+pub enum EvalCmd {
+    /// BLEU exactly as sacreBLEU 2.6 computes it, with its signature.
+    Bleu {
+        /// System output, one sentence a line.
+        #[arg(long)]
+        hyp: PathBuf,
+        /// Reference translations (repeat for several references).
+        #[arg(long = "ref", required = true)]
+        refs: Vec<PathBuf>,
+        /// 13a (sacreBLEU's default), intl, or none.
+        #[arg(long, default_value = "13a")]
+        tokenize: String,
+        /// Case-insensitive BLEU.
+        #[arg(long)]
+        lowercase: bool,
+        /// exp (default), floor, add-k, or none.
+        #[arg(long, default_value = "exp")]
+        smooth_method: String,
+        /// Value for floor / add-k smoothing.
+        #[arg(long, value_parser = options::non_negative)]
+        smooth_value: Option<f64>,
+        /// Sentence-level BLEU (effective order), one score per line.
+        #[arg(long)]
+        sentence: bool,
+    },
+    /// Bracket scores exactly as EVALB with COLLINS.prm prints them.
+    F1 {
+        /// Gold trees, one per line.
+        #[arg(long)]
+        gold: PathBuf,
+        /// Parser output, one per line.
+        #[arg(long)]
+        test: PathBuf,
+    },
+    /// Perplexity per target wordpiece of a model: a translation model on a parallel
+    /// corpus (`--src`, `--tgt`), a parsing model on treebank trees (`--trees`).
+    Ppl {
+        #[command(flatten)]
+        model: ModelArgs,
+        /// Source sentences, one a line (translation).
+        #[arg(long, requires = "tgt", conflicts_with = "trees")]
+        src: Option<PathBuf>,
+        /// Reference translations, one a line.
+        #[arg(long, requires = "src")]
+        tgt: Option<PathBuf>,
+        /// Treebank trees (parsing): each tree's words are the source and its
+        /// linearization (§6.3) the target, as `prepare --task parse` makes them.
+        #[arg(long, required_unless_present = "src")]
+        trees: Option<PathBuf>,
+    },
+}
+
+pub fn run(metric: EvalCmd) -> Result<()> {
+    match metric {
+        EvalCmd::Bleu {
+            hyp,
+            refs,
+            tokenize,
+            lowercase,
+            smooth_method,
+            smooth_value,
+            sentence,
+        } => eval_bleu(
+            &hyp,
+            &refs,
+            &tokenize,
+            lowercase,
+            &smooth_method,
+            smooth_value,
+            sentence,
+        )?,
+        EvalCmd::F1 { gold, test } => {
+            use transduce_metrics::evalb;
+            let gold_text = String::from_utf8_lossy(&data::corpus::read_bytes(&gold)?).to_string();
+            let test_text = String::from_utf8_lossy(&data::corpus::read_bytes(&test)?).to_string();
+            let report =
+                evalb::evaluate_text(&gold_text, &test_text, &evalb::EvalbParams::collins())
+                    .map_err(|e| {
+                        CliError::Usage(format!("{} vs {}: {e}", gold.display(), test.display()))
+                    })?;
+            for line in report.stderr_lines() {
+                eprintln!("{line}");
+            }
+            print!("{report}");
+        }
+        EvalCmd::Ppl {
+            model,
+            src,
+            tgt,
+            trees,
+        } => eval_ppl(&model, src, tgt, trees)?,
+    }
+    Ok(())
+}
+
+fn eval_bleu(
+    hyp: &Path,
+    refs: &[PathBuf],
+    tokenize: &str,
+    lowercase: bool,
+    smooth_method: &str,
+    smooth_value: Option<f64>,
+    sentence: bool,
+) -> Result<()> {
+    use transduce_metrics::bleu;
+    let usage = |e: bleu::BleuError| CliError::Usage(e.to_string());
+    let options = bleu::BleuOptions {
+        lowercase,
+        tokenize: tokenize.parse().map_err(usage)?,
+        smooth_method: smooth_method.parse().map_err(usage)?,
+        smooth_value,
+        effective_order: None,
+    };
+    let hyps = read_input(Some(hyp))?;
+    let streams: Vec<Vec<String>> = refs
+        .iter()
+        .map(|r| read_input(Some(r)))
+        .collect::<Result<_>>()?;
+    for (r, stream) in refs.iter().zip(&streams) {
+        if stream.len() != hyps.len() {
+            return Err(CliError::LineCount {
+                src_path: hyp.to_path_buf(),
+                src_lines: hyps.len(),
+                tgt_path: r.clone(),
+                tgt_lines: stream.len(),
+            });
+        }
+    }
+    if sentence {
+        for (i, h) in hyps.iter().enumerate() {
+            let sentence_refs: Vec<&str> = streams.iter().map(|s| s[i].as_str()).collect();
+            let score = bleu::sentence_bleu(h, &sentence_refs, &options).map_err(usage)?;
+            println!("{}", score.format_with_signature());
+        }
+    } else {
+        let score = bleu::corpus_bleu_streams(&hyps, &streams, &options).map_err(usage)?;
+        println!("{}", score.format_with_signature());
+    }
+    Ok(())
+}
+
+/// `eval ppl`: perplexity per target wordpiece, on sentence pairs or on treebank trees.
+fn eval_ppl(
+    model: &ModelArgs,
+    src: Option<PathBuf>,
+    tgt: Option<PathBuf>,
+    trees: Option<PathBuf>,
+) -> Result<()> {
+    let device = model.backend.device()?;
+    let task = match trees {
+        Some(_) => Task::Parse,
+        None => Task::Translate {
+            source: String::new(),
+            target: String::new(),
+        },
+    };
+    let bundle = source::load(&model.model, model.checkpoint.as_deref(), task, &device)?;
+    let tree_vocabulary = bundle.tokenizer.token_to_id(PLACEHOLDER).is_some();
+    let ids = match (src, tgt, trees) {
+        (_, _, Some(trees)) => {
+            if !tree_vocabulary {
+                return Err(CliError::Usage(format!(
+                    "--trees needs a parsing model; {} has no `{PLACEHOLDER}` \
+                     slot token in its vocabulary",
+                    model.model.display()
+                )));
+            }
+            let mut summary = prepare::PrepareSummary::default();
+            let pairs: Vec<_> = prepare::read_treebank(&trees, &mut summary)?
+                .iter()
+                .map(linearize)
+                .collect();
+            let ids = prepare::encode_trees(&bundle.tokenizer, &pairs, usize::MAX, &mut summary)?;
+            let skipped = summary.skipped_trees.len() + summary.empty_trees + summary.dropped_empty;
+            if skipped + summary.dropped_unknown_label > 0 {
+                eprintln!(
+                    "{}: scored {} trees; skipped {skipped} malformed or empty, \
+                     {} with labels outside the model's vocabulary",
+                    trees.display(),
+                    ids.len(),
+                    summary.dropped_unknown_label
+                );
+            }
+            ids
+        }
+        (Some(src), Some(tgt), None) => {
+            // A run folder has no task of its own: its vocabulary tells.
+            let parser = matches!(bundle.config.task, Task::Parse)
+                || (tree_vocabulary && bundle.tokenizer.token_to_id(&open_token("S")).is_some());
+            if parser {
+                return Err(CliError::Usage(format!(
+                    "{} is a parsing model: score it on trees with --trees",
+                    model.model.display()
+                )));
+            }
+            let pairs = data::corpus::read_parallel(&src, &tgt)?;
+            let mut ids = data::cache::Pairs::default();
+            for (s, t) in &pairs {
+                let (s, t) = (bundle.tokenizer.encode(s)?, bundle.tokenizer.encode(t)?);
+                if !s.is_empty() && !t.is_empty() {
+                    ids.push(s, t);
+                }
+            }
+            ids
+        }
+        _ => {
+            return Err(CliError::Usage(
+                "give --trees (a parser), or --src and --tgt (a translator)".into(),
+            ));
+        }
+    };
+    if ids.is_empty() {
+        return Err(CliError::Usage("nothing to score: no usable pairs".into()));
+    }
+    let focus = train::focus_rule(&bundle.config.model, &bundle.tokenizer)?;
+    let nll = train::evaluate_nll(&bundle.model, &ids, focus.as_ref(), 4096)?;
+    println!(
+        "perplexity {:.6} (loss {nll:.6} nats per target wordpiece, {} pairs)",
+        nll.exp(),
+        ids.len()
+    );
+    Ok(())
+}

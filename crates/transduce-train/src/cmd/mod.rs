@@ -1,0 +1,97 @@
+//! The subcommands: each module holds one command's options and what it runs; the
+//! work itself lives in the crate's concept modules (`prepare`, `train`, `translate`, …).
+
+pub mod average;
+pub mod bench;
+pub mod eval;
+pub mod export;
+pub mod parse;
+pub mod prepare;
+pub mod train;
+pub mod translate;
+
+use std::io::{BufRead, Write};
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+
+use crate::backend::Backend;
+use crate::data;
+use crate::error::{CliError, Result, io};
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum TaskKind {
+    /// A parallel corpus: --src and --tgt.
+    Translate,
+    /// A treebank (§6.3): --trees.
+    Parse,
+}
+
+// The models `translate` and `parse` decode with. The commands themselves require
+// `--model`, so that `parse --right-branching` can go without.
+#[derive(Args)]
+pub struct EnsembleArgs {
+    /// A bundle folder, or a training run folder. Repeat it to decode with an ensemble:
+    /// models sharing one vocabulary, each next token scored by the mean of their
+    /// log-probabilities (`parse` can also let them vote: --combine).
+    #[arg(long = "model", value_name = "MODEL")]
+    pub models: Vec<PathBuf>,
+    /// With a run folder: a checkpoint folder or a .safetensors file (default: newest).
+    /// With several models, one per model in order.
+    #[arg(long = "checkpoint", value_name = "CHECKPOINT")]
+    pub checkpoints: Vec<PathBuf>,
+    #[arg(long, value_enum, default_value = "cpu")]
+    pub backend: Backend,
+}
+
+#[derive(Args)]
+pub struct ModelArgs {
+    /// A bundle folder, or a training run folder.
+    #[arg(long)]
+    pub model: PathBuf,
+    /// With a run folder: a checkpoint folder or a .safetensors file (default: newest).
+    #[arg(long)]
+    pub checkpoint: Option<PathBuf>,
+    #[arg(long, value_enum, default_value = "cpu")]
+    pub backend: Backend,
+}
+
+pub fn read_input(path: Option<&Path>) -> Result<Vec<String>> {
+    match path {
+        Some(p) => {
+            let bytes = data::corpus::read_bytes(p)?;
+            if bytes.is_empty() {
+                return Ok(Vec::new());
+            }
+            data::corpus::read_lines(p)
+        }
+        None => {
+            let stdin = std::io::stdin();
+            let mut lines = Vec::new();
+            for (i, line) in stdin.lock().split(b'\n').enumerate() {
+                let line = line.map_err(io(Path::new("<stdin>")))?;
+                let line = line.strip_suffix(b"\r").unwrap_or(&line).to_vec();
+                lines.push(String::from_utf8(line).map_err(|e| CliError::Utf8 {
+                    path: PathBuf::from("<stdin>"),
+                    line: i + 1,
+                    detail: e.utf8_error().to_string(),
+                })?);
+            }
+            Ok(lines)
+        }
+    }
+}
+
+/// Writes one line per entry to `path`, or to standard output.
+pub fn write_output(lines: &[String], path: Option<&Path>) -> Result<()> {
+    let mut text = lines.join("\n");
+    if !lines.is_empty() {
+        text.push('\n');
+    }
+    match path {
+        Some(p) => std::fs::write(p, text).map_err(io(p)),
+        None => std::io::stdout()
+            .write_all(text.as_bytes())
+            .map_err(io(Path::new("<stdout>"))),
+    }
+}

@@ -1,0 +1,192 @@
+//! `transduce train`: train a model (§5) in a run folder, or resume one.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use transduce::ModelConfig;
+use transduce::bundle::TOKENIZER_FILE;
+
+use crate::backend::Backend;
+use crate::error::{CliError, Result, io};
+use crate::{fsutil, options, prepare, train};
+
+#[derive(Args)]
+pub struct TrainCmd {
+    /// Prepared data folder (from `transduce prepare`).
+    #[arg(long)]
+    pub data: Option<PathBuf>,
+    /// Run folder: checkpoints, metrics.jsonl, run.json.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Model preset: base, big, parsing, tiny, mini, small, or a Table 3 row (A1 … E).
+    #[arg(long, default_value = "base")]
+    pub preset: String,
+    /// Model config as JSON (overrides --preset).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Continue the run in --out from its newest checkpoint.
+    #[arg(long)]
+    pub resume: bool,
+    #[arg(long, value_enum, default_value = "cpu")]
+    pub backend: Backend,
+    /// Data-parallel training on these devices of --backend, e.g. `0,1,2,3` (the paper
+    /// used 8 GPUs): each step takes accum × devices batches, one share per device. wgpu
+    /// numbers the machine's adapters (listing one twice opens two devices on it); CUDA
+    /// its GPUs. Default: the backend's one default device.
+    #[arg(long, value_delimiter = ',')]
+    pub devices: Vec<usize>,
+    /// Source/target tokens per batch, padding included (§5.1: 25,000).
+    #[arg(long, default_value_t = 25_000, value_parser = options::count)]
+    pub max_tokens: usize,
+    /// Batches accumulated per optimizer step.
+    #[arg(long, default_value_t = 1, value_parser = options::count)]
+    pub accum: usize,
+    /// Warm-up steps of the learning-rate schedule (§5.3).
+    #[arg(long, default_value_t = 4000, value_parser = options::count_u64)]
+    pub warmup: u64,
+    /// Factor on the §5.3 learning rate.
+    #[arg(long, default_value_t = 1.0, value_parser = options::positive)]
+    pub lr_factor: f64,
+    /// Residual/embedding dropout P_drop (default: the preset's).
+    #[arg(long, value_parser = options::probability)]
+    pub dropout: Option<f64>,
+    /// Label smoothing ε_ls (default: the preset's).
+    #[arg(long, value_parser = options::probability)]
+    pub label_smoothing: Option<f64>,
+    /// Parsing, beyond the paper: add to each decoder input the encoder state of the word
+    /// the next XX slot fills (word focus), so long sentences keep their alignment.
+    #[arg(long)]
+    pub word_focus: bool,
+    #[arg(long, value_parser = options::count_u64)]
+    pub max_steps: Option<u64>,
+    #[arg(long, value_parser = options::count_u64)]
+    pub max_epochs: Option<u64>,
+    /// Stop after this many minutes of training (across resumes).
+    #[arg(long, value_parser = options::positive)]
+    pub max_minutes: Option<f64>,
+    /// Checkpoint interval in minutes (§5.2 used 10).
+    #[arg(long, default_value_t = 10.0, value_parser = options::positive)]
+    pub checkpoint_minutes: f64,
+    /// Checkpoint interval in steps (in addition to minutes).
+    #[arg(long, value_parser = options::count_u64)]
+    pub checkpoint_steps: Option<u64>,
+    /// Checkpoints kept.
+    #[arg(long, default_value_t = 20, value_parser = options::count)]
+    pub keep: usize,
+    /// Validate every N steps (0: at checkpoints).
+    #[arg(long, default_value_t = 0)]
+    pub valid_every: u64,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// No progress bar.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+pub fn run(cmd: TrainCmd) -> Result<()> {
+    let devices = cmd.backend.devices(&cmd.devices)?;
+    for device in &devices {
+        eprintln!("device: {device:?}");
+    }
+    let (data_dir, run_config) = if cmd.resume {
+        let run = train::RunConfig::read(&cmd.out)?;
+        (run.data.clone(), Some(run))
+    } else {
+        let data = cmd
+            .data
+            .clone()
+            .ok_or_else(|| CliError::Usage("--data is required for a new run".into()))?;
+        (data, None)
+    };
+    let prepared = prepare::Prepared::load(&data_dir)?;
+    let config = match run_config {
+        Some(run) => run,
+        None => train::RunConfig {
+            model: model_config(&cmd, prepared.tokenizer.vocab_size())?,
+            options: train::TrainOptions {
+                max_tokens: cmd.max_tokens,
+                accum: cmd.accum,
+                warmup: cmd.warmup,
+                lr_factor: cmd.lr_factor,
+                max_steps: cmd.max_steps,
+                max_epochs: cmd.max_epochs,
+                max_minutes: cmd.max_minutes,
+                checkpoint_minutes: Some(cmd.checkpoint_minutes),
+                checkpoint_steps: cmd.checkpoint_steps,
+                keep: cmd.keep,
+                valid_every: cmd.valid_every,
+                seed: cmd.seed,
+            },
+            data: data_dir.clone(),
+        },
+    };
+    let mut config = config;
+    if cmd.resume {
+        // Stop conditions may be extended when resuming.
+        config.options.max_steps = cmd.max_steps.or(config.options.max_steps);
+        config.options.max_epochs = cmd.max_epochs.or(config.options.max_epochs);
+        config.options.max_minutes = cmd.max_minutes.or(config.options.max_minutes);
+    }
+    let focus = train::focus_rule(&config.model, &prepared.tokenizer)?;
+    std::fs::create_dir_all(&cmd.out).map_err(io(&cmd.out))?;
+    fsutil::write_atomic(
+        &cmd.out.join(TOKENIZER_FILE),
+        prepared.tokenizer.to_json()?.as_bytes(),
+    )?;
+    eprintln!(
+        "model: {} parameters; {} training pairs",
+        config.model.num_params(),
+        prepared.train.len()
+    );
+    let summary = train::Trainer {
+        run_dir: &cmd.out,
+        config,
+        train: &prepared.train,
+        valid: prepared.valid.as_ref(),
+        focus,
+        devices,
+        resume: cmd.resume,
+        progress: !cmd.quiet,
+    }
+    .run()?;
+    eprintln!(
+        "stopped at step {} (epoch {}, {:.0} s); checkpoint {}{}",
+        summary.state.step,
+        summary.state.epoch,
+        summary.state.elapsed_secs,
+        summary
+            .last_checkpoint
+            .map(|p| p.display().to_string())
+            .unwrap_or_default(),
+        summary
+            .valid_nll
+            .map(|n| format!("; validation perplexity {:.3}", n.exp()))
+            .unwrap_or_default()
+    );
+    Ok(())
+}
+
+fn model_config(cmd: &TrainCmd, vocab: usize) -> Result<ModelConfig> {
+    let mut config = match &cmd.config {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).map_err(io(path))?;
+            serde_json::from_str(&text).map_err(|e| CliError::Format {
+                path: path.clone(),
+                message: format!("line {} column {}: {e}", e.line(), e.column()),
+            })?
+        }
+        None => ModelConfig::preset(&cmd.preset)?,
+    };
+    config.vocab_size = vocab;
+    if let Some(p) = cmd.dropout {
+        config.dropout = p;
+    }
+    if let Some(e) = cmd.label_smoothing {
+        config.label_smoothing = e;
+    }
+    if cmd.word_focus {
+        config.word_focus = true;
+    }
+    config.validate()?;
+    Ok(config)
+}
