@@ -11,6 +11,18 @@ pub fn count(s: &str) -> Result<usize, String> {
     at_least(s, 1)
 }
 
+/// A beam size k: 1 (greedy) to the bundle format's largest, [`DecodeOptions::MAX_BEAM`].
+///
+/// [`DecodeOptions::MAX_BEAM`]: transduce::DecodeOptions::MAX_BEAM
+pub fn beam(s: &str) -> Result<usize, String> {
+    let max = transduce::DecodeOptions::MAX_BEAM;
+    let k = count(s)?;
+    if k > max {
+        return Err(format!("{k} is too large; expected a beam of 1 to {max}"));
+    }
+    Ok(k)
+}
+
 /// [`count`] for options held as `u64`.
 pub fn count_u64(s: &str) -> Result<u64, String> {
     count(s).map(|n| n as u64)
@@ -82,6 +94,11 @@ mod tests {
         assert_eq!(count(" 32 "), Ok(32));
         for bad in ["0", "-1", "1.5", "", "x"] {
             assert!(count(bad).is_err(), "{bad}");
+        }
+        assert_eq!(beam("1"), Ok(1));
+        assert_eq!(beam("1024"), Ok(1024));
+        for bad in ["0", "1025", "99999999999999999999"] {
+            assert!(beam(bad).is_err(), "{bad}");
         }
         assert_eq!(vocab_size("5"), Ok(5));
         assert!(vocab_size("4").is_err());

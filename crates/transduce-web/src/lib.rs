@@ -89,23 +89,22 @@ fn check_text(text: &str) -> Result<(), String> {
 }
 
 fn options_from(bundle: &Bundle, options: JsValue) -> Result<DecodeOptions, JsError> {
-    if options.is_undefined() || options.is_null() {
-        return Ok(bundle.config.decoding.clone());
-    }
-    // Fields not given keep the bundle's defaults.
+    // Fields not given keep the bundle's defaults, which are range-checked here as well.
     let mut merged = serde_json::to_value(&bundle.config.decoding).map_err(js_error)?;
-    let given: serde_json::Value = serde_wasm_bindgen::from_value(options)
-        .map_err(|e| JsError::new(&format!("options: {e}")))?;
-    let serde_json::Value::Object(given) = given else {
-        return Err(JsError::new("options must be an object"));
-    };
-    for (k, v) in given {
-        if !matches!(k.as_str(), "beam" | "alpha" | "maxExtra") {
-            return Err(JsError::new(&format!(
-                "options: unknown field `{k}` (expected beam, alpha, maxExtra)"
-            )));
+    if !(options.is_undefined() || options.is_null()) {
+        let given: serde_json::Value = serde_wasm_bindgen::from_value(options)
+            .map_err(|e| JsError::new(&format!("options: {e}")))?;
+        let serde_json::Value::Object(given) = given else {
+            return Err(JsError::new("options must be an object"));
+        };
+        for (k, v) in given {
+            if !matches!(k.as_str(), "beam" | "alpha" | "maxExtra") {
+                return Err(JsError::new(&format!(
+                    "options: unknown field `{k}` (expected beam, alpha, maxExtra)"
+                )));
+            }
+            merged[k] = v;
         }
-        merged[k] = v;
     }
     let options: DecodeOptions =
         serde_json::from_value(merged).map_err(|e| JsError::new(&format!("options: {e}")))?;

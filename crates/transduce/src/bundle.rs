@@ -94,6 +94,7 @@ impl BundleConfig {
             ));
         }
         config.model.validate()?;
+        config.decoding.validate()?;
         Ok(config)
     }
 
@@ -439,6 +440,29 @@ impl ModuleMapper for Loader<'_> {
 pub fn load_weights(config: &ModelConfig, bytes: &[u8], device: &Device) -> Result<Transformer> {
     let file =
         SafeTensors::deserialize(bytes).map_err(|e| Error::CorruptWeights(format!("{e:?}")))?;
+    // A config that describes far more parameters than the file holds is refused before
+    // the model is allocated: a lying config.json must not exhaust memory (in the browser
+    // that kills the module). Smaller mismatches are found below, tensor by tensor, and
+    // reported by name; this bounds what they allocate to twice the file, plus 1 M.
+    let held: usize = file
+        .tensors()
+        .iter()
+        .map(|(_, view)| {
+            view.shape()
+                .iter()
+                .fold(1, |n: usize, &d| n.saturating_mul(d))
+        })
+        .fold(0, usize::saturating_add);
+    let described = config.num_params();
+    if described > held.saturating_mul(2).saturating_add(1 << 20) {
+        return Err(Error::invalid(
+            "model",
+            format!(
+                "config.json describes {described} parameters, far more than the {held} \
+                 model.safetensors holds"
+            ),
+        ));
+    }
     let model = Transformer::new(config, device)?;
     let mut loader = Loader {
         path: Path::default(),

@@ -239,6 +239,12 @@ impl ModelConfig {
                 return Err(Error::invalid(field, "must be at least 1"));
             }
         }
+        if self.param_count().is_none() {
+            return Err(Error::invalid(
+                "d_model",
+                "the sizes give more parameters than this machine can count",
+            ));
+        }
         if self.vocab_size < crate::tokenizer::SPECIAL_TOKENS.len() {
             return Err(Error::invalid(
                 "vocab_size",
@@ -272,23 +278,32 @@ impl ModelConfig {
     /// model): attention projections have no biases (the paper's W^Q, W^K, W^V, W^O are plain
     /// matrices), the FFN has biases b1, b2, every LayerNorm has a gain and a bias.
     pub fn num_params(&self) -> usize {
+        self.param_count().unwrap_or(usize::MAX)
+    }
+
+    /// [`ModelConfig::num_params`], or `None` when a config's sizes overflow the count
+    /// ([`ModelConfig::validate`] rejects those).
+    fn param_count(&self) -> Option<usize> {
         let d = self.d_model;
         let h = self.n_heads;
-        let attention = d * h * self.d_k * 2 + d * h * self.d_v + h * self.d_v * d;
-        let ffn = d * self.d_ff + self.d_ff + self.d_ff * d + d;
-        let norm = 2 * d;
-        let encoder_layer = attention + ffn + 2 * norm;
-        let decoder_layer = 2 * attention + ffn + 3 * norm;
-        let embeddings = if self.share_embeddings {
-            self.vocab_size * d
-        } else {
-            3 * self.vocab_size * d
-        };
+        let (add, mul) = (usize::checked_add, usize::checked_mul);
+        let qk = mul(mul(d, h)?, mul(self.d_k, 2)?)?;
+        let v = mul(mul(d, h)?, self.d_v)?;
+        let o = mul(mul(h, self.d_v)?, d)?;
+        let attention = add(add(qk, v)?, o)?;
+        let fc = mul(d, self.d_ff)?;
+        let ffn = add(add(mul(fc, 2)?, self.d_ff)?, d)?;
+        let norm = mul(2, d)?;
+        let encoder_layer = add(add(attention, ffn)?, mul(2, norm)?)?;
+        let decoder_layer = add(add(mul(2, attention)?, ffn)?, mul(3, norm)?)?;
+        let tables = if self.share_embeddings { 1 } else { 3 };
+        let embeddings = mul(mul(tables, self.vocab_size)?, d)?;
         let positions = match self.positional {
             Positional::Sinusoid => 0,
-            Positional::Learned => 2 * self.max_len * d,
+            Positional::Learned => mul(mul(2, self.max_len)?, d)?,
         };
-        self.n_layers * (encoder_layer + decoder_layer) + embeddings + positions
+        let layers = mul(self.n_layers, add(encoder_layer, decoder_layer)?)?;
+        add(add(layers, embeddings)?, positions)
     }
 }
 

@@ -29,6 +29,15 @@ pub struct Tokenizer {
 impl Tokenizer {
     /// Parses `tokenizer.json` and checks the special tokens sit at their fixed ids.
     pub fn from_bytes(bytes: &[u8]) -> Result<Self> {
+        // Syntax first: the tokenizers crate panics (rather than erring) on some malformed
+        // JSON inside a `decoder` object, and in wasm a panic kills the module.
+        serde_json::from_slice::<serde::de::IgnoredAny>(bytes).map_err(|e| {
+            Error::Tokenizer(format!(
+                "cannot parse: line {} column {}: {e}",
+                e.line(),
+                e.column()
+            ))
+        })?;
         let inner = tokenizers::Tokenizer::from_bytes(bytes)
             .map_err(|e| Error::Tokenizer(format!("cannot parse: {e}")))?;
         for (id, token) in SPECIAL_TOKENS.iter().enumerate() {

@@ -282,3 +282,42 @@ fn bad_config_json_names_line_and_field() {
     tok.config = config.to_json().into_bytes();
     assert!(err(&tok).to_string().starts_with("tokenizer.json"));
 }
+
+/// A config.json that lies: sizes far beyond what the weights hold, sizes whose parameter
+/// count overflows, decoding defaults out of range. Each is one error, before the model is
+/// allocated (in the browser, running out of memory would kill the module).
+#[test]
+fn lying_configs_are_refused_before_allocation() {
+    let files = unchecked(
+        bundle(ModelConfig::tiny())
+            .to_bytes(WeightDtype::F16)
+            .unwrap(),
+    );
+    let edit = |f: &dyn Fn(&mut serde_json::Value)| {
+        let mut config: serde_json::Value = serde_json::from_slice(&files.config).unwrap();
+        f(&mut config);
+        BundleFiles {
+            config: serde_json::to_vec(&config).unwrap(),
+            ..files.clone()
+        }
+    };
+    // 2^20 × 2^20 embeddings: 4 TB as f32. Refused by counting, not by allocating.
+    let huge = edit(&|c| {
+        c["model"]["d_model"] = 1_048_576.into();
+        c["model"]["vocab_size"] = 1_048_576.into();
+    });
+    let e = err(&huge).to_string();
+    assert!(e.contains("far more than"), "{e}");
+    let overflow = edit(&|c| c["model"]["n_layers"] = u64::MAX.into());
+    let e = err(&overflow).to_string();
+    assert!(e.contains("d_model"), "{e}");
+    for (field, value) in [
+        ("beam", serde_json::Value::from(0)),
+        ("beam", 1_000_000_000.into()),
+        ("alpha", (-1.0).into()),
+    ] {
+        let bad = edit(&|c| c["decoding"][field] = value.clone());
+        let e = err(&bad).to_string();
+        assert!(e.contains(&format!("decoding.{field}")), "{field}: {e}");
+    }
+}

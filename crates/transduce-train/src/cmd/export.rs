@@ -36,7 +36,7 @@ pub struct ExportCmd {
     #[arg(long = "command")]
     pub commands: Vec<String>,
     /// Default beam size stored in the bundle (default: the task's, §6.1/§6.3).
-    #[arg(long, value_parser = options::count)]
+    #[arg(long, value_parser = options::beam)]
     pub beam: Option<usize>,
     /// Default length penalty α stored in the bundle, e.g. one chosen on the dev set as
     /// §6.1 chose 0.6 (default: the task's).
@@ -77,12 +77,9 @@ pub fn run(cmd: ExportCmd) -> Result<()> {
     let decoding = &mut bundle.config.decoding;
     decoding.beam = cmd.beam.unwrap_or(decoding.beam);
     decoding.alpha = cmd.alpha.unwrap_or(decoding.alpha);
-    if decoding.beam == 0 || !(decoding.alpha.is_finite() && decoding.alpha >= 0.0) {
-        return Err(CliError::Usage(format!(
-            "--beam must be at least 1 and --alpha a number ≥ 0 (got {} and {})",
-            decoding.beam, decoding.alpha
-        )));
-    }
+    decoding
+        .validate()
+        .map_err(|e| CliError::Usage(format!("--beam/--alpha: {e}")))?;
     let dtype = if cmd.f16 {
         WeightDtype::F16
     } else {

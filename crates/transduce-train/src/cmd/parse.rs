@@ -25,7 +25,7 @@ pub struct ParseCmd {
     #[arg(long)]
     pub raw: bool,
     /// Beam size (§6.3: 21).
-    #[arg(long, default_value_t = 21, value_parser = options::count)]
+    #[arg(long, default_value_t = 21, value_parser = options::beam)]
     pub beam: usize,
     /// Length penalty α (§6.3: 0.3).
     #[arg(long, default_value_t = 0.3, value_parser = options::non_negative)]

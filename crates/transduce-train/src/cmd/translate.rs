@@ -21,7 +21,7 @@ pub struct TranslateCmd {
     #[arg(long)]
     pub output: Option<PathBuf>,
     /// Beam size, 1 = greedy (default: the bundle's; §6.1's 4 for a run folder).
-    #[arg(long, value_parser = options::count)]
+    #[arg(long, value_parser = options::beam)]
     pub beam: Option<usize>,
     /// Length penalty α (default: the bundle's; §6.1's 0.6 for a run folder).
     #[arg(long, value_parser = options::non_negative)]

@@ -16,6 +16,12 @@ pub fn read_bytes(path: &Path) -> Result<Vec<u8>> {
     File::open(path)
         .and_then(|mut f| f.read_to_end(&mut raw))
         .map_err(io(path))?;
+    decompress(raw, path)
+}
+
+/// The bytes themselves, or, when they start with gzip's magic bytes, what they
+/// decompress to; `path` names the source in errors.
+fn decompress(raw: Vec<u8>, path: &Path) -> Result<Vec<u8>> {
     if raw.starts_with(&[0x1f, 0x8b]) {
         let mut out = Vec::new();
         MultiGzDecoder::new(&raw[..])
@@ -33,13 +39,17 @@ pub fn read_bytes(path: &Path) -> Result<Vec<u8>> {
 /// The lines of a text file: split on `\n` only, a trailing `\r` removed, every line
 /// checked to be UTF-8 (an error names the file and line). An empty file is an error.
 pub fn read_lines(path: &Path) -> Result<Vec<String>> {
-    let bytes = read_bytes(path)?;
+    lines(&read_bytes(path)?, path)
+}
+
+/// [`read_lines`] of bytes already read; `path` names them in errors.
+fn lines(bytes: &[u8], path: &Path) -> Result<Vec<String>> {
     if bytes.is_empty() {
         return Err(CliError::EmptyFile {
             path: path.to_path_buf(),
         });
     }
-    let body = bytes.strip_suffix(b"\n").unwrap_or(&bytes);
+    let body = bytes.strip_suffix(b"\n").unwrap_or(bytes);
     body.split(|&b| b == b'\n')
         .enumerate()
         .map(|(i, line)| {
@@ -118,5 +128,62 @@ mod tests {
                 .to_string()
                 .contains("nope.txt")
         );
+    }
+
+    /// Any bytes, plain or gzip-compressed: the lines or one error naming the line, never
+    /// a panic. What is read keeps every character but the line ends (U+0085 and U+2028
+    /// stay inside lines); an error's line is the first that is not UTF-8.
+    #[test]
+    fn fuzz_corpus_reading() {
+        let seeds: [&[u8]; 5] = [
+            b"A man in an orange hat.\nEin Mann mit Hut.\n",
+            "a\u{85}b\nc\u{2028}d\r\ne\r\n\r\n".as_bytes(),
+            b"ok\nalso ok\n\xff\xfe\nafter\n",
+            b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03",
+            b"no final newline\r",
+        ];
+        let path = Path::new("corpus.txt");
+        transduce_fuzz::Target::new("corpus", seeds)
+            .dictionary([&b"\x1f\x8b"[..], b"\r", b"\n", "\u{85}".as_bytes(), b"\xc2"])
+            .cases(20_000)
+            .run(|input| {
+                let read = lines(input, path);
+                match &read {
+                    Ok(lines) => {
+                        let body = input.strip_suffix(b"\n").unwrap_or(input);
+                        let breaks = body.iter().filter(|&&b| b == b'\n').count();
+                        assert_eq!(lines.len(), breaks + 1);
+                        let text = std::str::from_utf8(input).unwrap();
+                        let count = |s: &str, c: char| s.matches(c).count();
+                        for c in ['\u{85}', '\u{2028}'] {
+                            let kept: usize = lines.iter().map(|l| count(l, c)).sum();
+                            assert_eq!(kept, count(text, c));
+                        }
+                        // Each line is its segment less at most one final `\r`.
+                        let bytes: usize = lines.iter().map(|l| l.len()).sum();
+                        let crs = body
+                            .split(|&b| b == b'\n')
+                            .filter(|l| l.ends_with(b"\r"))
+                            .count();
+                        assert_eq!(bytes + crs + breaks, body.len());
+                        assert!(lines.iter().all(|l| !l.contains('\n')));
+                    }
+                    Err(CliError::Utf8 { line, .. }) => {
+                        let body = input.strip_suffix(b"\n").unwrap_or(input);
+                        let bad = body.split(|&b| b == b'\n').nth(line - 1).unwrap();
+                        let bad = bad.strip_suffix(b"\r").unwrap_or(bad);
+                        assert!(std::str::from_utf8(bad).is_err(), "line {line}");
+                    }
+                    Err(CliError::EmptyFile { .. }) => assert!(input.is_empty()),
+                    Err(e) => panic!("unexpected error {e}"),
+                }
+                // The same bytes gzip-compressed read the same; corrupt gzip is an error.
+                let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+                gz.write_all(input).unwrap();
+                let zipped = decompress(gz.finish().unwrap(), path).unwrap();
+                assert_eq!(zipped, input);
+                let _ = decompress(input.to_vec(), path);
+                read.is_ok()
+            });
     }
 }

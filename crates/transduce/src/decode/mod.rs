@@ -84,6 +84,29 @@ impl Default for DecodeOptions {
     }
 }
 
+impl DecodeOptions {
+    /// Largest beam a bundle may ask for: the paper uses 4 (§6.1) and 21 (§6.3); far larger
+    /// beams only cost memory (each keeps a score per vocabulary entry).
+    pub const MAX_BEAM: usize = 1024;
+
+    /// Checks the ranges: beam 1 ..= [`DecodeOptions::MAX_BEAM`], α a number ≥ 0.
+    pub fn validate(&self) -> Result<()> {
+        if self.beam == 0 || self.beam > Self::MAX_BEAM {
+            return Err(Error::invalid(
+                "decoding.beam",
+                format!("{} is not in 1..={}", self.beam, Self::MAX_BEAM),
+            ));
+        }
+        if !(self.alpha.is_finite() && self.alpha >= 0.0) {
+            return Err(Error::invalid(
+                "decoding.alpha",
+                format!("{} is not a number ≥ 0", self.alpha),
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// One decoded output.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Hypothesis {
