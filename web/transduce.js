@@ -95,7 +95,11 @@ export class Transduce {
    * sourceIds, targetIds }], ms }.
    */
   translate(text, options = {}) {
-    const { onPartial, ...decode } = options;
+    if (!isOptions(options)) return rejectOptions(options);
+    const { onPartial, ...decode } = options ?? {};
+    if (onPartial !== undefined && typeof onPartial !== "function") {
+      return Promise.reject(new TransduceError("options.onPartial must be a function"));
+    }
     return this.#call("translate", { text, options: decode }, onPartial);
   }
 
@@ -105,7 +109,8 @@ export class Transduce {
    * { label, children } or { label (the tag), word }.
    */
   parse(text, options = {}) {
-    const { constrained = true, ...decode } = options;
+    if (!isOptions(options)) return rejectOptions(options);
+    const { constrained = true, ...decode } = options ?? {};
     return this.#call("parse", { text, options: decode, constrained });
   }
 
@@ -115,6 +120,11 @@ export class Transduce {
    * { heads, rows, cols, data } with data row-major [head][row][col].
    */
   attention(sentence) {
+    if (typeof sentence !== "object" || sentence === null) {
+      return Promise.reject(
+        new TransduceError("attention() takes a sentence of translate()'s result ({ sourceIds, targetIds })"),
+      );
+    }
     return this.#call("attention", { sourceIds: sentence.sourceIds, targetIds: sentence.targetIds });
   }
 
@@ -129,7 +139,13 @@ export class Transduce {
     const id = this.#next++;
     return new Promise((resolve, reject) => {
       this.#pending.set(id, { resolve, reject, onEvent });
-      this.#worker.postMessage({ id, op, args });
+      try {
+        this.#worker.postMessage({ id, op, args });
+      } catch (e) {
+        // Arguments the worker cannot receive (functions, DOM nodes, …).
+        this.#pending.delete(id);
+        reject(new TransduceError(`cannot send ${op}() its arguments: ${e.message}`));
+      }
     });
   }
 
@@ -144,6 +160,16 @@ export class Transduce {
     if (kind === "ok") pending.resolve(value);
     else pending.reject(new TransduceError(value));
   }
+}
+
+/** Options are an object, or left out. */
+function isOptions(options) {
+  return options === undefined || options === null || (typeof options === "object" && !Array.isArray(options));
+}
+
+function rejectOptions(options) {
+  const kind = Array.isArray(options) ? "an array" : typeof options;
+  return Promise.reject(new TransduceError(`options must be an object, not ${kind}`));
 }
 
 export default Transduce;

@@ -79,7 +79,9 @@ const OPS = {
 
   async translate({ text, options }, emit) {
     const model = need();
-    if (typeof text !== "string" || !text.trim()) throw new Error("the text is empty");
+    // Options first, then the text (a string, not empty, not too long): one clear error
+    // before any work.
+    model.checkRequest(text, options);
     const started = performance.now();
     // Line breaks are kept; each line is split into sentences, and the sentences are
     // decoded BATCH at a time (one decoder batch), results passed on in order.
@@ -91,7 +93,7 @@ const OPS = {
       const group = flat.slice(start, start + BATCH);
       const results = await model.translateBatch(
         group.map((g) => g.sentence),
-        options ?? {},
+        options,
       );
       results.forEach((result, j) => {
         const { line } = group[j];
@@ -106,16 +108,27 @@ const OPS = {
 
   async parse({ text, options, constrained }) {
     const model = need();
+    model.checkRequest(text, options);
+    if (typeof constrained !== "boolean") throw new Error(`options.constrained must be true or false, not ${typeof constrained}`);
     const started = performance.now();
-    const result = await model.parse(text, options ?? {}, constrained);
+    const result = await model.parse(text, options, constrained);
     return { ...result, ms: performance.now() - started };
   },
 
   async attention({ sourceIds, targetIds }) {
     const model = need();
-    return model.attention(Uint32Array.from(sourceIds ?? []), Uint32Array.from(targetIds ?? []));
+    return model.attention(tokenIds(sourceIds, "sourceIds"), tokenIds(targetIds, "targetIds"));
   },
 };
+
+/** A list of token ids as the wasm module takes it; anything else is an error. */
+function tokenIds(ids, name) {
+  const list = Array.isArray(ids) || ids instanceof Uint32Array ? ids : null;
+  if (!list || !Array.prototype.every.call(list, (id) => Number.isInteger(id) && id >= 0 && id < 2 ** 32)) {
+    throw new Error(`attention: ${name} must be a list of token ids (whole numbers ≥ 0), as translate() returns`);
+  }
+  return Uint32Array.from(list);
+}
 
 function need() {
   if (!engine) throw new Error("no model is loaded");

@@ -88,7 +88,24 @@ fn check_text(text: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// What a JavaScript value is, for error messages.
+fn type_name(value: &JsValue) -> String {
+    if value.is_null() {
+        "null".into()
+    } else if value.is_array() {
+        "an array".into()
+    } else {
+        value.js_typeof().as_string().unwrap_or_default()
+    }
+}
+
 fn options_from(bundle: &Bundle, options: JsValue) -> Result<DecodeOptions, JsError> {
+    if !(options.is_undefined() || options.is_null() || options.is_object()) || options.is_array() {
+        return Err(JsError::new(&format!(
+            "options must be an object, not {}",
+            type_name(&options)
+        )));
+    }
     // Fields not given keep the bundle's defaults, which are range-checked here as well.
     let mut merged = serde_json::to_value(&bundle.config.decoding).map_err(js_error)?;
     if !(options.is_undefined() || options.is_null()) {
@@ -211,6 +228,21 @@ impl Engine {
         to_js(&self.bundle.config)
     }
 
+    /// Checks a request before any work: the options first (so a bad option is reported
+    /// whatever the text), then that the text is a string, not empty and not longer than
+    /// [`MAX_CHARS`]. The worker calls it before splitting a text into sentences.
+    #[wasm_bindgen(js_name = checkRequest)]
+    pub fn check_request(&self, text: JsValue, options: JsValue) -> Result<(), JsError> {
+        options_from(&self.bundle, options)?;
+        let Some(text) = text.as_string() else {
+            return Err(JsError::new(&format!(
+                "the text must be a string, not {}",
+                type_name(&text)
+            )));
+        };
+        check_text(&text).map_err(|e| JsError::new(&e))
+    }
+
     /// Translates one sentence (text the caller got from [`split_sentences_js`]); a
     /// sentence longer than [`MAX_WORDS`] words is translated in pieces whose outputs are
     /// joined. `options`: `{ beam, alpha, maxExtra }`, each optional.
@@ -218,8 +250,8 @@ impl Engine {
         if self.parser.is_some() {
             return Err(JsError::new("this bundle is a parser: call parse()"));
         }
-        check_text(&text).map_err(|e| JsError::new(&e))?;
         let options = options_from(&self.bundle, options)?;
+        check_text(&text).map_err(|e| JsError::new(&e))?;
         let mut out = SentenceResult::of(&text);
         for piece in word_chunks(&text) {
             let t = translate_sentence_async(&self.bundle, &piece, &options)
@@ -249,6 +281,7 @@ impl Engine {
         if self.parser.is_some() {
             return Err(JsError::new("this bundle is a parser: call parse()"));
         }
+        let options = options_from(&self.bundle, options)?;
         if sentences.is_empty() {
             return Err(JsError::new("no sentences to translate"));
         }
@@ -261,7 +294,6 @@ impl Engine {
         for (i, text) in sentences.iter().enumerate() {
             check_text(text).map_err(|e| JsError::new(&format!("sentence {i}: {e}")))?;
         }
-        let options = options_from(&self.bundle, options)?;
         // Each sentence's pieces (word chunks) are sources of the one batch.
         let mut owner = Vec::new();
         let mut sources = Vec::new();
@@ -318,6 +350,7 @@ impl Engine {
         let Some(parser) = &self.parser else {
             return Err(JsError::new("this bundle translates: call translate()"));
         };
+        let options = options_from(&self.bundle, options)?;
         check_text(&text).map_err(|e| JsError::new(&e))?;
         let words = ptb_words(&text);
         if words.len() > 4 * MAX_WORDS {
@@ -327,7 +360,6 @@ impl Engine {
                 4 * MAX_WORDS
             )));
         }
-        let options = options_from(&self.bundle, options)?;
         let parse = parser
             .parse_async(
                 &self.bundle,

@@ -29,9 +29,16 @@ pub struct Tokenizer {
 impl Tokenizer {
     /// Parses `tokenizer.json` and checks the special tokens sit at their fixed ids.
     pub fn from_bytes(bytes: &[u8]) -> Result<Self> {
-        // Syntax first: the tokenizers crate panics (rather than erring) on some malformed
-        // JSON inside a `decoder` object, and in wasm a panic kills the module.
-        serde_json::from_slice::<serde::de::IgnoredAny>(bytes).map_err(|e| {
+        // UTF-8 and syntax first: the tokenizers crate panics (rather than erring) on some
+        // malformed JSON inside a `decoder` object, and in wasm a panic kills the module.
+        let text = std::str::from_utf8(bytes).map_err(|e| {
+            let line = 1 + bytes[..e.valid_up_to()]
+                .iter()
+                .filter(|&&b| b == b'\n')
+                .count();
+            Error::Tokenizer(format!("cannot parse: line {line}: {e}"))
+        })?;
+        serde_json::from_str::<serde::de::IgnoredAny>(text).map_err(|e| {
             Error::Tokenizer(format!(
                 "cannot parse: line {} column {}: {e}",
                 e.line(),
@@ -211,5 +218,20 @@ mod tests {
     fn bad_tokenizer_json_is_an_error() {
         let err = Tokenizer::from_bytes(b"{not json").unwrap_err();
         assert!(err.to_string().starts_with("tokenizer.json"), "{err}");
+        // Found by fuzzing: the tokenizers crate panics on these inside a `decoder`
+        // object (a syntax error; a key that is not UTF-8). Both must be errors.
+        let json = Tokenizer::train(corpus().into_iter(), 200)
+            .unwrap()
+            .to_json()
+            .unwrap();
+        let at = json.find("\"decoder\": {").expect("a decoder object") + 13;
+        let mut syntax = json.clone().into_bytes();
+        syntax.splice(at..at, *b"\"x\": [,");
+        let mut not_utf8 = json.into_bytes();
+        not_utf8.splice(at..at, *b"\"spli\xff\": true,");
+        for (bad, why) in [(syntax, "line"), (not_utf8, "invalid utf-8")] {
+            let err = Tokenizer::from_bytes(&bad).unwrap_err().to_string();
+            assert!(err.contains(why), "{err}");
+        }
     }
 }
