@@ -17,7 +17,7 @@ mkdir -p pkg
 # the worker only when a bundle is loaded on WebGPU).
 cp dist/transduce-web.js dist/transduce-web_bg.wasm dist/transduce-web.d.ts pkg/
 cp dist/transduce-web-webgpu.js dist/transduce-web-webgpu_bg.wasm dist/transduce-web-webgpu.d.ts pkg/
-cp web/transduce.js web/worker.js web/transduce.d.ts pkg/
+cp web/transduce.js web/worker.js web/transduce.d.ts web/translator.js web/translator.d.ts pkg/
 cat > pkg/package.json <<JSON
 {
   "name": "transduce",
@@ -30,11 +30,12 @@ cat > pkg/package.json <<JSON
   "types": "transduce.d.ts",
   "exports": {
     ".": { "types": "./transduce.d.ts", "default": "./transduce.js" },
+    "./translator.js": { "types": "./translator.d.ts", "default": "./translator.js" },
     "./worker.js": "./worker.js",
     "./transduce-web.js": "./transduce-web.js",
     "./transduce-web-webgpu.js": "./transduce-web-webgpu.js"
   },
-  "files": ["transduce.js", "transduce.d.ts", "worker.js", "transduce-web.js", "transduce-web.d.ts", "transduce-web_bg.wasm", "transduce-web-webgpu.js", "transduce-web-webgpu.d.ts", "transduce-web-webgpu_bg.wasm", "README.md"],
+  "files": ["transduce.js", "transduce.d.ts", "translator.js", "translator.d.ts", "worker.js", "transduce-web.js", "transduce-web.d.ts", "transduce-web_bg.wasm", "transduce-web-webgpu.js", "transduce-web-webgpu.d.ts", "transduce-web-webgpu_bg.wasm", "README.md"],
   "sideEffects": false,
   "keywords": ["transformer", "translation", "parsing", "webgpu", "wasm", "burn"]
 }

@@ -84,6 +84,20 @@ ensure_node_modules() {
     export PATH="$PWD/node_modules/.bin:$PATH"
 }
 
+# CTranslate2 in a virtual environment, for scripts/ct2.py (the export of a bundle to CT2
+# is checked by decoding with CT2). Versions pinned: the ones the export was written for.
+ensure_ct2() {
+    local venv="$TOOLS_TARGET_DIR/ct2-venv"
+    if ! "$venv/bin/python" -c 'import ctranslate2, tokenizers, safetensors, numpy' 2>/dev/null; then
+        log "installing CTranslate2 4.8.5 into $venv (pip)"
+        rm -rf "$venv"
+        python3 -m venv "$venv" 2>/dev/null || { ensure_apt python3-venv && python3 -m venv "$venv"; } || return 1
+        "$venv/bin/pip" install -q --disable-pip-version-check \
+            ctranslate2==4.8.5 tokenizers==0.23.3 safetensors==0.8.0 numpy==2.4.6 || return 1
+    fi
+    CT2_PYTHON="$venv/bin/python"
+}
+
 # Everything the page's build needs.
 ensure_page_tools() {
     ensure_rust

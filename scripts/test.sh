@@ -53,6 +53,27 @@ fi
 grep -h '^SKIP:' "$test_log" | sort -u >&2 || true
 rm -f "$test_log"
 
+# The CTranslate2 export (scripts/ct2.py) decodes the shipped bundle as transduce does:
+# 300 test sentences (or the committed fixture), beam 4 (the bundle's) and greedy.
+ct2_check() {
+    ensure_ct2 || return 1
+    local input=../shared/data/multi30k/test2016.en.gz dir status=0
+    if [ ! -f "$input" ]; then
+        echo "SKIP: $input not found; the CT2 check uses tests/fixtures/browser-sentences.en" >&2
+        input=tests/fixtures/browser-sentences.en
+    fi
+    dir=$(mktemp -d)
+    "$CT2_PYTHON" scripts/ct2.py export --bundle web/models/multi30k-en-de --out "$dir/ct2" || status=1
+    for beam in 4 1; do
+        [ $status -eq 0 ] || break
+        "$CT2_PYTHON" scripts/ct2.py check --bundle web/models/multi30k-en-de --ct2 "$dir/ct2" \
+            --input "$input" --lines 300 --beam $beam --bin "$CARGO_TARGET_DIR/debug/transduce" || status=1
+    done
+    rm -rf "$dir"
+    return $status
+}
+step "CTranslate2 export decodes as transduce (scripts/ct2.py check, beam 4 and greedy)" ct2_check
+
 pinned=$(awk -F'"' '/^wasm_bindgen = / { print $2 }' Trunk.toml)
 step "Trunk.toml pins Cargo.lock's wasm-bindgen ($(wasm_bindgen_version))" \
     test "$pinned" = "$(wasm_bindgen_version)"

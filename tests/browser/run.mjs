@@ -64,6 +64,13 @@ async function expectations(bin) {
     out[`longText${beam}`] = run(["translate", "--model", join(repo, "web", "models", model), "--beam", String(beam),
       "--batch-size", "1"], eight).trim().split("\n").join(" ");
   }
+  // The Translator API translates with the bundle's own decoding defaults.
+  out.nativeBundleDefaults = (text) =>
+    run(["translate", "--model", join(repo, "web", "models", model)], `${text}\n`).trim();
+  out.eight = lines.slice(1, 9).map((l) => l.trim());
+  out.eightBeam4 = run(["translate", "--model", join(repo, "web", "models", model), "--batch-size", "1"], eight)
+    .trim()
+    .split("\n");
   const parser = join(repo, "web", "models", "ptb-parser");
   if (existsSync(join(parser, "config.json"))) {
     out.parseSentence = "The dog saw a man in the park .";
@@ -81,6 +88,16 @@ await mkdir(artifacts, { recursive: true });
 const scratch = await mkdtemp(join(tmpdir(), "transduce-browser-"));
 const corrupt = join(scratch, "corrupt");
 const external = arg("url");
+// The README's Translator API snippet, as a page of its own.
+const readme = join(scratch, "readme");
+{
+  const text = await readFile(join(repo, "README.md"), "utf8");
+  const section = text.slice(text.indexOf("## The Translator API"));
+  const snippet = section.match(/```html\n([\s\S]*?)```/)?.[1];
+  if (!snippet) throw new Error("README.md: no html snippet under \"## The Translator API\"");
+  await mkdir(readme, { recursive: true });
+  await writeFile(join(readme, "index.html"), `<!doctype html>\n<meta charset="utf-8">\n${snippet}`);
+}
 if (!external) {
   await cp(join(dist, "models", expected.model), corrupt, { recursive: true });
   const weights = await readFile(join(corrupt, "model.safetensors"));
@@ -90,7 +107,7 @@ if (!external) {
 const server = external
   ? null
   : await serve({
-      mounts: { "/": dist, "/corrupt/": corrupt, "/repo/": repo },
+      mounts: { "/": dist, "/corrupt/": corrupt, "/repo/": repo, "/readme/": readme },
       port: 0,
     });
 const base = external ? external.replace(/\/$/, "") : `http://127.0.0.1:${server.address().port}`;
@@ -489,6 +506,154 @@ async function translateWith(page, text, beam) {
     const input = (await page.textContent("#in")).trim();
     assertEqual((await page.textContent("#out")).trim(), expected.nativeGreedy(input), "embedded translation");
     await page.screenshot({ path: join(artifacts, "embed.png") });
+  }, { needsTestServer: true });
+  await b.close();
+}
+
+// ---- the Translator API (translator.js), as browsers without one get it ----------------
+// Chromium has its own Translator (with Google's on-device models); switched off here, the
+// page is what Firefox and Safari users get: install() defines the polyfill.
+{
+  const b = await browser(["--disable-blink-features=TranslationAPI"]);
+  await test("translator: a page using only Translator.create().translate() gets native's translation", async () => {
+    const page = await b.context.newPage();
+    const logs = [];
+    page.on("console", (m) => logs.push(m.text()));
+    await page.goto(`${base}/repo/examples/translator/index.html`);
+    try {
+      await page.waitForSelector("#out[data-done]", { timeout: TIMEOUT });
+    } catch (e) {
+      throw new Error(`${e.message}\n${logs.join("\n")}`);
+    }
+    const input = (await page.textContent("#in")).trim();
+    assertEqual((await page.textContent("#out")).trim(), expected.nativeBundleDefaults(input), "translation");
+    assertEqual((await page.textContent("#how")).trim(), "(available)", "availability after create");
+  }, { needsTestServer: true });
+  await b.close();
+}
+{
+  const b = await browser(["--disable-blink-features=TranslationAPI"]);
+  await test("translator: the README's snippet logs availability, progress, native's translation and the streamed sentences", async () => {
+    const page = await b.context.newPage();
+    const logs = [];
+    page.on("console", (m) => m.type() === "log" && logs.push(m.text()));
+    page.on("pageerror", (e) => logs.push(`pageerror: ${e.message}`));
+    await page.goto(`${base}/readme/index.html`);
+    const streamed = ["A man rides a bike.", "A dog runs."].map(expected.nativeBundleDefaults);
+    const want = [expected.nativeBundleDefaults("Two dogs are running through the snow."), streamed[0], ` ${streamed[1]}`];
+    // The snippet ends with the last streamed sentence (or an error).
+    const deadline = Date.now() + TIMEOUT;
+    while (!logs.includes(want[2]) && !logs.some((l) => l.startsWith("pageerror")) && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const percents = logs.filter((l) => /^\d+%$/.test(l));
+    const rest = logs.filter((l) => !/^\d+%$/.test(l));
+    assertEqual(JSON.stringify(rest), JSON.stringify(["downloadable", ...want]), "console output");
+    if (percents[0] !== "0%" || percents.at(-1) !== "100%") throw new Error(`progress: ${percents.join(" ")}`);
+  }, { needsTestServer: true });
+  await b.close();
+}
+{
+  // A fresh profile: nothing in the Cache API yet.
+  const b = await browser(["--disable-blink-features=TranslationAPI"]);
+  await test("translator: availability, progress, streaming in order, abort, errors by the spec's names", async () => {
+    const page = await b.context.newPage();
+    await page.goto(`${base}/models/index.json`);
+    const found = await page.evaluate(async ({ sources }) => {
+      const hadNative = typeof globalThis.Translator !== "undefined";
+      const { install } = await import("/repo/pkg/translator.js");
+      const installed = install({ models: { "en-de": "/repo/web/models/multi30k-en-de/" }, backend: "cpu" });
+      const T = globalThis.Translator;
+      const en_de = { sourceLanguage: "en", targetLanguage: "de" };
+      const name = async (promise) => {
+        try {
+          await promise;
+          return "resolved";
+        } catch (e) {
+          return e.name;
+        }
+      };
+      const out = { hadNative, installed };
+      out.unknownPair = await T.availability({ sourceLanguage: "en", targetLanguage: "fr" });
+      out.regional = await T.availability({ sourceLanguage: "en-GB", targetLanguage: "de-AT" });
+      out.before = await T.availability(en_de);
+      out.createUnknown = await name(T.create({ sourceLanguage: "en", targetLanguage: "fr" }));
+      const aborted = new AbortController();
+      aborted.abort();
+      out.createAborted = await name(T.create({ ...en_de, signal: aborted.signal }));
+      const progress = [];
+      const creating = T.create({ ...en_de, monitor: (m) => m.addEventListener("downloadprogress", (e) => progress.push(e.loaded)) });
+      out.during = await T.availability(en_de);
+      const translator = await creating;
+      out.progress = progress;
+      out.after = await T.availability(en_de);
+      out.quota = translator.inputQuota;
+      out.usage = await translator.measureInputUsage("Zwei Hunde 🐕");
+      const text = sources.join(" ");
+      out.translated = await translator.translate(text);
+      const chunks = [];
+      const reader = translator.translateStreaming(text).getReader();
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) break;
+        chunks.push(value);
+      }
+      out.chunks = chunks;
+      const stop = new AbortController();
+      const pending = translator.translate(text, { signal: stop.signal });
+      stop.abort();
+      out.abortTranslate = await name(pending);
+      out.afterAbort = await translator.translate(sources[0]);
+      out.tooLong = await name(translator.translate("x".repeat(100_001)));
+      translator.destroy();
+      out.destroyed = await name(translator.translate(sources[0]));
+      return out;
+    }, { sources: expected.eight });
+    assertEqual(found.hadNative, false, "a native Translator with the feature switched off");
+    assertEqual(found.installed, true, "install() defined globalThis.Translator");
+    assertEqual(found.unknownPair, "unavailable", "availability of en→fr");
+    assertEqual(found.regional, "downloadable", "availability of en-GB→de-AT (the en→de model)");
+    assertEqual(found.before, "downloadable", "availability before create");
+    assertEqual(found.createUnknown, "NotSupportedError", "create for en→fr");
+    assertEqual(found.createAborted, "AbortError", "create with an aborted signal");
+    assertEqual(found.during, "downloading", "availability while create downloads");
+    assertEqual(found.after, "available", "availability after create");
+    const p = found.progress;
+    if (p.length < 3 || p[0] !== 0 || p.at(-1) !== 1 || p.some((x, i) => i && x < p[i - 1])) {
+      throw new Error(`downloadprogress must run 0 … 1, rising: ${JSON.stringify(p)}`);
+    }
+    console.log(`    downloadprogress: ${p.length} events, ${p.map((x) => x.toFixed(2)).join(" ")}`);
+    assertEqual(found.quota, 100_000, "inputQuota");
+    assertEqual(found.usage, 12, "measureInputUsage (code points)");
+    assertEqual(found.translated, expected.eightBeam4.join(" "), "translate() of eight sentences");
+    assertEqual(found.chunks.length, 8, "streamed chunks, one a sentence");
+    assertEqual(JSON.stringify(found.chunks.map((c) => c.trim())), JSON.stringify(expected.eightBeam4), "chunks in order");
+    assertEqual(found.chunks.join(""), found.translated, "chunks joined");
+    assertEqual(found.abortTranslate, "AbortError", "translate() aborted");
+    assertEqual(found.afterAbort, expected.eightBeam4[0], "translation after an abort");
+    assertEqual(found.tooLong, "QuotaExceededError", "input over inputQuota");
+    assertEqual(found.destroyed, "InvalidStateError", "translate() after destroy()");
+  }, { needsTestServer: true });
+  await b.close();
+}
+{
+  const b = await browser();
+  await test("translator: install() leaves the browser's own Translator in place", async () => {
+    const page = await b.context.newPage();
+    await page.goto(`${base}/models/index.json`);
+    const found = await page.evaluate(async () => {
+      const native = globalThis.Translator;
+      const { install, Translator } = await import("/repo/pkg/translator.js");
+      const installed = install({ models: { "en-de": "/repo/web/models/multi30k-en-de/" } });
+      return { hadNative: typeof native !== "undefined", installed, kept: globalThis.Translator === native, ours: typeof Translator.create };
+    });
+    if (!found.hadNative) {
+      console.log("SKIP: this Chromium has no Translator of its own; install() was checked without one above");
+      return;
+    }
+    assertEqual(found.installed, false, "install() with a native Translator");
+    assertEqual(found.kept, true, "globalThis.Translator kept");
+    assertEqual(found.ours, "function", "the polyfill still importable");
   }, { needsTestServer: true });
   await b.close();
 }

@@ -1,0 +1,62 @@
+// Types of translator.js: the browser's Translator API (WICG translation-api) backed by
+// transduce bundles.
+
+export type Availability = "unavailable" | "downloadable" | "downloading" | "available";
+
+export interface TranslatorLanguages {
+  /** BCP 47 tags, e.g. "en", "de-CH". */
+  sourceLanguage: string;
+  targetLanguage: string;
+}
+
+/** Receives "downloadprogress" events (ProgressEvent, `loaded` from 0 to 1, `total` 1). */
+export interface CreateMonitor extends EventTarget {
+  addEventListener(type: "downloadprogress", listener: (event: ProgressEvent) => void, options?: boolean | AddEventListenerOptions): void;
+  addEventListener(type: string, listener: EventListenerOrEventListenerObject | null, options?: boolean | AddEventListenerOptions): void;
+}
+
+export interface TranslatorCreateOptions extends TranslatorLanguages {
+  monitor?: (monitor: CreateMonitor) => void;
+  /** Aborting rejects a pending create() and destroys the translator it made. */
+  signal?: AbortSignal;
+}
+
+export interface TranslateOptions {
+  signal?: AbortSignal;
+}
+
+export declare class Translator {
+  private constructor();
+  /** From the registry (configure/install) and the Cache API. */
+  static availability(options: TranslatorLanguages): Promise<Availability>;
+  /** Rejects with NotSupportedError for a pair without a bundle, AbortError on abort. */
+  static create(options: TranslatorCreateOptions): Promise<Translator>;
+  readonly sourceLanguage: string;
+  readonly targetLanguage: string;
+  /** Characters (code points) one call takes: 100,000. */
+  readonly inputQuota: number;
+  measureInputUsage(input: string, options?: TranslateOptions): Promise<number>;
+  /** Rejects with AbortError on abort, QuotaExceededError past inputQuota, InvalidStateError once destroyed. */
+  translate(input: string, options?: TranslateOptions): Promise<string>;
+  /** Chunks: each sentence's translation with the separator before it, in order. */
+  translateStreaming(input: string, options?: TranslateOptions): ReadableStream<string>;
+  destroy(): void;
+}
+
+export interface TranslatorModel extends TranslatorLanguages {
+  /** A bundle folder: config.json, tokenizer.json, model.safetensors. */
+  url: string | URL;
+}
+
+export interface ConfigureOptions {
+  /** { "en-de": url } (or "en-US→de" for regional tags), or a list of models. */
+  models?: Record<string, string | URL> | TranslatorModel[];
+  backend?: "auto" | "webgpu" | "cpu";
+  workerUrl?: string | URL;
+}
+
+/** Adds bundles to the registry and sets how translators load them. */
+export declare function configure(options?: ConfigureOptions): void;
+/** configure(), then globalThis.Translator = Translator where the browser has none; true if it did. */
+export declare function install(options?: ConfigureOptions): boolean;
+export default Translator;

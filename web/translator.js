@@ -1,0 +1,320 @@
+// The browser's Translator API (WICG translation-api, shipped in Chrome 138+), backed by
+// transduce bundles: a polyfill for browsers without it, with models you train yourself.
+//
+//   import { install } from "transduce/translator.js";
+//   install({ models: { "en-de": "/models/multi30k-en-de/" } });
+//   const translator = await Translator.create({ sourceLanguage: "en", targetLanguage: "de" });
+//   await translator.translate("Two dogs play in the snow.");
+//
+// `install()` defines globalThis.Translator only where the browser has none; the class is
+// also exported as `Translator` for use without touching the global. Each translator runs
+// its bundle in a Web Worker (transduce.js). Which parts of the spec are not covered:
+// README.md, "The Translator API".
+
+import { Transduce } from "./transduce.js";
+
+/** The Cache API store the worker keeps bundle files in (worker.js). */
+const CACHE_NAME = "transduce-bundles-v1";
+/** The worker refuses longer texts in one call (crates/transduce-web MAX_CHARS). */
+const INPUT_QUOTA = 100_000;
+
+/** Language pair → { url, languages } and loading options, set by configure()/install(). */
+const settings = { models: new Map(), backend: "auto", workerUrl: undefined };
+/** Bundle URL → number of create() calls downloading it now. */
+const downloading = new Map();
+/** Bundle URLs a translator of this page has loaded. */
+const loaded = new Set();
+
+/** How much of the download bar each bundle file fills (see create()). */
+const SHARE = { "config.json": 0.01, "tokenizer.json": 0.09, "model.safetensors": 0.9 };
+
+const error = (name, message) => new DOMException(message, name);
+
+/** A BCP 47 tag in canonical form (`EN-us` → `en-US`), or null if it is not one. */
+function canonical(tag) {
+  if (typeof tag !== "string") return null;
+  try {
+    return Intl.getCanonicalLocales(tag)[0] ?? null;
+  } catch {
+    return null;
+  }
+}
+
+/** The bundle for a pair: the exact tags first, then their primary languages (`en-US` → `en`). */
+function lookup(sourceLanguage, targetLanguage) {
+  const source = canonical(sourceLanguage);
+  const target = canonical(targetLanguage);
+  if (!source || !target) return null;
+  const primary = (tag) => tag.split("-")[0];
+  for (const key of [`${source}→${target}`, `${primary(source)}→${primary(target)}`]) {
+    const entry = settings.models.get(key);
+    if (entry) return entry;
+  }
+  return null;
+}
+
+function checkLanguages(options) {
+  if (typeof options !== "object" || options === null) {
+    throw new TypeError("Translator: expected { sourceLanguage, targetLanguage }");
+  }
+  for (const field of ["sourceLanguage", "targetLanguage"]) {
+    if (typeof options[field] !== "string") throw new TypeError(`Translator: ${field} must be a string`);
+    if (!canonical(options[field])) throw new RangeError(`Translator: ${field} "${options[field]}" is not a BCP 47 language tag`);
+  }
+}
+
+/**
+ * Sets the bundles translators may use and how they load them.
+ * models: { "en-de": url, … } (pair written `source-target`, primary languages) or
+ *   [{ sourceLanguage, targetLanguage, url }, …]; bundle URLs are folders
+ *   (config.json, tokenizer.json, model.safetensors), relative to the page.
+ * backend: "auto" (default), "webgpu" or "cpu"; workerUrl: where worker.js lives.
+ * Calling it again adds to the registry.
+ */
+export function configure({ models = {}, backend, workerUrl } = {}) {
+  const entries = Array.isArray(models)
+    ? models
+    : Object.entries(models).map(([pair, url]) => {
+        // "en-de" splits at its last hyphen; "en-US→de-CH" at the arrow.
+        const [sourceLanguage, targetLanguage, ...rest] = pair.includes("→") ? pair.split("→") : pair.split(/-(?=[^-]+$)/);
+        if (rest.length || !sourceLanguage || !targetLanguage) {
+          throw new TypeError(`Translator models: "${pair}" is not a pair like "en-de" or "en-US→de"`);
+        }
+        return { sourceLanguage, targetLanguage, url };
+      });
+  for (const { sourceLanguage, targetLanguage, url } of entries) {
+    const source = canonical(sourceLanguage);
+    const target = canonical(targetLanguage);
+    if (!source || !target) throw new TypeError(`Translator models: "${sourceLanguage}" → "${targetLanguage}" are not language tags`);
+    const base = new URL(url, globalThis.document?.baseURI ?? globalThis.location?.href);
+    if (!base.pathname.endsWith("/")) base.pathname += "/";
+    settings.models.set(`${source}→${target}`, { url: base.href, source, target });
+  }
+  if (backend !== undefined) settings.backend = backend;
+  if (workerUrl !== undefined) settings.workerUrl = workerUrl;
+}
+
+/** Whether the bundle's files are in the Cache API under the sums its config.json lists. */
+async function cached(url) {
+  if (typeof caches === "undefined") return false;
+  try {
+    const response = await fetch(new URL("config.json", url), { cache: "no-cache" });
+    if (!response.ok) return false;
+    const sums = (await response.json()).sha256 ?? {};
+    const files = ["tokenizer.json", "model.safetensors"];
+    if (!files.every((f) => sums[f])) return false;
+    const cache = await caches.open(CACHE_NAME);
+    const hits = await Promise.all(files.map((f) => cache.match(`${new URL(f, url).href}#sha256=${sums[f]}`)));
+    return hits.every(Boolean);
+  } catch {
+    return false;
+  }
+}
+
+function monotonic(target) {
+  let last = -1;
+  return (fraction) => {
+    const loaded = Math.min(1, Math.max(last, fraction));
+    if (loaded === last) return;
+    last = loaded;
+    target.dispatchEvent(new ProgressEvent("downloadprogress", { loaded, total: 1, lengthComputable: true }));
+  };
+}
+
+export class Translator {
+  #engine;
+  #destroyed = false;
+  #signal;
+  #pending = new Set();
+
+  /** Not for callers: use Translator.create(). */
+  constructor(engine, sourceLanguage, targetLanguage, signal, secret) {
+    if (secret !== CREATE) throw new TypeError("Illegal constructor: use Translator.create()");
+    this.#engine = engine;
+    this.#signal = signal;
+    this.sourceLanguage = sourceLanguage;
+    this.targetLanguage = targetLanguage;
+    signal?.addEventListener("abort", () => this.destroy(), { once: true });
+  }
+
+  /** "unavailable", "downloadable", "downloading" or "available" for a language pair. */
+  static async availability(options) {
+    checkLanguages(options);
+    const entry = lookup(options.sourceLanguage, options.targetLanguage);
+    if (!entry) return "unavailable";
+    if (loaded.has(entry.url)) return "available";
+    if (downloading.get(entry.url)) return "downloading";
+    return (await cached(entry.url)) ? "available" : "downloadable";
+  }
+
+  /**
+   * Loads the pair's bundle (fetched with progress, or from the Cache API) in a worker.
+   * options: { sourceLanguage, targetLanguage, monitor(m), signal }; `m` receives
+   * "downloadprogress" events whose `loaded` runs from 0 to 1.
+   */
+  static async create(options) {
+    checkLanguages(options);
+    const { sourceLanguage, targetLanguage, monitor, signal } = options;
+    signal?.throwIfAborted();
+    const entry = lookup(sourceLanguage, targetLanguage);
+    if (!entry) {
+      throw error("NotSupportedError", `no translation model for ${sourceLanguage} → ${targetLanguage} is configured`);
+    }
+    const events = new EventTarget();
+    if (monitor !== undefined) {
+      if (typeof monitor !== "function") throw new TypeError("Translator.create: monitor must be a function");
+      monitor(events);
+    }
+    const progress = monotonic(events);
+    const fractions = new Map();
+    downloading.set(entry.url, (downloading.get(entry.url) ?? 0) + 1);
+    let engine;
+    try {
+      progress(0);
+      const loading = Transduce.load(entry.url, {
+        backend: settings.backend,
+        workerUrl: settings.workerUrl,
+        onProgress: ({ file, loaded, total }) => {
+          // The files are fetched one after another and each size is known only when its
+          // download starts, so the bar is split ahead: config.json and tokenizer.json fill
+          // the first tenth, model.safetensors (most of the bytes) the rest. Below 1 until
+          // the model is loaded.
+          fractions.set(file, total > 0 ? Math.min(1, loaded / total) : 0);
+          let sum = 0;
+          for (const [name, fraction] of fractions) sum += (SHARE[name] ?? 0) * fraction;
+          progress(Math.min(0.99, sum));
+        },
+      });
+      engine = await abortable(loading, signal, (t) => t.free());
+    } finally {
+      downloading.set(entry.url, downloading.get(entry.url) - 1);
+    }
+    const task = engine.config.task;
+    if (task.kind !== "translate") {
+      engine.free();
+      throw error("NotSupportedError", `${entry.url} is not a translation model`);
+    }
+    loaded.add(entry.url);
+    progress(1);
+    return new Translator(engine, entry.source, entry.target, signal, CREATE);
+  }
+
+  /** Most input `translate()` takes, in the units of measureInputUsage() (characters). */
+  get inputQuota() {
+    return INPUT_QUOTA;
+  }
+
+  /** What `input` counts against inputQuota: its length in characters (code points). */
+  async measureInputUsage(input, { signal } = {}) {
+    this.#check(signal);
+    return [...String(input)].length;
+  }
+
+  /** The translation of `input` (sentences split, translated and joined; lines kept). */
+  async translate(input, { signal } = {}) {
+    return (await this.#run(input, signal)).text;
+  }
+
+  /**
+   * The translation as a ReadableStream of string chunks: each sentence's translation (with
+   * the space or line break before it) as soon as it is decoded, in order; the chunks
+   * joined equal translate()'s result.
+   */
+  translateStreaming(input, { signal } = {}) {
+    let sent = "";
+    let run;
+    return new ReadableStream({
+      start: (controller) => {
+        run = this.#run(input, signal, ({ text }) => {
+          if (text.startsWith(sent) && text.length > sent.length) {
+            controller.enqueue(text.slice(sent.length));
+            sent = text;
+          }
+        });
+        run.then(
+          ({ text }) => {
+            if (text.startsWith(sent) && text.length > sent.length) controller.enqueue(text.slice(sent.length));
+            controller.close();
+          },
+          (e) => controller.error(e),
+        );
+      },
+      cancel: () => {
+        run?.catch(() => {});
+      },
+    });
+  }
+
+  /** Frees the model and its worker; later calls reject with InvalidStateError. */
+  destroy() {
+    if (this.#destroyed) return;
+    this.#destroyed = true;
+    this.#engine.free();
+    for (const reject of this.#pending) reject(error("AbortError", "the translator was destroyed"));
+    this.#pending.clear();
+  }
+
+  #check(signal) {
+    if (this.#destroyed) throw error("InvalidStateError", "the translator was destroyed");
+    this.#signal?.throwIfAborted();
+    signal?.throwIfAborted();
+  }
+
+  async #run(input, signal, onPartial) {
+    this.#check(signal);
+    const text = String(input);
+    if ([...text].length > INPUT_QUOTA) {
+      throw error("QuotaExceededError", `the input is longer than inputQuota (${INPUT_QUOTA} characters)`);
+    }
+    if (!text.trim()) return { text: "" };
+    let reject;
+    const destroyed = new Promise((_, r) => (reject = r));
+    this.#pending.add(reject);
+    try {
+      const work = this.#engine.translate(text, onPartial ? { onPartial } : {});
+      work.catch(() => {}); // an aborted call's result is dropped
+      return await abortable(Promise.race([work, destroyed]), signal);
+    } finally {
+      this.#pending.delete(reject);
+    }
+  }
+}
+
+const CREATE = Symbol("create");
+
+/**
+ * `promise`, or its rejection with the signal's reason (an AbortError by default) as soon as
+ * the signal aborts; `dispose(value)` frees a value that arrives after the abort.
+ */
+function abortable(promise, signal, dispose) {
+  if (!signal) return promise;
+  return new Promise((resolve, reject) => {
+    const onAbort = () => reject(signal.reason ?? error("AbortError", "aborted"));
+    if (signal.aborted) return onAbort();
+    signal.addEventListener("abort", onAbort, { once: true });
+    promise.then(
+      (value) => {
+        signal.removeEventListener("abort", onAbort);
+        if (signal.aborted) dispose?.(value);
+        else resolve(value);
+      },
+      (e) => {
+        signal.removeEventListener("abort", onAbort);
+        reject(e);
+      },
+    );
+  });
+}
+
+/**
+ * Configures the registry (see configure()) and defines globalThis.Translator as this
+ * polyfill where the browser has no Translator of its own. Returns true if it defined it.
+ */
+export function install(options = {}) {
+  configure(options);
+  if (typeof globalThis.Translator !== "undefined" && globalThis.Translator !== Translator) return false;
+  Object.defineProperty(globalThis, "Translator", { value: Translator, configurable: true, writable: true });
+  return true;
+}
+
+export default Translator;
