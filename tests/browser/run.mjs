@@ -408,7 +408,7 @@ async function translateWith(page, text, beam) {
         wrongTypes: () => Transduce.load({ config: "x", tokenizer: 1, weights: 2 }, cpu),
         unknownBackend: () => Transduce.load(`/models/${model}/`, { backend: "tpu" }),
         brokenJson: () => Transduce.load({ config: new TextEncoder().encode('{"format": 1,'), tokenizer, weights }, cpu),
-        // About 10⁹ parameters (4 GB as f32): counted and refused, never allocated.
+        // About 3·10⁸ parameters (1.2 GB as f32): counted and refused, never allocated.
         hugeSizes: () => Transduce.load(lying((c) => { c.model.d_model = 4096; c.model.vocab_size = 65536; }), cpu),
         overflowingSizes: () => Transduce.load(lying((c) => { c.model.n_layers = 2 ** 53; c.model.d_model = 2 ** 40; }), cpu),
         moreLayers: () => Transduce.load(lying((c) => { c.model.n_layers += 1; }), cpu),
