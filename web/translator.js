@@ -23,7 +23,7 @@ const settings = { models: new Map(), backend: "auto", workerUrl: undefined };
 /** Bundle URL → number of create() calls downloading it now. */
 const downloading = new Map();
 /** Bundle URLs a translator of this page has loaded. */
-const loaded = new Set();
+const loadedUrls = new Set();
 
 /** How much of the download bar each bundle file fills (see create()). */
 const SHARE = { "config.json": 0.01, "tokenizer.json": 0.09, "model.safetensors": 0.9 };
@@ -142,7 +142,7 @@ export class Translator {
     checkLanguages(options);
     const entry = lookup(options.sourceLanguage, options.targetLanguage);
     if (!entry) return "unavailable";
-    if (loaded.has(entry.url)) return "available";
+    if (loadedUrls.has(entry.url)) return "available";
     if (downloading.get(entry.url)) return "downloading";
     return (await cached(entry.url)) ? "available" : "downloadable";
   }
@@ -194,7 +194,7 @@ export class Translator {
       engine.free();
       throw error("NotSupportedError", `${entry.url} is not a translation model`);
     }
-    loaded.add(entry.url);
+    loadedUrls.add(entry.url);
     progress(1);
     return new Translator(engine, entry.source, entry.target, signal, CREATE);
   }

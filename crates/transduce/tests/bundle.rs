@@ -5,8 +5,7 @@ mod common;
 use std::collections::HashMap;
 
 use common::*;
-use transduce::bundle::{BundleFiles, Provenance, Task, WeightDtype, load_weights, save_weights};
-use transduce::decode::DecodeOptions;
+use transduce::bundle::{BundleFiles, WeightDtype, load_weights, save_weights};
 use transduce::{Bundle, BundleConfig, Error, ModelConfig, Tokenizer, Transformer};
 
 fn tokenizer() -> Tokenizer {
@@ -22,25 +21,8 @@ fn tokenizer() -> Tokenizer {
 fn bundle(config: ModelConfig) -> Bundle {
     let device = device();
     device.seed(7);
-    let tokenizer = tokenizer();
     let model = Transformer::new(&config.with_vocab(60), &device).unwrap();
-    Bundle::new(
-        BundleConfig {
-            format: transduce::bundle::BUNDLE_FORMAT,
-            task: Task::Translate {
-                source: "en".into(),
-                target: "de".into(),
-            },
-            model: model.config().clone(),
-            decoding: DecodeOptions::default(),
-            provenance: Provenance::default(),
-            metrics: Default::default(),
-            sha256: Default::default(),
-        },
-        tokenizer,
-        model,
-    )
-    .unwrap()
+    translation_bundle(tokenizer(), model)
 }
 
 fn logits(model: &Transformer) -> Vec<f32> {
@@ -113,14 +95,6 @@ fn err(files: &BundleFiles) -> Error {
         Ok(_) => panic!("bad bundle loaded"),
         Err(e) => e,
     }
-}
-
-/// Weights with their checksum dropped from config.json, so the weights check is reached.
-fn unchecked(mut files: BundleFiles) -> BundleFiles {
-    let mut config = BundleConfig::from_json(&files.config).unwrap();
-    config.sha256.clear();
-    files.config = config.to_json().into_bytes();
-    files
 }
 
 #[test]

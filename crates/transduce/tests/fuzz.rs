@@ -7,7 +7,7 @@
 mod common;
 
 use common::*;
-use transduce::bundle::{BundleFiles, Provenance, Task, WeightDtype, load_weights};
+use transduce::bundle::{BundleFiles, WeightDtype, load_weights};
 use transduce::decode::{DecodeOptions, best_outputs};
 use transduce::task::parse::{
     ParseConstraint, Tree, delinearize, linearize, parse_trees, parse_trees_lenient, preprocess,
@@ -43,28 +43,11 @@ fn tiny_files(config: ModelConfig, dtype: WeightDtype) -> BundleFiles {
     let device = device();
     device.seed(3);
     let model = Transformer::new(&config.with_vocab(60), &device).unwrap();
-    let bundle = Bundle::new(
-        BundleConfig {
-            format: transduce::bundle::BUNDLE_FORMAT,
-            task: Task::Translate {
-                source: "en".into(),
-                target: "de".into(),
-            },
-            model: model.config().clone(),
-            decoding: DecodeOptions::default(),
-            provenance: Provenance::default(),
-            metrics: Default::default(),
-            sha256: Default::default(),
-        },
-        tokenizer(),
-        model,
+    unchecked(
+        translation_bundle(tokenizer(), model)
+            .to_bytes(dtype)
+            .unwrap(),
     )
-    .unwrap();
-    let mut files = bundle.to_bytes(dtype).unwrap();
-    let mut config = BundleConfig::from_json(&files.config).unwrap();
-    config.sha256.clear();
-    files.config = config.to_json().into_bytes();
-    files
 }
 
 /// Size and schema words of config.json, so mutations change fields, not only syntax.

@@ -1,9 +1,11 @@
 //! Helpers shared by the integration tests: small random models on the CPU backend.
 #![allow(dead_code)]
 
+use transduce::bundle::{BundleFiles, Provenance, Task};
 use transduce::burn::prelude::*;
 use transduce::burn::tensor::TensorData;
-use transduce::{ModelConfig, Transformer};
+use transduce::decode::DecodeOptions;
+use transduce::{Bundle, BundleConfig, ModelConfig, Tokenizer, Transformer};
 
 pub fn device() -> Device {
     Device::flex()
@@ -50,4 +52,34 @@ pub fn random_ids(seed: u64, len: usize, lo: u32, hi: u32) -> Vec<u32> {
             lo + (z % (hi - lo) as u64) as u32
         })
         .collect()
+}
+
+/// An en→de translation bundle of a model in memory, with §6.1's decoding defaults.
+pub fn translation_bundle(tokenizer: Tokenizer, model: Transformer) -> Bundle {
+    Bundle::new(
+        BundleConfig {
+            format: transduce::bundle::BUNDLE_FORMAT,
+            task: Task::Translate {
+                source: "en".into(),
+                target: "de".into(),
+            },
+            model: model.config().clone(),
+            decoding: DecodeOptions::default(),
+            provenance: Provenance::default(),
+            metrics: Default::default(),
+            sha256: Default::default(),
+        },
+        tokenizer,
+        model,
+    )
+    .unwrap()
+}
+
+/// A bundle's files with the checksums dropped from config.json, so damaged weights reach
+/// the weight reader.
+pub fn unchecked(mut files: BundleFiles) -> BundleFiles {
+    let mut config = BundleConfig::from_json(&files.config).unwrap();
+    config.sha256.clear();
+    files.config = config.to_json().into_bytes();
+    files
 }
