@@ -18,7 +18,7 @@ pub struct TrainCmd {
     /// Run folder: checkpoints, metrics.jsonl, run.json.
     #[arg(long)]
     pub out: PathBuf,
-    /// Model preset: base, big, parsing, tiny, mini, small, or a Table 3 row (A1 … E).
+    /// Model preset: base, big, parsing, tiny, mini, compact, small, or a Table 3 row (A1 … E).
     #[arg(long, default_value = "base")]
     pub preset: String,
     /// Model config as JSON (overrides --preset).
