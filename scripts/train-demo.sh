@@ -101,7 +101,7 @@ translator() {
         --source "$src" --target "$tgt" --out "$W/bundle"
     # The length penalty is chosen on the two vals (their mean BLEU), as §6.1 chose α 0.6
     # on its development set.
-    local best_alpha=0.6 best_val=-1 alpha t m mean
+    local best_alpha=0.6 best_val=-1 tatoeba_val=0 multi30k_val=0 alpha t m mean
     : > "$W/alpha.txt"
     for alpha in 0.6 1.0 1.5 2.0; do
         "$T" translate --model "$W/bundle" --alpha "$alpha" --input "$tatoeba/val.$src.gz" \
@@ -114,12 +114,9 @@ translator() {
         log "$src→$tgt val BLEU with α $alpha: Tatoeba $t, Multi30k $m (mean $mean)"
         echo "$alpha $t $m $mean" >> "$W/alpha.txt"
         if awk -v a="$mean" -v b="$best_val" 'BEGIN { exit !(a > b) }'; then
-            best_alpha=$alpha best_val=$mean
+            best_alpha=$alpha best_val=$mean tatoeba_val=$t multi30k_val=$m
         fi
     done
-    local tatoeba_val multi30k_val
-    tatoeba_val=$(bleu "$W/val-tatoeba.$best_alpha.$tgt" "$tatoeba/val.$tgt.gz")
-    multi30k_val=$(bleu "$W/val-multi30k.$best_alpha.$tgt" "$multi30k/val.$tgt.gz")
     # The one test run of each test set.
     "$T" translate --model "$W/bundle" --alpha "$best_alpha" --input "$tatoeba/test.$src.gz" \
         --output "$W/test-tatoeba.hyp.$tgt"
