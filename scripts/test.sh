@@ -11,6 +11,9 @@ ensure_page_tools
 # A software Vulkan device (lavapipe), so the wgpu backend is tested without a GPU;
 # Chromium for the browser tests.
 ensure_apt mesa-vulkan-drivers chromium
+# Autotune's first call per shape benchmarks every kernel variant, ~15 s per shape on a
+# CPU-emulated device: the wgpu tests check results, not speed, so they tune minimally.
+export CUBECL_AUTOTUNE_LEVEL=${CUBECL_AUTOTUNE_LEVEL:-minimal}
 
 passed=0
 failed=0

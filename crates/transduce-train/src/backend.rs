@@ -97,6 +97,21 @@ impl Backend {
     }
 }
 
+/// Turns burn's kernel fusion (its `fusion` feature, on in this build) off for the GPU
+/// backends when `enabled` is false: every built-in fusion is removed from the registry,
+/// so each tensor operation runs as its own kernel. Must run before the first tensor
+/// operation; the CPU backend never fuses.
+pub fn set_fusion(enabled: bool) -> Result<()> {
+    if enabled {
+        return Ok(());
+    }
+    for name in burn_cubecl::fusion::BUILTIN_NAMES {
+        burn_cubecl::fusion::remove(name)
+            .map_err(|e| CliError::Usage(format!("--no-fusion: {e}")))?;
+    }
+    Ok(())
+}
+
 /// One wgpu device per index, each registered with burn as its own runtime.
 pub(crate) fn wgpu_devices(indices: &[usize]) -> Result<Vec<Device>> {
     use transduce::burn::tensor::wgpu::{WgpuSetup, wgpu};
@@ -124,20 +139,37 @@ pub(crate) fn wgpu_devices(indices: &[usize]) -> Result<Vec<Device>> {
             ))
         })?;
         let info = adapter.get_info();
-        // The request burn makes for its own devices: every feature the adapter has
-        // (mappable primary buffers aside) and its full limits.
-        let (device, queue) = pollster::block_on(
-            adapter.request_device(&wgpu::DeviceDescriptor {
-                label: Some("transduce data-parallel worker"),
-                required_features: adapter
-                    .features()
-                    .difference(wgpu::Features::MAPPABLE_PRIMARY_BUFFERS),
-                required_limits: adapter.limits(),
-                memory_hints: wgpu::MemoryHints::MemoryUsage,
-                ..Default::default()
-            }),
-        )
-        .map_err(|e| CliError::Usage(format!("--devices: adapter {index} ({}): {e}", info.name)))?;
+        let failed =
+            |e: String| CliError::Usage(format!("--devices: adapter {index} ({}): {e}", info.name));
+        // With the `spirv` feature a Vulkan adapter gets the device cubecl's SPIR-V
+        // compiler needs (native Vulkan extensions on); others, and Vulkan adapters it
+        // cannot serve, the request burn makes for its own devices: every feature the adapter has (mappable primary
+        // buffers aside) and its full limits, compiled through WGSL.
+        #[cfg(feature = "spirv")]
+        let native = match info.backend {
+            wgpu::Backend::Vulkan => {
+                pollster::block_on(cubecl_wgpu::vulkan::try_request_vulkan_device(&adapter))
+                    .map_err(|e| failed(format!("{e:?}")))?
+            }
+            _ => None,
+        };
+        #[cfg(not(feature = "spirv"))]
+        let native: Option<(wgpu::Device, wgpu::Queue)> = None;
+        let (device, queue) = match native {
+            Some(pair) => pair,
+            None => pollster::block_on(
+                adapter.request_device(&wgpu::DeviceDescriptor {
+                    label: Some("transduce data-parallel worker"),
+                    required_features: adapter
+                        .features()
+                        .difference(wgpu::Features::MAPPABLE_PRIMARY_BUFFERS),
+                    required_limits: adapter.limits(),
+                    memory_hints: wgpu::MemoryHints::MemoryUsage,
+                    ..Default::default()
+                }),
+            )
+            .map_err(|e| failed(e.to_string()))?,
+        };
         let setup = WgpuSetup {
             instance: instance.clone(),
             adapter,

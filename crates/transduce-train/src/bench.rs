@@ -7,10 +7,11 @@ use transduce::burn::optim::{AdamConfig, GradientsParams};
 use transduce::burn::prelude::*;
 use transduce::burn::tensor::TensorData;
 use transduce::decode::{DecodeOptions, Ensemble, beam_search};
-use transduce::{HostModel, ModelConfig, Transformer};
+use transduce::{HostModel, ModelConfig, Precision, Transformer};
 
 use crate::data::cache::Pairs;
 use crate::error::Result;
+use crate::train::precision::{LossScale, unscale};
 use crate::train::{batch_tensors, loss, rng::Rng};
 
 pub struct BenchReport {
@@ -39,20 +40,22 @@ fn synthetic(n: usize, len: usize, vocab: usize, seed: u64) -> Pairs {
     pairs
 }
 
+/// A tensor's values as f32, copied out of the device.
+fn read(t: TensorData) -> Result<Vec<f32>> {
+    t.try_into_vec_as::<f32>()
+        .map_err(|e| crate::error::CliError::Usage(format!("device read failed: {e:?}")))
+}
+
 /// The timed chain's result next to the same chain on burn-flex: the largest difference,
 /// relative to the largest entry.
-fn matmul_error(got: TensorData, a: Tensor<2>, b: Tensor<2>, reps: usize) -> Result<f64> {
+fn matmul_error(got: Vec<f32>, a: Tensor<2>, b: Tensor<2>, reps: usize) -> Result<f64> {
     let cpu = Device::flex();
     let b = Tensor::<2>::from_data(b.to_data(), &cpu);
     let mut expected = Tensor::<2>::from_data(a.to_data(), &cpu);
     for _ in 0..reps {
         expected = expected.matmul(b.clone()).div_scalar(b.dims()[0] as f64);
     }
-    let read = |t: TensorData| {
-        t.try_into_vec_as::<f32>()
-            .map_err(|e| crate::error::CliError::Usage(format!("device read failed: {e:?}")))
-    };
-    let (got, expected) = (read(got)?, read(expected.into_data())?);
+    let expected = read(expected.into_data())?;
     let scale = expected
         .iter()
         .fold(0f32, |m, x| m.max(x.abs()))
@@ -74,6 +77,7 @@ pub fn run(
     device: &Device,
     batch_tokens: usize,
     steps: usize,
+    precision: Precision,
 ) -> Result<BenchReport> {
     // Plain matmul throughput.
     let n = 1024;
@@ -87,16 +91,22 @@ pub fn run(
         transduce::burn::tensor::Distribution::Default,
         device,
     );
-    a.clone().matmul(b.clone()).into_data();
     let reps = 5;
-    let start = Instant::now();
     // A chain of dependent products, read once at the end: nothing can be skipped or
-    // overlapped with the read.
-    let mut c = a.clone();
-    for _ in 0..reps {
-        c = c.matmul(b.clone()).div_scalar(n as f64);
-    }
-    let product = c.into_data();
+    // overlapped with the read. The read copies the values out: a GPU backend's
+    // `into_data` may return before the device is done, waiting only when the bytes are
+    // first touched.
+    let chain = || -> Result<Vec<f32>> {
+        let mut c = a.clone();
+        for _ in 0..reps {
+            c = c.matmul(b.clone()).div_scalar(n as f64);
+        }
+        read(c.into_data())
+    };
+    // Untimed first run: compiles (with fusion: fuses and autotunes) the timed kernels.
+    chain()?;
+    let start = Instant::now();
+    let product = chain()?;
     let matmul_gflops =
         2.0 * (n as f64).powi(3) * reps as f64 / start.elapsed().as_secs_f64() / 1e9;
     let matmul_error = matmul_error(product, a, b, reps)?;
@@ -108,7 +118,10 @@ pub fn run(
     let batch: Vec<usize> = (0..rows).collect();
     let ad = device.clone().autodiff();
     ad.seed(1);
-    let mut model = Transformer::new(config, &ad)?;
+    let mut model = Transformer::new(config, &ad)?.with_precision(precision);
+    // As `train` does: f16 scales the loss, and every half-precision step unscales and
+    // checks its gradients (one read).
+    let scale = LossScale::initial(precision).map(|s| s.scale);
     let mut optim = AdamConfig::new()
         .with_beta_1(0.9)
         .with_beta_2(0.98)
@@ -117,7 +130,12 @@ pub fn run(
     let mut step = |model: Transformer| -> Result<Transformer> {
         let (logits, tgt_out) = batch_tensors(&pairs, &batch, None, &ad)?.logits(&model);
         let l = loss::label_smoothed(logits, tgt_out, config.label_smoothing).smoothed;
-        let grads = GradientsParams::from_grads(l.backward(), &model);
+        let grads =
+            GradientsParams::from_grads(l.mul_scalar(scale.unwrap_or(1.0)).backward(), &model);
+        let grads = match scale {
+            Some(scale) => unscale(grads, &model, 1.0 / scale)?.0,
+            None => grads,
+        };
         let model = optim.step(1e-4, model, grads);
         ad.sync().ok();
         Ok(model)

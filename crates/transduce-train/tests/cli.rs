@@ -438,6 +438,115 @@ fn data_parallel_training_on_two_wgpu_devices() {
     );
 }
 
+/// The training losses a run logged, step by step.
+fn logged_losses(run: &Path) -> Vec<f64> {
+    std::fs::read_to_string(run.join("metrics.jsonl"))
+        .unwrap()
+        .lines()
+        .filter_map(|line| {
+            let record: serde_json::Value = serde_json::from_str(line).unwrap();
+            record.get("loss").and_then(|l| l.as_f64())
+        })
+        .collect()
+}
+
+/// Kernel fusion changes how operations are grouped into kernels, not what they compute:
+/// a few wgpu training steps with fusion on and off (`--no-fusion`) log the same losses
+/// within 1e-4 relative (f32 kernels may sum in different orders: not bitwise).
+#[test]
+fn fusion_on_and_off_train_alike_on_wgpu() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let (_, _, data) = prepare_toy(dir);
+    let train = |name: &str, extra: &[&str]| {
+        let run_dir = dir.join(name);
+        let mut args = vec![
+            "train",
+            "--data",
+            s(&data),
+            "--out",
+            s(&run_dir),
+            "--preset",
+            "tiny",
+            "--dropout",
+            "0",
+            "--backend",
+            "wgpu",
+            "--max-tokens",
+            "400",
+            "--max-steps",
+            "4",
+            "--quiet",
+        ];
+        args.extend_from_slice(extra);
+        let out = bin().args(&args).output().unwrap();
+        (out, run_dir)
+    };
+    let (out, fused) = train("fused", &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if stderr.contains("no usable GPU adapter") {
+        println!("SKIP: fusion_on_and_off_train_alike_on_wgpu: {stderr}");
+        return;
+    }
+    assert!(out.status.success(), "{stderr}");
+    let (out, unfused) = train("unfused", &["--no-fusion"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (a, b) = (logged_losses(&fused), logged_losses(&unfused));
+    assert_eq!(a.len(), 4, "{a:?}");
+    assert_eq!(a.len(), b.len());
+    for (step, (x, y)) in a.iter().zip(&b).enumerate() {
+        assert!(
+            (x - y).abs() / x.abs() < 1e-4,
+            "step {step}: fused {x}, unfused {y}"
+        );
+    }
+}
+
+/// Half precision is for the GPU backends: the CPU backend says so before any work.
+#[test]
+fn half_precision_on_the_cpu_is_one_clear_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let (_, _, data) = prepare_toy(dir);
+    for precision in ["f16", "bf16"] {
+        let e = fail(&[
+            "train",
+            "--data",
+            s(&data),
+            "--out",
+            s(&dir.join(precision)),
+            "--preset",
+            "tiny",
+            "--precision",
+            precision,
+        ]);
+        assert!(
+            e.contains(&format!(
+                "--precision {precision}: the CPU backend trains in f32 only"
+            )),
+            "{e}"
+        );
+        assert!(!dir.join(precision).join("checkpoints").exists());
+    }
+    let e = fail(&[
+        "train",
+        "--data",
+        s(&data),
+        "--out",
+        s(dir),
+        "--precision",
+        "f8",
+    ]);
+    assert!(
+        e.contains("`f8` is not a precision; expected f32, f16 or bf16"),
+        "{e}"
+    );
+}
+
 #[test]
 fn prepare_reports_dropped_pairs() {
     let tmp = tempfile::tempdir().unwrap();

@@ -3,10 +3,12 @@
 
 use burn::nn::{Initializer, Linear, LinearConfig};
 use burn::prelude::*;
+use burn::tensor::FloatDType;
 use burn::tensor::activation::softmax;
 
 use crate::dropout::Dropout;
 use crate::positionwise::positionwise;
+use crate::precision::apply_linear;
 
 /// Large negative score for blocked positions. Finite, so a fully blocked row (a padded
 /// query) gives uniform weights instead of NaN.
@@ -54,7 +56,9 @@ impl KvCache {
 ///
 /// `q`: `[b, h, tq, d_k]`, `k`: `[b, h, tk, d_k]`, `v`: `[b, h, tk, d_v]`; `blocked` is true
 /// where a query may not look (padding, the future), broadcastable to `[b, h, tq, tk]`.
-/// Returns the context `[b, h, tq, d_v]` and the weights `[b, h, tq, tk]`.
+/// Returns the context `[b, h, tq, d_v]` (in the inputs' type) and the weights
+/// `[b, h, tq, tk]` (f32: the scores, their mask and softmax are computed in f32 whatever the
+/// inputs' type, see [`crate::precision`]).
 pub fn scaled_dot_product(
     q: Tensor<4>,
     k: Tensor<4>,
@@ -63,13 +67,17 @@ pub fn scaled_dot_product(
     dropout: &Dropout,
 ) -> (Tensor<4>, Tensor<4>) {
     let d_k = q.dims()[3];
-    let mut scores = q.matmul(k.swap_dims(2, 3)).div_scalar((d_k as f64).sqrt());
+    let dtype = q.dtype();
+    let mut scores = q
+        .matmul(k.swap_dims(2, 3))
+        .cast(FloatDType::F32)
+        .div_scalar((d_k as f64).sqrt());
     if let Some(blocked) = blocked {
         let shape = scores.dims();
         scores = scores.mask_fill(blocked.expand(shape), BLOCKED);
     }
     let weights = softmax(scores, 3);
-    let context = dropout.forward(weights.clone()).matmul(v);
+    let context = dropout.forward(weights.clone().cast(dtype)).matmul(v);
     (context, weights)
 }
 
@@ -132,8 +140,11 @@ impl MultiHeadAttention {
     /// Projects a sequence `[b, t, d_model]` to per-head keys and values.
     pub fn project_kv(&self, x: Tensor<3>) -> KvCache {
         KvCache {
-            k: self.split_heads(positionwise(x.clone(), |x| self.k.forward(x)), self.d_k),
-            v: self.split_heads(positionwise(x, |x| self.v.forward(x)), self.d_v),
+            k: self.split_heads(
+                positionwise(x.clone(), |x| apply_linear(&self.k, x)),
+                self.d_k,
+            ),
+            v: self.split_heads(positionwise(x, |x| apply_linear(&self.v, x)), self.d_v),
         }
     }
 
@@ -146,14 +157,14 @@ impl MultiHeadAttention {
         need_weights: bool,
     ) -> Attended {
         let [b, tq, _] = query.dims();
-        let q = self.split_heads(positionwise(query, |q| self.q.forward(q)), self.d_k);
+        let q = self.split_heads(positionwise(query, |q| apply_linear(&self.q, q)), self.d_k);
         let (context, weights) =
             scaled_dot_product(q, kv.k.clone(), kv.v.clone(), blocked, &self.dropout);
         let merged = context
             .swap_dims(1, 2)
             .reshape([b, tq, self.n_heads * self.d_v]);
         Attended {
-            output: positionwise(merged, |m| self.o.forward(m)),
+            output: positionwise(merged, |m| apply_linear(&self.o, m)),
             weights: need_weights.then_some(weights),
         }
     }

@@ -9,6 +9,7 @@ use crate::attention::{KvCache, MultiHeadAttention};
 use crate::config::ModelConfig;
 use crate::dropout::Dropout;
 use crate::positionwise::positionwise;
+use crate::precision::{apply_layer_norm, apply_linear};
 
 /// FFN(x) = max(0, xW1 + b1)W2 + b2 (§3.3).
 #[derive(Module, Debug)]
@@ -31,7 +32,9 @@ impl FeedForward {
     }
 
     pub fn forward(&self, x: Tensor<3>) -> Tensor<3> {
-        positionwise(x, |x| self.fc2.forward(relu(self.fc1.forward(x))))
+        positionwise(x, |x| {
+            apply_linear(&self.fc2, relu(apply_linear(&self.fc1, x)))
+        })
     }
 }
 
@@ -82,12 +85,14 @@ impl EncoderLayer {
         let attended = self
             .self_attn
             .attend(x.clone(), &kv, Some(blocked.clone()), need_weights);
-        let x = self
-            .self_attn_norm
-            .forward(x + self.dropout.forward(attended.output));
-        let x = self
-            .ffn_norm
-            .forward(x.clone() + self.dropout.forward(self.ffn.forward(x)));
+        let x = apply_layer_norm(
+            &self.self_attn_norm,
+            x + self.dropout.forward(attended.output),
+        );
+        let x = apply_layer_norm(
+            &self.ffn_norm,
+            x.clone() + self.dropout.forward(self.ffn.forward(x)),
+        );
         (x, attended.weights)
     }
 }
@@ -138,21 +143,21 @@ impl DecoderLayer {
         let own = self
             .self_attn
             .attend(y.clone(), self_kv, self_blocked, need_weights);
-        let y = self
-            .self_attn_norm
-            .forward(y + self.dropout.forward(own.output));
+        let y = apply_layer_norm(&self.self_attn_norm, y + self.dropout.forward(own.output));
         let cross = self.cross_attn.attend(
             y.clone(),
             cross_kv,
             Some(cross_blocked.clone()),
             need_weights,
         );
-        let y = self
-            .cross_attn_norm
-            .forward(y + self.dropout.forward(cross.output));
-        let y = self
-            .ffn_norm
-            .forward(y.clone() + self.dropout.forward(self.ffn.forward(y)));
+        let y = apply_layer_norm(
+            &self.cross_attn_norm,
+            y + self.dropout.forward(cross.output),
+        );
+        let y = apply_layer_norm(
+            &self.ffn_norm,
+            y.clone() + self.dropout.forward(self.ffn.forward(y)),
+        );
         let weights = match (own.weights, cross.weights) {
             (Some(self_attn), Some(cross_attn)) => Some(DecoderWeights {
                 self_attn,

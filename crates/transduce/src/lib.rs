@@ -19,6 +19,7 @@ pub mod host;
 pub mod layers;
 pub mod model;
 pub mod positionwise;
+pub mod precision;
 pub mod rng;
 pub mod task;
 pub mod tokenizer;
@@ -29,6 +30,7 @@ pub use decode::{DecodeOptions, Hypothesis};
 pub use error::{Error, Result};
 pub use host::HostModel;
 pub use model::Transformer;
+pub use precision::Precision;
 pub use tokenizer::Tokenizer;
 
 /// Re-exported so dependents use the same burn as this crate.

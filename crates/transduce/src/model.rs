@@ -15,6 +15,7 @@ use crate::embedding::sinusoid;
 use crate::error::{Error, Result};
 use crate::layers::{DecoderLayer, EncoderLayer};
 use crate::positionwise::positionwise;
+use crate::precision::{Precision, apply_linear};
 use crate::tokenizer::PAD;
 
 /// The encoder stack.
@@ -46,6 +47,10 @@ pub struct Transformer {
     dropout: Dropout,
     #[module(skip)]
     config: ModelConfig,
+    /// The type activations are computed in ([`crate::precision`]); f32 unless the trainer
+    /// asks for half precision.
+    #[module(skip)]
+    precision: Precision,
 }
 
 /// The encoder's output for a batch, with its padding mask.
@@ -197,6 +202,7 @@ impl Transformer {
             },
             dropout: Dropout::new(config.dropout),
             config: config.clone(),
+            precision: Precision::F32,
         };
         Ok(model.map(&mut NumberParams { next: 0 }))
     }
@@ -204,6 +210,17 @@ impl Transformer {
     /// The hyper-parameters this model was built with.
     pub fn config(&self) -> &ModelConfig {
         &self.config
+    }
+
+    /// The same model computing its activations in `precision` (the parameters stay as
+    /// they are: see [`crate::precision`]).
+    pub fn with_precision(mut self, precision: Precision) -> Self {
+        self.precision = precision;
+        self
+    }
+
+    pub fn precision(&self) -> Precision {
+        self.precision
     }
 
     /// The device holding the weights.
@@ -227,7 +244,9 @@ impl Transformer {
         let [b, t] = tokens.dims();
         let d = self.config.d_model;
         let device = tokens.device();
-        let x = embedding(table.weight.val(), tokens).mul_scalar((d as f64).sqrt());
+        let x = embedding(table.weight.val(), tokens)
+            .cast(self.precision.dtype())
+            .mul_scalar((d as f64).sqrt());
         let pos = match positions {
             Some(learned) => {
                 let ids = Tensor::<1, Int>::arange(start as i64..(start + t) as i64, &device)
@@ -236,6 +255,7 @@ impl Transformer {
             }
             None => sinusoid(start, t, d, &device),
         };
+        let pos = pos.cast(x.dtype());
         x + pos.expand([b, t, d])
     }
 
@@ -261,7 +281,7 @@ impl Transformer {
                     .reshape([1, 1, s])
                     .expand([b, t, s]);
                 let one_hot = focus.unsqueeze_dim::<3>(2).expand([b, t, s]).equal(columns);
-                y + one_hot.float().matmul(states.clone())
+                y + one_hot.float().cast(states.dtype()).matmul(states.clone())
             }
             _ => y,
         };
@@ -291,8 +311,11 @@ impl Transformer {
     /// Pre-softmax logits from decoder states: h · Eᵀ with the shared matrix (§3.4).
     pub fn project(&self, h: Tensor<3>) -> Tensor<3> {
         positionwise(h, |h| match &self.output {
-            Some(output) => output.forward(h),
-            None => linear(h, self.embedding.weight.val().transpose(), None),
+            Some(output) => apply_linear(output, h),
+            None => {
+                let dtype = h.dtype();
+                linear(h, self.embedding.weight.val().transpose().cast(dtype), None)
+            }
         })
     }
 

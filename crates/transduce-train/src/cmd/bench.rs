@@ -19,17 +19,25 @@ pub struct BenchCmd {
     /// Timed training steps.
     #[arg(long, default_value_t = 5, value_parser = options::count)]
     pub steps: usize,
+    /// Training's compute precision: f32, f16 or bf16 (as `train --precision`).
+    #[arg(long, default_value = "f32", value_parser = options::precision)]
+    pub precision: transduce::Precision,
+    /// Without kernel fusion (GPU backends), to measure what it gives.
+    #[arg(long)]
+    pub no_fusion: bool,
 }
 
 pub fn run(cmd: BenchCmd) -> Result<()> {
+    crate::backend::set_fusion(!cmd.no_fusion)?;
     let device = cmd.backend.device()?;
+    crate::train::precision::check(cmd.precision, std::slice::from_ref(&device))?;
     let config = ModelConfig::preset(&cmd.preset)?;
     eprintln!(
         "device: {device:?}; preset {} ({} parameters)",
         cmd.preset,
         config.num_params()
     );
-    let r = bench::run(&config, &device, cmd.batch_tokens, cmd.steps)?;
+    let r = bench::run(&config, &device, cmd.batch_tokens, cmd.steps, cmd.precision)?;
     println!(
         "matmul 1024×1024:   {:>10.1} GFLOP/s (result within {:.1e} of the CPU result)",
         r.matmul_gflops, r.matmul_error
@@ -38,7 +46,8 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
         eprintln!("warning: this backend's matmul result is wrong; its GFLOP/s mean nothing");
     }
     println!(
-        "training:           {:>10.0} tokens/s ({:.1} GFLOP/s, {:.0}% of matmul)",
+        "training ({}):      {:>10.0} tokens/s ({:.1} GFLOP/s, {:.0}% of matmul)",
+        cmd.precision.name(),
         r.train_tokens_per_sec,
         r.train_gflops,
         100.0 * r.train_gflops / r.matmul_gflops

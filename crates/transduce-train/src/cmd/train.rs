@@ -29,6 +29,14 @@ pub struct TrainCmd {
     pub resume: bool,
     #[arg(long, value_enum, default_value = "cpu")]
     pub backend: Backend,
+    /// Compute precision of the forward and backward passes: f32, or mixed precision with
+    /// f16 (dynamic loss scaling) or bf16 activations over f32 weights and Adam state. GPU
+    /// backends only. Fixed for the run (a resumed run keeps its own).
+    #[arg(long, default_value = "f32", value_parser = options::precision)]
+    pub precision: transduce::Precision,
+    /// Run the GPU backends without kernel fusion (to compare, or to rule fusion out).
+    #[arg(long)]
+    pub no_fusion: bool,
     /// Data-parallel training on these devices of --backend, e.g. `0,1,2,3` (the paper
     /// used 8 GPUs): each step takes accum × devices batches, one share per device. wgpu
     /// numbers the machine's adapters (listing one twice opens two devices on it); CUDA
@@ -84,6 +92,7 @@ pub struct TrainCmd {
 }
 
 pub fn run(cmd: TrainCmd) -> Result<()> {
+    crate::backend::set_fusion(!cmd.no_fusion)?;
     let devices = cmd.backend.devices(&cmd.devices)?;
     for device in &devices {
         eprintln!("device: {device:?}");
@@ -116,6 +125,7 @@ pub fn run(cmd: TrainCmd) -> Result<()> {
                 keep: cmd.keep,
                 valid_every: cmd.valid_every,
                 seed: cmd.seed,
+                precision: cmd.precision,
             },
             data: data_dir.clone(),
         },

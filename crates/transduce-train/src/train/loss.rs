@@ -3,9 +3,9 @@
 use std::mem::MaybeUninit;
 
 use transduce::burn::prelude::*;
-use transduce::burn::tensor::IndexingUpdateOp;
 use transduce::burn::tensor::TensorData;
 use transduce::burn::tensor::activation::softmax;
+use transduce::burn::tensor::{FloatDType, IndexingUpdateOp};
 use transduce::host::kernels::exp;
 use transduce::tokenizer::PAD;
 
@@ -34,6 +34,9 @@ pub struct LossSums {
 /// formulas as tensor operations on the device.
 pub fn label_smoothed(logits: Tensor<3>, targets: Tensor<2, Int>, epsilon: f64) -> LossSums {
     let tracked = logits.is_require_grad() || logits.is_tracked();
+    // Half-precision logits (mixed-precision training) are cast up: the softmax over the
+    // vocabulary and the sums need f32, and the gradient flows back through the cast.
+    let logits = logits.cast(FloatDType::F32);
     let [b, t, v] = logits.dims();
     let n = b * t;
     let logits = logits.reshape([n, v]);
