@@ -8,14 +8,8 @@
 
 /// A compute precision: `f32`, `f16` or `bf16` (mixed-precision training).
 pub fn precision(s: &str) -> Result<transduce::Precision, String> {
-    match s {
-        "f32" => Ok(transduce::Precision::F32),
-        "f16" => Ok(transduce::Precision::F16),
-        "bf16" => Ok(transduce::Precision::Bf16),
-        _ => Err(format!(
-            "`{s}` is not a precision; expected f32, f16 or bf16"
-        )),
-    }
+    transduce::Precision::from_name(s)
+        .ok_or_else(|| format!("`{s}` is not a precision; expected f32, f16 or bf16"))
 }
 
 /// A whole number of at least 1: beam and batch sizes, step, epoch and checkpoint counts.

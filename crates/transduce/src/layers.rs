@@ -11,6 +11,12 @@ use crate::dropout::Dropout;
 use crate::positionwise::positionwise;
 use crate::precision::{apply_layer_norm, apply_linear};
 
+/// The residual connection around a sub-layer: LayerNorm(x + Dropout(Sublayer(x)))
+/// (§3.1, with the dropout of §5.4), the norm in f32 ([`apply_layer_norm`]).
+fn residual(norm: &LayerNorm, dropout: &Dropout, x: Tensor<3>, sublayer: Tensor<3>) -> Tensor<3> {
+    apply_layer_norm(norm, x + dropout.forward(sublayer))
+}
+
 /// FFN(x) = max(0, xW1 + b1)W2 + b2 (§3.3).
 #[derive(Module, Debug)]
 pub struct FeedForward {
@@ -85,14 +91,9 @@ impl EncoderLayer {
         let attended = self
             .self_attn
             .attend(x.clone(), &kv, Some(blocked.clone()), need_weights);
-        let x = apply_layer_norm(
-            &self.self_attn_norm,
-            x + self.dropout.forward(attended.output),
-        );
-        let x = apply_layer_norm(
-            &self.ffn_norm,
-            x.clone() + self.dropout.forward(self.ffn.forward(x)),
-        );
+        let x = residual(&self.self_attn_norm, &self.dropout, x, attended.output);
+        let ffn = self.ffn.forward(x.clone());
+        let x = residual(&self.ffn_norm, &self.dropout, x, ffn);
         (x, attended.weights)
     }
 }
@@ -143,21 +144,16 @@ impl DecoderLayer {
         let own = self
             .self_attn
             .attend(y.clone(), self_kv, self_blocked, need_weights);
-        let y = apply_layer_norm(&self.self_attn_norm, y + self.dropout.forward(own.output));
+        let y = residual(&self.self_attn_norm, &self.dropout, y, own.output);
         let cross = self.cross_attn.attend(
             y.clone(),
             cross_kv,
             Some(cross_blocked.clone()),
             need_weights,
         );
-        let y = apply_layer_norm(
-            &self.cross_attn_norm,
-            y + self.dropout.forward(cross.output),
-        );
-        let y = apply_layer_norm(
-            &self.ffn_norm,
-            y.clone() + self.dropout.forward(self.ffn.forward(y)),
-        );
+        let y = residual(&self.cross_attn_norm, &self.dropout, y, cross.output);
+        let ffn = self.ffn.forward(y.clone());
+        let y = residual(&self.ffn_norm, &self.dropout, y, ffn);
         let weights = match (own.weights, cross.weights) {
             (Some(self_attn), Some(cross_attn)) => Some(DecoderWeights {
                 self_attn,

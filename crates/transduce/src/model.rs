@@ -219,10 +219,6 @@ impl Transformer {
         self
     }
 
-    pub fn precision(&self) -> Precision {
-        self.precision
-    }
-
     /// The device holding the weights.
     pub fn device(&self) -> Device {
         self.embedding.weight.val().device()

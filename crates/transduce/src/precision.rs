@@ -32,6 +32,14 @@ pub enum Precision {
 }
 
 impl Precision {
+    /// Every precision, in the order users see them listed.
+    pub const ALL: [Precision; 3] = [Precision::F32, Precision::F16, Precision::Bf16];
+
+    /// The precision a user named (`f32`, `f16`, `bf16`).
+    pub fn from_name(name: &str) -> Option<Precision> {
+        Self::ALL.into_iter().find(|p| p.name() == name)
+    }
+
     /// burn's dtype for this precision.
     pub fn dtype(self) -> FloatDType {
         match self {
@@ -90,7 +98,8 @@ mod tests {
 
     #[test]
     fn names_round_trip_through_json() {
-        for p in [Precision::F32, Precision::F16, Precision::Bf16] {
+        for p in Precision::ALL {
+            assert_eq!(Precision::from_name(p.name()), Some(p));
             let json = serde_json::to_string(&p).unwrap();
             assert_eq!(json, format!("\"{}\"", p.name()));
             assert_eq!(serde_json::from_str::<Precision>(&json).unwrap(), p);
