@@ -5,6 +5,30 @@ const $ = (id) => document.getElementById(id);
 const params = new URLSearchParams(location.search);
 const SVG = "http://www.w3.org/2000/svg";
 
+// What people type first: everyday sentences, then the caption style of Multi30k. Written
+// for this page, not taken from any training or test set.
+const EXAMPLES = {
+  en: [
+    "Where is the train station?",
+    "I'm sorry, I don't understand.",
+    "Could you help me with my bags?",
+    "We should go home before it starts to rain.",
+    "My sister lives in Berlin and works at a hospital.",
+    "A man in an orange hat is looking at something.",
+    "Two children are playing soccer on the beach.",
+  ],
+  de: [
+    "Wo ist der Bahnhof?",
+    "Entschuldigung, das verstehe ich nicht.",
+    "Kannst du mir mit meinen Taschen helfen?",
+    "Wir sollten nach Hause gehen, bevor es anfängt zu regnen.",
+    "Meine Schwester wohnt in Berlin und arbeitet in einem Krankenhaus.",
+    "Ein Mann mit einem orangefarbenen Hut schaut sich etwas an.",
+    "Zwei Kinder spielen am Strand Fußball.",
+  ],
+};
+const allExamples = new Set(Object.values(EXAMPLES).flat());
+
 const state = {
   models: [],
   backend: params.get("backend") ?? "auto",
@@ -88,6 +112,11 @@ async function load(entry) {
     badge(engine);
     if (engine.task === "translate") {
       const t = engine.config.task;
+      entry.source = t.source;
+      entry.target = t.target;
+      showExamples(t.source);
+      $("swap").hidden = !reverseOf(entry);
+      $("source").lang = t.source;
       $("langs").textContent = `${t.source} → ${t.target}`;
       $("target").lang = t.target;
       $("beam").value = engine.config.decoding.beam;
@@ -103,12 +132,53 @@ async function load(entry) {
   }
 }
 
+/** Example buttons in the model's source language; an untouched example box follows along. */
+function showExamples(language) {
+  const examples = EXAMPLES[language] ?? [];
+  $("examples").replaceChildren(
+    ...examples.map((text) => {
+      const b = document.createElement("button");
+      b.type = "button";
+      b.textContent = text;
+      b.addEventListener("click", () => {
+        $("source").value = text;
+        translate();
+      });
+      return b;
+    }),
+  );
+  const current = $("source").value.trim();
+  if (examples.length && (!current || (allExamples.has(current) && !examples.includes(current)))) {
+    $("source").value = examples[0];
+  }
+}
+
+/** The listed translator for the other direction, if any (languages from index.json or the loaded config). */
+function reverseOf(entry) {
+  if (!entry?.source || !entry?.target) return null;
+  return state.models.find((m) => m.task === "translate" && m.source === entry.target && m.target === entry.source) ?? null;
+}
+
+async function swap() {
+  const current = state.models.find((m) => m.id === state.translator?.id);
+  const reverse = reverseOf(current);
+  if (!reverse) return;
+  const output = $("target").dataset.done === "true" ? $("target").textContent.trim() : "";
+  $("model").value = reverse.id;
+  $("target").textContent = "";
+  delete $("target").dataset.done;
+  if (output) $("source").value = output;
+  await load(reverse);
+  if (output) await translate();
+}
+
 async function translate() {
   const engine = state.translator?.engine;
-  if (!engine) return;
+  if (!engine || $("translate").disabled) return; // loading, or a translation is running
   showError("");
   $("translate").disabled = true;
   $("target").textContent = "";
+  delete $("target").dataset.done;
   $("time").textContent = "translating…";
   try {
     const result = await engine.translate($("source").value, {
@@ -298,6 +368,7 @@ async function main() {
   const models = await loadIndex();
   $("translate").addEventListener("click", translate);
   $("parse").addEventListener("click", parse);
+  $("swap").addEventListener("click", () => swap().catch(() => {}));
   $("parse").disabled = false;
   for (const id of ["att-kind", "att-layer", "att-head"]) $(id).addEventListener("change", drawHeatmap);
   $("att-sentence").addEventListener("change", showAttention);

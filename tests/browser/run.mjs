@@ -71,6 +71,18 @@ async function expectations(bin) {
   out.eightBeam4 = run(["translate", "--model", join(repo, "web", "models", model), "--batch-size", "1"], eight)
     .trim()
     .split("\n");
+  // The listed translator the other way, for the ⇄ button.
+  const index = JSON.parse(await readFile(join(repo, "web", "models", "index.json"), "utf8"));
+  const entry = index.find((m) => m.id === model);
+  const reverse = index.find((m) => m.task === "translate" && m.source === entry?.target && m.target === entry?.source);
+  if (reverse) {
+    out.reverse = {
+      id: reverse.id,
+      source: reverse.source,
+      translate: (text, beam) =>
+        run(["translate", "--model", join(repo, "web", "models", reverse.id), "--beam", String(beam)], `${text}\n`).trim(),
+    };
+  }
   const parser = join(repo, "web", "models", "ptb-parser");
   if (existsSync(join(parser, "config.json"))) {
     out.parseSentence = "The dog saw a man in the park .";
@@ -228,6 +240,38 @@ async function translateWith(page, text, beam) {
     await page.waitForSelector("#heatmap svg rect");
     await page.screenshot({ path: join(artifacts, "cpu-translate.png"), fullPage: true });
   });
+  await test("cpu: the example buttons are in the source language and translate as native does", async () => {
+    const examples = await page.$$eval("#examples button", (bs) => bs.map((b) => b.textContent));
+    if (examples.length < 3) throw new Error(`only ${examples.length} example buttons`);
+    assertEqual(await page.inputValue("#source"), examples[0], "the first example in the box");
+    await page.fill("#beam", "1");
+    await page.evaluate(() => delete document.getElementById("target").dataset.done);
+    await page.click("#examples button >> nth=0");
+    await page.waitForSelector('#target[data-done="true"]');
+    assertEqual((await page.textContent("#target")).trim(), expected.nativeGreedy(examples[0]), examples[0]);
+  });
+  if (expected.reverse) {
+    await test(`cpu: ⇄ switches to ${expected.reverse.id} and translates the output back as native does`, async () => {
+      const german = expected.nativeGreedy(expected.sentence);
+      assertEqual(await translateGreedy(page, expected.sentence), german, "forward translation");
+      await page.evaluate(() => delete document.getElementById("target").dataset.done);
+      await page.click("#swap");
+      await page.waitForSelector('#target[data-done="true"]');
+      assertEqual(await page.inputValue("#model"), expected.reverse.id, "model after ⇄");
+      assertEqual(await page.inputValue("#source"), german, "the output moved into the input");
+      // The page translates with the beam box, which the reverse bundle's default now fills.
+      const beam = await page.inputValue("#beam");
+      assertEqual((await page.textContent("#target")).trim(), expected.reverse.translate(german, beam), "back-translation");
+      const examples = await page.$$eval("#examples button", (bs) => bs.map((b) => b.textContent));
+      assertEqual(await page.$eval("#source", (e) => e.lang), expected.reverse.source, "source language");
+      if (!examples.length) throw new Error(`no example sentences for ${expected.reverse.source}`);
+      await page.click("#swap");
+      await waitReady(page, "cpu");
+      assertEqual(await page.inputValue("#model"), expected.model, "model after ⇄ twice");
+    });
+  } else {
+    console.log(`SKIP: web/models/index.json lists no translator the other way from ${expected.model}; ⇄ was not tested`);
+  }
   await test("cpu: a paragraph decoded as one batch equals native, sentence by sentence", async () => {
     for (const beam of [1, 4]) {
       assertEqual(await translateWith(page, expected.longText, beam), expected[`longText${beam}`], `beam ${beam}`);
