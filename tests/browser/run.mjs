@@ -243,7 +243,10 @@ async function translateWith(page, text, beam) {
   await test("cpu: the example buttons are in the source language and translate as native does", async () => {
     const examples = await page.$$eval("#examples button", (bs) => bs.map((b) => b.textContent));
     if (examples.length < 3) throw new Error(`only ${examples.length} example buttons`);
-    assertEqual(await page.inputValue("#source"), examples[0], "the first example in the box");
+    const fresh = await openPage(b.context, "backend=cpu");
+    await waitReady(fresh, "cpu");
+    assertEqual(await fresh.inputValue("#source"), examples[0], "a fresh page's text box");
+    await fresh.close();
     await page.fill("#beam", "1");
     await page.evaluate(() => delete document.getElementById("target").dataset.done);
     await page.click("#examples button >> nth=0");
