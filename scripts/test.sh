@@ -56,22 +56,27 @@ fi
 grep -h '^SKIP:' "$test_log" | sort -u >&2 || true
 rm -f "$test_log"
 
-# The CTranslate2 export (scripts/ct2.py) decodes the shipped bundle as transduce does:
-# 300 test sentences (or the committed fixture), beam 4 (the bundle's) and greedy.
+# The CTranslate2 export (scripts/ct2.py) decodes each shipped translator (every
+# `"task": "translate"` entry of web/models/index.json) as transduce does: 300 Multi30k
+# test2016 sentences in its source language (or the committed fixture), beam 4 and greedy.
 ct2_check() {
     ensure_ct2 || return 1
-    local input=../shared/data/multi30k/test2016.en.gz dir status=0
-    if [ ! -f "$input" ]; then
-        echo "SKIP: $input not found; the CT2 check uses tests/fixtures/browser-sentences.en" >&2
-        input=tests/fixtures/browser-sentences.en
-    fi
+    local id src input dir status=0
     dir=$(mktemp -d)
-    "$CT2_PYTHON" scripts/ct2.py export --bundle web/models/multi30k-en-de --out "$dir/ct2" || status=1
-    for beam in 4 1; do
-        [ $status -eq 0 ] || break
-        "$CT2_PYTHON" scripts/ct2.py check --bundle web/models/multi30k-en-de --ct2 "$dir/ct2" \
-            --input "$input" --lines 300 --beam $beam --bin "$CARGO_TARGET_DIR/debug/transduce" || status=1
-    done
+    while read -r id src; do
+        input=../shared/data/multi30k/test2016.$src.gz
+        if [ ! -f "$input" ]; then
+            echo "SKIP: $input not found; the CT2 check of $id uses tests/fixtures/browser-sentences.$src" >&2
+            input=tests/fixtures/browser-sentences.$src
+        fi
+        "$CT2_PYTHON" scripts/ct2.py export --bundle "web/models/$id" --out "$dir/$id" || status=1
+        for beam in 4 1; do
+            [ $status -eq 0 ] || break
+            "$CT2_PYTHON" scripts/ct2.py check --bundle "web/models/$id" --ct2 "$dir/$id" \
+                --input "$input" --lines 300 --beam $beam --bin "$CARGO_TARGET_DIR/debug/transduce" || status=1
+        done
+    done < <(node -e 'for (const m of require("./web/models/index.json"))
+        if (m.task === "translate") console.log(m.id, m.source)')
     rm -rf "$dir"
     return $status
 }

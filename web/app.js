@@ -387,7 +387,11 @@ async function main() {
       if (entry) load(entry).catch(() => {});
     }
   });
-  const first = models.find((m) => m.task === "translate");
+  // ?model= picks a listed translator by id (or is the bundle URL added above).
+  const wanted = params.get("model");
+  const first =
+    models.find((m) => m.task === "translate" && (m.id === wanted || m.url === wanted)) ??
+    models.find((m) => m.task === "translate");
   if (first) {
     $("model").value = first.id;
     await load(first).catch(() => {});

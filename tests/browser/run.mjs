@@ -75,6 +75,26 @@ async function expectations(bin) {
   const index = JSON.parse(await readFile(join(repo, "web", "models", "index.json"), "utf8"));
   const entry = index.find((m) => m.id === model);
   const reverse = index.find((m) => m.task === "translate" && m.source === entry?.target && m.target === entry?.source);
+  // Every other listed translator: its first eight Multi30k test2016 sentences (or the
+  // committed fixture), each translated alone by the CLI, greedy and beam 4.
+  out.others = [];
+  for (const m of index.filter((m) => m.task === "translate" && m.id !== model)) {
+    const file = join(repo, "..", "shared", "data", "multi30k", `test2016.${m.source}.gz`);
+    let text;
+    try {
+      text = gunzipSync(await readFile(file)).toString("utf8");
+    } catch {
+      console.log(`SKIP: ${file} not found; ${m.id} is tested on tests/fixtures/browser-sentences.${m.source}`);
+      text = await readFile(join(repo, "tests", "fixtures", `browser-sentences.${m.source}`), "utf8");
+    }
+    const eight = text.split("\n").slice(1, 9).map((l) => l.trim());
+    const other = { id: m.id, text: eight.join(" ") };
+    for (const beam of [1, 4]) {
+      other[`beam${beam}`] = run(["translate", "--model", join(repo, "web", "models", m.id), "--beam", String(beam),
+        "--batch-size", "1"], eight.join("\n") + "\n").trim().split("\n").join(" ");
+    }
+    out.others.push(other);
+  }
   if (reverse) {
     out.reverse = {
       id: reverse.id,
@@ -280,6 +300,17 @@ async function translateWith(page, text, beam) {
       assertEqual(await translateWith(page, expected.longText, beam), expected[`longText${beam}`], `beam ${beam}`);
     }
   });
+  for (const other of expected.others) {
+    await test(`cpu: ${other.id} (?model=${other.id}) decodes a paragraph as native does, greedy and beam 4`, async () => {
+      const p = await openPage(b.context, `backend=cpu&model=${other.id}`);
+      await waitReady(p, "cpu");
+      assertEqual(await p.inputValue("#model"), other.id, "the model chosen by ?model=");
+      for (const beam of [1, 4]) {
+        assertEqual(await translateWith(p, other.text, beam), other[`beam${beam}`], `${other.id}, beam ${beam}`);
+      }
+      await p.close();
+    });
+  }
   await test("cpu: the main thread stays responsive while translating", async () => {
     // Timer gaps on the page while the worker decodes a long text with beam 4.
     await page.fill("#beam", "4");

@@ -1058,41 +1058,63 @@ fn shipped_bundles_load_and_run() {
     assert_eq!(tree.words().join(" "), "The dog saw a man in the park .");
 }
 
-/// The shipped translator's outputs for a few test2016 captions are fixed: greedy and beam 4
+/// Each shipped translator's outputs for a few test2016 sentences are fixed: greedy and beam 4
 /// give, token for token, what CTranslate2 gives from the same bundle converted by
 /// `scripts/ct2.py` (tests/fixtures/README.md), one sentence at a time and all in one batch.
 #[test]
 fn shipped_translator_gives_ct2s_outputs() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let bundle = root.join("web/models/multi30k-en-de");
-    let input = root.join("tests/fixtures/browser-sentences.en");
+    let fixtures = root.join("tests/fixtures");
+    let index: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(root.join("web/models/index.json")).unwrap())
+            .unwrap();
+    let translators: Vec<_> = index
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["task"] == "translate")
+        .collect();
+    assert!(
+        !translators.is_empty(),
+        "web/models/index.json lists no translator"
+    );
     let tmp = tempfile::tempdir().unwrap();
-    for (beam, expected) in [
-        ("1", "multi30k-en-de.greedy.de"),
-        ("4", "multi30k-en-de.beam4.de"),
-    ] {
-        let expected = std::fs::read_to_string(root.join("tests/fixtures").join(expected)).unwrap();
-        for batch in ["1", "32"] {
-            let output = tmp.path().join(format!("b{beam}-n{batch}.de"));
-            run(&[
-                "translate",
-                "--model",
-                s(&bundle),
-                "--input",
-                s(&input),
-                "--output",
-                s(&output),
-                "--beam",
-                beam,
-                "--batch-size",
-                batch,
-                "--quiet",
-            ]);
-            let got = std::fs::read_to_string(&output).unwrap();
-            for (i, (g, e)) in got.lines().zip(expected.lines()).enumerate() {
-                assert_eq!(g, e, "beam {beam}, batch {batch}, line {}", i + 1);
+    for entry in translators {
+        let field = |name: &str| {
+            entry[name]
+                .as_str()
+                .unwrap_or_else(|| panic!("web/models/index.json: {entry} has no \"{name}\""))
+        };
+        let (id, src, tgt) = (field("id"), field("source"), field("target"));
+        let bundle = root.join("web/models").join(id);
+        let input = fixtures.join(format!("browser-sentences.{src}"));
+        for (beam, kind) in [("1", "greedy"), ("4", "beam4")] {
+            let name = format!("{id}.{kind}.{tgt}");
+            let expected = std::fs::read_to_string(fixtures.join(&name)).unwrap_or_else(|e| {
+                panic!("tests/fixtures/{name}: {e} (make it with `scripts/ct2.py check --save`, tests/fixtures/README.md)")
+            });
+            for batch in ["1", "32"] {
+                let output = tmp.path().join(format!("{id}-b{beam}-n{batch}.{tgt}"));
+                run(&[
+                    "translate",
+                    "--model",
+                    s(&bundle),
+                    "--input",
+                    s(&input),
+                    "--output",
+                    s(&output),
+                    "--beam",
+                    beam,
+                    "--batch-size",
+                    batch,
+                    "--quiet",
+                ]);
+                let got = std::fs::read_to_string(&output).unwrap();
+                for (i, (g, e)) in got.lines().zip(expected.lines()).enumerate() {
+                    assert_eq!(g, e, "{id}, beam {beam}, batch {batch}, line {}", i + 1);
+                }
+                assert_eq!(got.lines().count(), expected.lines().count(), "{id}");
             }
-            assert_eq!(got.lines().count(), expected.lines().count());
         }
     }
 }
