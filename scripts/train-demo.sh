@@ -8,10 +8,14 @@
 #
 # The translators (en-de, de-en; `translate` is both) learn from Tatoeba train (everyday
 # sentences) plus Multi30k train (captions) repeated MULTI30K_COPIES times, and validate on
-# both vals. Training stops after TRANSLATE_STEPS steps, checkpointing every 500, so the
+# both vals. Training stops after EN_DE_STEPS / DE_EN_STEPS steps (default: the step count
+# the shipped bundle records, so a rerun reproduces it), checkpointing every 500, so the
 # same training and averaging window come out on any machine. It takes hours on 2 cores:
 # stop it whenever (Ctrl-C loses at most one checkpoint interval) and run the script again
 # to resume the run where it stopped (`transduce train --resume`) instead of starting over.
+# BACKEND=wgpu trains on a GPU (the shipped de-en trained there: 12,500 steps in 15
+# minutes on an H100). TRAIN=0 skips training and averaging and goes on from
+# WORK/<src>-<tgt>/averaged.safetensors (e.g. averaged on the GPU machine and copied back).
 # Everything after training (averaging, α on val, export, the one test run) reruns in
 # minutes. Selection uses the vals only; each test set is translated once, at the end.
 set -euo pipefail
@@ -21,12 +25,19 @@ ensure_rust
 
 DATA=${DATA:-../shared/data}
 WORK=${WORK:-work/demo}
-TRANSLATE_STEPS=${TRANSLATE_STEPS:-24000}
 MULTI30K_COPIES=${MULTI30K_COPIES:-2}
-# The parser's step count, from the shipped bundle's own provenance.
+BACKEND=${BACKEND:-cpu}
+TRAIN=${TRAIN:-1}
+# A shipped bundle's step count, from its own provenance (24,000 for one not shipped yet).
 shipped_steps() {
-    grep -o '"steps": *[0-9]*' "web/models/$1/config.json" | grep -o '[0-9]*$'
+    if [ -f "web/models/$1/config.json" ]; then
+        grep -o '"steps": *[0-9]*' "web/models/$1/config.json" | grep -o '[0-9]*$'
+    else
+        echo 24000
+    fi
 }
+EN_DE_STEPS=${EN_DE_STEPS:-$(shipped_steps en-de)}
+DE_EN_STEPS=${DE_EN_STEPS:-$(shipped_steps de-en)}
 PARSE_STEPS=${PARSE_STEPS:-$(shipped_steps ptb-parser)}
 PARSE_MINUTES=${PARSE_MINUTES:-60}
 what=${1:-all}
@@ -40,15 +51,18 @@ cargo build --workspace --locked
 T="$CARGO_TARGET_DIR/debug/transduce"
 mkdir -p "$WORK"
 
-# train RUN MINUTES ARGS...: a new run, or the same run resumed.
+# train RUN MINUTES STEPS ARGS...: a new run, or the same run resumed (on BACKEND, up to
+# STEPS: stop conditions may change on resume, the rest of the run's settings stay).
 train() {
-    local run=$1 minutes=$2
-    shift 2
+    local run=$1 minutes=$2 steps=$3
+    shift 3
     if [ -f "$run/run.json" ]; then
         log "resuming $run"
-        "$T" train --resume --out "$run" --max-minutes "$minutes"
+        "$T" train --resume --out "$run" --max-minutes "$minutes" --max-steps "$steps" \
+            --backend "$BACKEND"
     else
-        "$T" train --out "$run" --max-minutes "$minutes" "$@"
+        "$T" train --out "$run" --max-minutes "$minutes" --max-steps "$steps" \
+            --backend "$BACKEND" "$@"
     fi
 }
 
@@ -92,13 +106,28 @@ translator() {
     fi
     [ -f "$W/data/train.bin" ] || "$T" prepare --src "$M/train.$src" --tgt "$M/train.$tgt" \
         --valid-src "$M/val.$src" --valid-tgt "$M/val.$tgt" "${vocabulary[@]}" --out "$W/data"
-    train "$W/run" 100000 --max-steps "$TRANSLATE_STEPS" --data "$W/data" --preset compact \
-        --backend cpu --max-tokens 4096 --warmup 1000 --lr-factor 0.5 \
-        --checkpoint-steps 500 --checkpoint-minutes 100000 --keep 20
-    local last=${AVERAGE_LAST:-8}
-    "$T" average --run "$W/run" --last "$last" --out "$W/averaged.safetensors"
+    local steps=$EN_DE_STEPS provenance=()
+    [ "$src-$tgt" = de-en ] && steps=$DE_EN_STEPS
+    if [ "$TRAIN" = 0 ]; then
+        [ -f "$W/averaged.safetensors" ] || {
+            echo "TRAIN=0: $W/averaged.safetensors is missing" >&2
+            exit 1
+        }
+        log "TRAIN=0: going on from $W/averaged.safetensors"
+        # The run folder's checkpoints are not the ones averaged: the step count and the
+        # training time come from STEPS and the run's metrics.
+        local seconds
+        seconds=$(grep -o "\"elapsed_secs\":[0-9.]*,[^}]*\"step\":$steps," \
+            "$W/run/metrics.jsonl" | head -1 | sed 's/^"elapsed_secs":\([0-9.]*\),.*/\1/')
+        provenance=(--steps "$steps" ${seconds:+--training-seconds "$seconds"})
+    else
+        train "$W/run" 100000 "$steps" --data "$W/data" --preset compact \
+            --max-tokens 4096 --warmup 1000 --lr-factor 0.5 \
+            --checkpoint-steps 500 --checkpoint-minutes 100000 --keep 20
+        "$T" average --run "$W/run" --last "${AVERAGE_LAST:-8}" --out "$W/averaged.safetensors"
+    fi
     "$T" export --model "$W/run" --checkpoint "$W/averaged.safetensors" --f16 \
-        --source "$src" --target "$tgt" --out "$W/bundle"
+        --source "$src" --target "$tgt" --out "$W/bundle" "${provenance[@]}"
     # The length penalty is chosen on the two vals (their mean BLEU), as §6.1 chose α 0.6
     # on its development set.
     local best_alpha=0.6 best_val=-1 tatoeba_val=0 multi30k_val=0 alpha t m mean
@@ -134,7 +163,7 @@ translator() {
         --metric "bleu_tatoeba_test=$tatoeba_test" --metric "bleu_test2016=$multi30k_test" \
         --metric "bleu_tatoeba_val=$tatoeba_val" --metric "bleu_multi30k_val=$multi30k_val" \
         --metric "bleu_signature=$(cut -d' ' -f1 "$W/bleu-tatoeba.txt")" \
-        --command "scripts/train-demo.sh $src-$tgt"
+        --command "scripts/train-demo.sh $src-$tgt" "${provenance[@]}"
     log "$src→$tgt bundle in $W/bundle (Tatoeba test $tatoeba_test, test2016 $multi30k_test);" \
         "copy it to web/models/$src-$tgt"
 }
@@ -149,8 +178,8 @@ if [ "$what" = parse ] || [ "$what" = all ]; then
     W="$WORK/ptb"
     [ -f "$W/data/train.bin" ] || "$T" prepare --task parse --trees "$D/train.trees.gz" \
         --valid-trees "$D/dev.trees.gz" --vocab-size 4000 --max-len 512 --out "$W/data"
-    train "$W/run" "$PARSE_MINUTES" --max-steps "$PARSE_STEPS" --data "$W/data" --preset mini \
-        --dropout 0.2 --backend cpu --max-tokens 2048 --warmup 400 --lr-factor 0.5 --checkpoint-steps 300 --keep 10 \
+    train "$W/run" "$PARSE_MINUTES" "$PARSE_STEPS" --data "$W/data" --preset mini \
+        --dropout 0.2 --max-tokens 2048 --warmup 400 --lr-factor 0.5 --checkpoint-steps 300 --keep 10 \
         --word-focus
     "$T" average --run "$W/run" --last 4 --out "$W/averaged.safetensors"
     "$T" export --task parse --model "$W/run" --checkpoint "$W/averaged.safetensors" --f16 \

@@ -35,6 +35,14 @@ pub struct ExportCmd {
     /// A command to record in the provenance (repeatable).
     #[arg(long = "command")]
     pub commands: Vec<String>,
+    /// Optimizer steps to record in the provenance, when the run folder is not where the
+    /// weights were trained (e.g. a run trained and averaged on a GPU machine, its averaged
+    /// weights and metrics copied back). Default: the run's newest checkpoint.
+    #[arg(long)]
+    pub steps: Option<u64>,
+    /// Training time in seconds to record with --steps (default: the newest checkpoint's).
+    #[arg(long, value_parser = options::non_negative)]
+    pub training_seconds: Option<f64>,
     /// Default beam size stored in the bundle (default: the task's, §6.1/§6.3).
     #[arg(long, value_parser = options::beam)]
     pub beam: Option<usize>,
@@ -69,11 +77,12 @@ pub fn run(cmd: ExportCmd) -> Result<()> {
             .unwrap_or_else(|_| serde_json::Value::from(v));
         bundle.config.metrics.insert(k.to_string(), value);
     }
-    bundle
-        .config
-        .provenance
-        .commands
-        .extend(cmd.commands.iter().cloned());
+    let provenance = &mut bundle.config.provenance;
+    provenance.commands.extend(cmd.commands.iter().cloned());
+    provenance.steps = cmd.steps.unwrap_or(provenance.steps);
+    provenance.training_seconds = cmd
+        .training_seconds
+        .map_or(provenance.training_seconds, f64::round);
     let decoding = &mut bundle.config.decoding;
     decoding.beam = cmd.beam.unwrap_or(decoding.beam);
     decoding.alpha = cmd.alpha.unwrap_or(decoding.alpha);
