@@ -24,7 +24,7 @@ const bin = arg("bin");
 if (!bin) throw new Error("--bin (the native transduce binary) is required");
 const count = Number(arg("sentences", 100));
 const rounds = Number(arg("rounds", 3));
-const model = arg("model", "web/models/multi30k-en-de");
+const model = arg("model", "web/models/en-de");
 const data = join(repo, "..", "shared", "data", "multi30k", "test2016.en.gz");
 const sentences = gunzipSync(await readFile(data)).toString("utf8").split("\n").slice(0, count).map((l) => l.trim());
 const words = sentences.reduce((n, s) => n + s.split(/\s+/).length, 0);

@@ -45,7 +45,7 @@ Outputs are compared as detokenized text (what `transduce translate` writes).
 
     python3 -m venv /work/ct2-venv
     /work/ct2-venv/bin/pip install ctranslate2==4.8.5 tokenizers safetensors numpy
-    B=web/models/multi30k-en-de; T=/root/.cache/transduce-target/debug/transduce
+    B=web/models/en-de; T=/root/.cache/transduce-target/debug/transduce
     /work/ct2-venv/bin/python scripts/ct2.py export --bundle $B --out /tmp/m30k-ct2
     /work/ct2-venv/bin/python scripts/ct2.py check --bundle $B --ct2 /tmp/m30k-ct2 \\
         --input test.en --beam 4 --bin $T

@@ -1,7 +1,7 @@
 // transduce in the browser: the public JavaScript API.
 //
 //   import { Transduce } from "transduce";
-//   const t = await Transduce.load("models/multi30k-en-de/", { backend: "auto" });
+//   const t = await Transduce.load("models/en-de/", { backend: "auto" });
 //   const { text } = await t.translate("A man is riding a bike.");
 //   t.free();
 //

@@ -2,7 +2,7 @@
 // transduce bundles: a polyfill for browsers without it, with models you train yourself.
 //
 //   import { install } from "transduce/translator.js";
-//   install({ models: { "en-de": "/models/multi30k-en-de/" } });
+//   install({ models: { "en-de": "/models/en-de/" } });
 //   const translator = await Translator.create({ sourceLanguage: "en", targetLanguage: "de" });
 //   await translator.translate("Two dogs play in the snow.");
 //

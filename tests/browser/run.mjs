@@ -46,7 +46,7 @@ async function expectations(bin) {
     if (r.status !== 0) throw new Error(`${bin} ${args.join(" ")} failed: ${r.stderr}`);
     return r.stdout;
   };
-  const model = "multi30k-en-de";
+  const model = "en-de";
   const sentence = lines[0].trim();
   const greedy = (text) =>
     run(["translate", "--model", join(repo, "web", "models", model), "--beam", "1"], `${text}\n`).trim();
@@ -640,7 +640,7 @@ async function translateWith(page, text, beam) {
     const found = await page.evaluate(async ({ sources }) => {
       const hadNative = typeof globalThis.Translator !== "undefined";
       const { install } = await import("/repo/pkg/translator.js");
-      const installed = install({ models: { "en-de": "/repo/web/models/multi30k-en-de/" }, backend: "cpu" });
+      const installed = install({ models: { "en-de": "/repo/web/models/en-de/" }, backend: "cpu" });
       const T = globalThis.Translator;
       const en_de = { sourceLanguage: "en", targetLanguage: "de" };
       const name = async (promise) => {
@@ -722,7 +722,7 @@ async function translateWith(page, text, beam) {
     const found = await page.evaluate(async () => {
       const native = globalThis.Translator;
       const { install, Translator } = await import("/repo/pkg/translator.js");
-      const installed = install({ models: { "en-de": "/repo/web/models/multi30k-en-de/" } });
+      const installed = install({ models: { "en-de": "/repo/web/models/en-de/" } });
       return { hadNative: typeof native !== "undefined", installed, kept: globalThis.Translator === native, ours: typeof Translator.create };
     });
     if (!found.hadNative) {

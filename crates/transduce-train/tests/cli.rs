@@ -897,7 +897,7 @@ fn parse_prepare_train_decode_and_score() {
 
     // Members with different vocabularies cannot decode as one ensemble: one error naming
     // both. Voting needs no shared vocabulary, but a translator is refused there too.
-    let translator = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../web/models/multi30k-en-de");
+    let translator = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../web/models/en-de");
     for (combine, why) in [
         ("mean", "must share one tokenizer"),
         ("vote", "task Translate"),
@@ -1025,24 +1025,42 @@ fn parse_prepare_train_decode_and_score() {
     );
 }
 
-/// The bundles shipped in `web/models` load natively and do their task: the translator
-/// turns a caption into German, the parser gives a tree over exactly the input words.
+/// The bundles shipped in `web/models` load natively and do their task: the translators
+/// turn an everyday sentence and a caption into the other language (a word each must hold),
+/// the parser gives a tree over exactly the input words.
 #[test]
 fn shipped_bundles_load_and_run() {
     let models = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../web/models");
     let tmp = tempfile::tempdir().unwrap();
     let input = tmp.path().join("in.txt");
 
-    std::fs::write(&input, "A man is sleeping on a bench.\n").unwrap();
-    let out = run(&[
-        "translate",
-        "--model",
-        s(&models.join("multi30k-en-de")),
-        "--input",
-        s(&input),
-        "--quiet",
-    ]);
-    assert!(out.contains("Mann"), "{out}");
+    for (model, text, words) in [
+        (
+            "en-de",
+            "Where is the train station?\nA man is sleeping on a bench.\n",
+            ["Bahnhof", "Mann"],
+        ),
+        (
+            "de-en",
+            "Wo ist der Bahnhof?\nEin Mann schläft auf einer Bank.\n",
+            ["station", "man"],
+        ),
+    ] {
+        std::fs::write(&input, text).unwrap();
+        let out = run(&[
+            "translate",
+            "--model",
+            s(&models.join(model)),
+            "--input",
+            s(&input),
+            "--quiet",
+        ]);
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines.len(), 2, "{model}: {out}");
+        for (line, word) in lines.iter().zip(words) {
+            assert!(line.contains(word), "{model}: {word:?} not in {line:?}");
+        }
+    }
 
     std::fs::write(&input, "The dog saw a man in the park .\n").unwrap();
     let out = run(&[

@@ -18,7 +18,7 @@ use transduce::task::words::ptb_words;
 use transduce::{Bundle, BundleConfig, ModelConfig, Tokenizer, Transformer};
 use transduce_fuzz::{Outcome, Target};
 
-const SHIPPED: [&str; 2] = ["multi30k-en-de", "ptb-parser"];
+const SHIPPED: [&str; 3] = ["en-de", "de-en", "ptb-parser"];
 
 fn shipped(model: &str, file: &str) -> Vec<u8> {
     let path = format!(
