@@ -277,9 +277,15 @@ async function translateWith(page, text, beam) {
     await test(`cpu: ⇄ switches to ${expected.reverse.id} and translates the output back as native does`, async () => {
       const german = expected.nativeGreedy(expected.sentence);
       assertEqual(await translateGreedy(page, expected.sentence), german, "forward translation");
-      await page.evaluate(() => delete document.getElementById("target").dataset.done);
+      // ⇄ moves a finished translation only; it clears the output before loading, so the
+      // next finished output is the back-translation.
+      const swapped = (id) =>
+        page.waitForFunction(
+          (id) => document.getElementById("model").value === id && document.getElementById("target").dataset.done === "true",
+          id,
+        );
       await page.click("#swap");
-      await page.waitForSelector('#target[data-done="true"]');
+      await swapped(expected.reverse.id);
       assertEqual(await page.inputValue("#model"), expected.reverse.id, "model after ⇄");
       assertEqual(await page.inputValue("#source"), german, "the output moved into the input");
       // The page translates with the beam box, which the reverse bundle's default now fills.
@@ -289,6 +295,7 @@ async function translateWith(page, text, beam) {
       assertEqual(await page.$eval("#source", (e) => e.lang), expected.reverse.source, "source language");
       if (!examples.length) throw new Error(`no example sentences for ${expected.reverse.source}`);
       await page.click("#swap");
+      await swapped(expected.model);
       await waitReady(page, "cpu");
       assertEqual(await page.inputValue("#model"), expected.model, "model after ⇄ twice");
     });
