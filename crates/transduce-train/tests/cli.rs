@@ -54,6 +54,23 @@ fn corpus(dir: &Path) -> (PathBuf, PathBuf) {
     (s, t)
 }
 
+/// `transduce translate --model MODEL --input INPUT --output OUT --quiet FLAGS…`; the output.
+fn translate_file(model: &Path, input: &Path, out: &Path, flags: &[&str]) -> String {
+    let mut args = vec![
+        "translate",
+        "--model",
+        s(model),
+        "--input",
+        s(input),
+        "--output",
+        s(out),
+        "--quiet",
+    ];
+    args.extend_from_slice(flags);
+    run(&args);
+    std::fs::read_to_string(out).unwrap()
+}
+
 fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
@@ -219,21 +236,7 @@ fn prepare_train_resume_average_translate_export() {
         "{config}"
     );
     // Without decoding flags, `translate` uses the bundle's settings.
-    let translate_bundle = |out: &Path, flags: &[&str]| {
-        let mut args = vec![
-            "translate",
-            "--model",
-            s(&bundle),
-            "--input",
-            s(&input),
-            "--output",
-            s(out),
-            "--quiet",
-        ];
-        args.extend_from_slice(flags);
-        run(&args);
-        std::fs::read_to_string(out).unwrap()
-    };
+    let translate_bundle = |out: &Path, flags: &[&str]| translate_file(&bundle, &input, out, flags);
     let implicit = translate_bundle(&dir.join("implicit.txt"), &[]);
     let explicit = translate_bundle(
         &dir.join("explicit.txt"),
@@ -1113,21 +1116,12 @@ fn shipped_translator_gives_ct2s_outputs() {
             });
             for batch in ["1", "32"] {
                 let output = tmp.path().join(format!("{id}-b{beam}-n{batch}.{tgt}"));
-                run(&[
-                    "translate",
-                    "--model",
-                    s(&bundle),
-                    "--input",
-                    s(&input),
-                    "--output",
-                    s(&output),
-                    "--beam",
-                    beam,
-                    "--batch-size",
-                    batch,
-                    "--quiet",
-                ]);
-                let got = std::fs::read_to_string(&output).unwrap();
+                let got = translate_file(
+                    &bundle,
+                    &input,
+                    &output,
+                    &["--beam", beam, "--batch-size", batch],
+                );
                 for (i, (g, e)) in got.lines().zip(expected.lines()).enumerate() {
                     assert_eq!(g, e, "{id}, beam {beam}, batch {batch}, line {}", i + 1);
                 }
