@@ -8,6 +8,7 @@ mod cmd;
 mod data;
 mod error;
 mod fsutil;
+mod gpu;
 mod memory;
 mod options;
 mod parse;

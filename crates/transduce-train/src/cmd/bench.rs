@@ -1,7 +1,12 @@
 //! `transduce bench`: training and decoding speed on a synthetic workload.
 
+use std::path::PathBuf;
+use std::time::Instant;
+
 use clap::Args;
-use transduce::ModelConfig;
+use transduce::burn::prelude::Device;
+use transduce::decode::DecodeOptions;
+use transduce::{Bundle, HostModel, ModelConfig, Task, Transformer};
 
 use crate::backend::Backend;
 use crate::error::Result;
@@ -25,9 +30,33 @@ pub struct BenchCmd {
     /// Without kernel fusion (GPU backends), to measure what it gives.
     #[arg(long)]
     pub no_fusion: bool,
+    /// Benchmark decoding with this bundle (or run folder) instead of training: batch 1, 32
+    /// and 128, greedy and beam 4, on `--input`'s lines. With `--backend wgpu` the GPU
+    /// decoder runs and prints its dispatches, submits and readback bytes per step.
+    #[arg(long)]
+    pub model: Option<PathBuf>,
+    /// Benchmark decoding with a random model of `--preset` (on synthetic token ids):
+    /// counts and speed need no trained weights.
+    #[arg(long, conflicts_with = "model")]
+    pub random_decoder: bool,
+    /// Sentences to decode (with `--model`; default: the first lines of standard input).
+    #[arg(long)]
+    pub input: Option<PathBuf>,
+    /// Lines of the input decoded (synthetic sentences with `--random-decoder`).
+    #[arg(long, default_value_t = 1000, value_parser = options::count)]
+    pub lines: usize,
+    /// Batch sizes to time (sentences decoded together).
+    #[arg(long, value_delimiter = ',', default_value = "1,32,128")]
+    pub batches: Vec<usize>,
+    /// Beam sizes to time (1 = greedy).
+    #[arg(long, value_delimiter = ',', default_value = "1,4")]
+    pub beams: Vec<usize>,
 }
 
 pub fn run(cmd: BenchCmd) -> Result<()> {
+    if cmd.model.is_some() || cmd.random_decoder {
+        return decoding(cmd);
+    }
     crate::backend::set_fusion(!cmd.no_fusion)?;
     let device = cmd.backend.device()?;
     crate::train::precision::check(cmd.precision, std::slice::from_ref(&device))?;
@@ -56,5 +85,120 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
         "decoding (beam 4):  {:>10.2} sentences/s",
         r.decode_sentences_per_sec
     );
+    Ok(())
+}
+
+/// `bench --model` / `--random-decoder`: decoding speed of the host decoder (`--backend
+/// cpu`) or the GPU decoder (`--backend wgpu`), every batch size × beam.
+fn decoding(cmd: BenchCmd) -> Result<()> {
+    let cpu = Device::flex();
+    let (host, sources, words): (HostModel, Vec<Vec<u32>>, usize) = match &cmd.model {
+        Some(path) => {
+            let task = Task::Translate {
+                source: String::new(),
+                target: String::new(),
+            };
+            let bundle: Bundle = crate::source::load(path, None, task, &cpu)?;
+            let lines = super::read_input(cmd.input.as_deref())?;
+            let lines: Vec<&String> = lines
+                .iter()
+                .filter(|l| !l.trim().is_empty())
+                .take(cmd.lines)
+                .collect();
+            let words = lines.iter().map(|l| l.split_whitespace().count()).sum();
+            let sources = lines
+                .iter()
+                .map(|l| bundle.tokenizer.encode(l.trim()))
+                .collect::<transduce::Result<_>>()?;
+            let host = bundle.host().expect("loaded on the CPU backend").clone();
+            (host, sources, words)
+        }
+        None => {
+            let config = ModelConfig::preset(&cmd.preset)?;
+            cpu.seed(1);
+            let model = Transformer::new(&config, &cpu)?;
+            let mut rng = crate::train::rng::Rng::new(7);
+            let sources: Vec<Vec<u32>> = (0..cmd.lines)
+                .map(|_| {
+                    let len = 8 + rng.below(23) as usize;
+                    (0..len)
+                        .map(|_| 4 + rng.below(config.vocab_size as u64 - 4) as u32)
+                        .collect()
+                })
+                .collect();
+            let words = sources.iter().map(Vec::len).sum();
+            (HostModel::new(&model)?, sources, words)
+        }
+    };
+    let c = host.config();
+    eprintln!(
+        "decoding: {} sentences ({words} source words), d_model {}, {}+{} layers, vocab {}",
+        sources.len(),
+        c.d_model,
+        c.n_layers,
+        c.n_layers,
+        c.vocab_size
+    );
+    let gpu = match cmd.backend {
+        Backend::Wgpu => Some(crate::gpu::upload_host(&crate::gpu::device()?, &host)),
+        Backend::Cpu => {
+            let threads = std::env::var("RAYON_NUM_THREADS").unwrap_or_else(|_| "all".into());
+            eprintln!("host decoder, {threads} thread(s) (RAYON_NUM_THREADS)");
+            None
+        }
+        other => {
+            return Err(crate::error::CliError::Usage(format!(
+                "bench --model decodes with --backend cpu (host decoder) or wgpu (GPU                  decoder), not {other:?}"
+            )));
+        }
+    };
+    let mut order: Vec<usize> = (0..sources.len()).collect();
+    order.sort_by_key(|&i| (sources[i].len(), i));
+    for &beam in &cmd.beams {
+        for &batch in &cmd.batches {
+            let options = DecodeOptions {
+                beam,
+                alpha: 0.6,
+                max_extra: 50,
+            };
+            if let Some(model) = &gpu {
+                model.reset_counts();
+            }
+            let start = Instant::now();
+            for chunk in order.chunks(batch.max(1)) {
+                let batch: Vec<Vec<u32>> = chunk.iter().map(|&i| sources[i].clone()).collect();
+                match &gpu {
+                    Some(model) => {
+                        pollster::block_on(model.best_outputs(&batch, &options, None))?;
+                    }
+                    None => {
+                        transduce::decode::best_outputs(&host, &batch, &options, None)?;
+                    }
+                }
+            }
+            let seconds = start.elapsed().as_secs_f64();
+            let search = if beam <= 1 {
+                "greedy".to_string()
+            } else {
+                format!("beam {beam}")
+            };
+            let mut line = format!(
+                "{:<8} batch {batch:>4}: {:>9.1} sentences/s {:>10.0} words/s ({seconds:.2} s)",
+                search,
+                sources.len() as f64 / seconds,
+                words as f64 / seconds
+            );
+            if let Some(model) = &gpu {
+                let counts = model.counts();
+                let (dispatches, submits, readback) = counts.per_step();
+                line += &format!(
+                    "  dispatches/step {dispatches:.0}  submits/step {submits:.0}  readback \
+                     bytes/step {readback:.0}  steps {}",
+                    counts.steps
+                );
+            }
+            println!("{line}");
+        }
+    }
     Ok(())
 }

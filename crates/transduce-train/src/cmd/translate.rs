@@ -7,6 +7,7 @@ use transduce::Task;
 use transduce::decode::DecodeOptions;
 
 use super::{EnsembleArgs, read_input, write_output};
+use crate::backend::Backend;
 use crate::error::Result;
 use crate::{options, source, translate};
 
@@ -37,7 +38,14 @@ pub struct TranslateCmd {
 }
 
 pub fn run(cmd: TranslateCmd) -> Result<()> {
-    let device = cmd.model.backend.device()?;
+    // One model on wgpu decodes on the GPU decoder: the bundle is read on the CPU and its
+    // weights uploaded. An ensemble on wgpu goes through burn's wgpu backend.
+    let gpu_decoder = cmd.model.backend == Backend::Wgpu && cmd.model.models.len() == 1;
+    let device = if gpu_decoder {
+        Backend::Cpu.device()?
+    } else {
+        cmd.model.backend.device()?
+    };
     let task = Task::Translate {
         source: String::new(),
         target: String::new(),
@@ -56,7 +64,23 @@ pub fn run(cmd: TranslateCmd) -> Result<()> {
         alpha: cmd.alpha.unwrap_or(defaults.alpha),
         max_extra: cmd.max_extra.unwrap_or(defaults.max_extra),
     };
-    let out = translate::translate_lines(&bundles, &lines, &options, cmd.batch_size, !cmd.quiet)?;
+    let gpu_model = if gpu_decoder {
+        Some(crate::gpu::open(&bundles[0])?)
+    } else {
+        None
+    };
+    let decoder = match &gpu_model {
+        Some(model) => translate::Decoder::Gpu(model),
+        None => translate::Decoder::of_bundles(&bundles)?,
+    };
+    let out = translate::translate_lines(
+        &bundles,
+        &decoder,
+        &lines,
+        &options,
+        cmd.batch_size,
+        !cmd.quiet,
+    )?;
     write_output(&out, cmd.output.as_deref())?;
     Ok(())
 }

@@ -50,7 +50,7 @@ impl Search {
 
 /// Ranking of candidate extensions (score, beam, token): best score first, then the
 /// earlier beam, then the smaller token id.
-fn by_score(a: &(f64, usize, u32), b: &(f64, usize, u32)) -> std::cmp::Ordering {
+pub fn by_score(a: &(f64, usize, u32), b: &(f64, usize, u32)) -> std::cmp::Ordering {
     b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2))
 }
 
@@ -121,67 +121,171 @@ pub async fn beam_search_async<'m>(
     options: &DecodeOptions,
     constraint: Option<&dyn Constraint>,
 ) -> Result<Vec<Vec<Hypothesis>>> {
-    if options.beam == 0 {
-        return Err(Error::Input("beam size must be at least 1".into()));
-    }
     let models: Ensemble = models.into();
     models.check(sources, constraint)?;
-    let k = options.beam;
-    let alpha = options.alpha;
     let vocab = models.vocab_size();
+    let mut search = BeamSearch::new(
+        sources
+            .iter()
+            .map(|s| models.max_output_len(s.len(), options)),
+        options,
+    )?;
     let mut caches = models.start(sources)?;
-
-    let mut searches: Vec<Search> = sources
-        .iter()
-        .map(|s| Search {
-            live: vec![Beam {
-                tokens: Vec::new(),
-                log_prob: 0.0,
-            }],
-            finished: Vec::new(),
-            limit: models.max_output_len(s.len(), options),
-            done: false,
-        })
-        .collect();
-    // Row r of the decoder batch is live beam rows[r].1 of sentence rows[r].0.
-    let mut rows: Vec<(usize, usize)> = (0..sources.len()).map(|s| (s, 0)).collect();
     let mut last: Vec<u32> = vec![BOS; sources.len()];
 
-    while !rows.is_empty() {
-        let prefixes: Vec<(usize, &[u32])> = rows
-            .iter()
-            .map(|&(s, b)| (s, searches[s].live[b].tokens.as_slice()))
-            .collect();
+    while !search.is_done() {
         let all = models
-            .step(&mut caches, &last, constraint, &prefixes)?
+            .step(&mut caches, &last, constraint, &search.prefixes())?
             .into_host()
             .await?;
+        let (parents, next) = search.advance(|row, beam, base, n, out| {
+            let mask = search_mask(constraint, row, vocab);
+            best_extensions(all.row(row.index), mask.as_deref(), base, beam, n, out);
+        });
+        caches.recycle(Scores::Host(all));
+        if !parents.is_empty() {
+            caches.select(&parents);
+        }
+        last = next;
+    }
+    Ok(search.finish())
+}
 
+/// One decoder row as [`BeamSearch::advance`] shows it to the scorer.
+#[derive(Clone, Copy, Debug)]
+pub struct RowView<'a> {
+    /// The row's index in the decoder batch.
+    pub index: usize,
+    /// The sentence it belongs to.
+    pub sentence: usize,
+    /// Its output so far.
+    pub prefix: &'a [u32],
+    /// Whether the next token is the last the length limit allows (EOS alone is allowed).
+    pub last_position: bool,
+}
+
+/// The allowed next tokens of a row: the constraint's, and EOS alone at the length limit.
+pub fn search_mask(
+    constraint: Option<&dyn Constraint>,
+    row: RowView<'_>,
+    vocab: usize,
+) -> Option<Vec<bool>> {
+    allowed_tokens(
+        constraint,
+        row.sentence,
+        row.prefix,
+        vocab,
+        row.last_position,
+    )
+}
+
+/// Beam search's bookkeeping (§6.1), whatever computes the scores: which (sentence, beam)
+/// each decoder row holds, what a step's ranked extensions make of the beams, and when a
+/// sentence is done. The host search above and the GPU decoder both drive it, so they
+/// choose identically from identical candidates.
+pub struct BeamSearch {
+    searches: Vec<Search>,
+    /// Row r of the decoder batch is live beam `rows[r].1` of sentence `rows[r].0`.
+    rows: Vec<(usize, usize)>,
+    k: usize,
+    alpha: f64,
+}
+
+impl BeamSearch {
+    /// A search per sentence, each with its output length limit (EOS included); one row
+    /// per sentence to start.
+    pub fn new(limits: impl IntoIterator<Item = usize>, options: &DecodeOptions) -> Result<Self> {
+        if options.beam == 0 {
+            return Err(Error::Input("beam size must be at least 1".into()));
+        }
+        let searches: Vec<Search> = limits
+            .into_iter()
+            .map(|limit| Search {
+                live: vec![Beam {
+                    tokens: Vec::new(),
+                    log_prob: 0.0,
+                }],
+                finished: Vec::new(),
+                limit,
+                done: false,
+            })
+            .collect();
+        Ok(BeamSearch {
+            rows: (0..searches.len()).map(|s| (s, 0)).collect(),
+            searches,
+            k: options.beam,
+            alpha: options.alpha,
+        })
+    }
+
+    /// No row is left to decode.
+    pub fn is_done(&self) -> bool {
+        self.rows.is_empty()
+    }
+
+    /// The beam size k: each row's scorer gives its 2k best extensions.
+    pub fn beam(&self) -> usize {
+        self.k
+    }
+
+    /// Rows of the next step: (sentence, output so far).
+    pub fn prefixes(&self) -> Vec<(usize, &[u32])> {
+        self.rows
+            .iter()
+            .map(|&(s, b)| (s, self.searches[s].live[b].tokens.as_slice()))
+            .collect()
+    }
+
+    /// Rows of the next step as the scorer sees them.
+    pub fn row_views(&self) -> Vec<RowView<'_>> {
+        self.rows
+            .iter()
+            .enumerate()
+            .map(|(index, &(s, b))| {
+                let search = &self.searches[s];
+                let prefix = search.live[b].tokens.as_slice();
+                RowView {
+                    index,
+                    sentence: s,
+                    prefix,
+                    last_position: prefix.len() + 1 >= search.limit,
+                }
+            })
+            .collect()
+    }
+
+    /// One step. `extend(row, beam, base, n, out)` appends to `out` the `n` best allowed
+    /// extensions (score `base` + token log-probability, beam, token) of that row, best
+    /// first by [`by_score`]. Returns the parents of the next step's rows (row i continues
+    /// row `parents[i]`) and their last tokens.
+    pub fn advance(
+        &mut self,
+        mut extend: impl FnMut(RowView<'_>, usize, f64, usize, &mut Vec<(f64, usize, u32)>),
+    ) -> (Vec<usize>, Vec<u32>) {
+        let (k, alpha) = (self.k, self.alpha);
         let mut next_rows = Vec::new();
         let mut parents = Vec::new();
         let mut next_last = Vec::new();
         let mut r = 0;
-        while r < rows.len() {
-            let s = rows[r].0;
-            let n_beams = rows[r..].iter().take_while(|(t, _)| *t == s).count();
-            let search = &mut searches[s];
-            let prefix_len = search.live[0].tokens.len();
-            let last_position = prefix_len + 1 >= search.limit;
+        let mut candidates: Vec<(f64, usize, u32)> = Vec::new();
+        while r < self.rows.len() {
+            let s = self.rows[r].0;
+            let n_beams = self.rows[r..].iter().take_while(|(t, _)| *t == s).count();
+            let search = &mut self.searches[s];
+            let last_position = search.live[0].tokens.len() + 1 >= search.limit;
 
             // The 2k best allowed extensions of each live beam of this sentence: the 2k
             // best of the sentence are among them.
-            let mut candidates: Vec<(f64, usize, u32)> = Vec::new();
+            candidates.clear();
             for b in 0..n_beams {
                 let beam = &search.live[b];
-                let mask = allowed_tokens(constraint, s, &beam.tokens, vocab, last_position);
-                best_extensions(
-                    all.row(r + b),
-                    mask.as_deref(),
-                    beam.log_prob,
-                    b,
-                    2 * k,
-                    &mut candidates,
-                );
+                let row = RowView {
+                    index: r + b,
+                    sentence: s,
+                    prefix: &beam.tokens,
+                    last_position,
+                };
+                extend(row, b, beam.log_prob, 2 * k, &mut candidates);
             }
             candidates.sort_by(by_score);
             candidates.truncate(2 * k);
@@ -218,21 +322,21 @@ pub async fn beam_search_async<'m>(
             }
             r += n_beams;
         }
-        caches.recycle(Scores::Host(all));
-        if !parents.is_empty() {
-            caches.select(&parents);
-        }
-        rows = next_rows;
-        last = next_last;
+        self.rows = next_rows;
+        (parents, next_last)
     }
 
-    Ok(searches
-        .into_iter()
-        .map(|mut search| {
-            search.finished.sort_by(|a, b| b.score.total_cmp(&a.score));
-            // One step can finish several hypotheses at once: keep the k best.
-            search.finished.truncate(k);
-            search.finished
-        })
-        .collect())
+    /// Each sentence's finished hypotheses, best first.
+    pub fn finish(self) -> Vec<Vec<Hypothesis>> {
+        let k = self.k;
+        self.searches
+            .into_iter()
+            .map(|mut search| {
+                search.finished.sort_by(|a, b| b.score.total_cmp(&a.score));
+                // One step can finish several hypotheses at once: keep the k best.
+                search.finished.truncate(k);
+                search.finished
+            })
+            .collect()
+    }
 }

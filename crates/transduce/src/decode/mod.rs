@@ -11,7 +11,7 @@ mod constraints;
 mod ensemble;
 mod greedy;
 
-pub use beam::{beam_search, beam_search_async};
+pub use beam::{BeamSearch, RowView, beam_search, beam_search_async, by_score, search_mask};
 pub use constraints::{Constraint, Unconstrained};
 pub use ensemble::Ensemble;
 pub use greedy::{greedy, greedy_async};
@@ -144,11 +144,7 @@ pub async fn read_int(tensor: Tensor<2, Int>) -> Result<Vec<i64>> {
 }
 
 /// Longest output (EOS included) for a source of `src_len` tokens.
-pub(crate) fn max_output_len(
-    config: &ModelConfig,
-    src_len: usize,
-    options: &DecodeOptions,
-) -> usize {
+pub fn max_output_len(config: &ModelConfig, src_len: usize, options: &DecodeOptions) -> usize {
     let limit = src_len + options.max_extra.max(1);
     match config.positional {
         // Learned positions have max_len rows; position 0 is BOS.
@@ -158,7 +154,7 @@ pub(crate) fn max_output_len(
 }
 
 /// Checks a batch of sources before decoding: non-empty, ids in range, no PAD inside.
-fn check_sources(config: &ModelConfig, sources: &[Vec<u32>]) -> Result<()> {
+pub fn check_sources(config: &ModelConfig, sources: &[Vec<u32>]) -> Result<()> {
     let vocab = config.vocab_size as u32;
     for (i, src) in sources.iter().enumerate() {
         if src.is_empty() {
@@ -198,7 +194,7 @@ fn allowed_tokens(
 }
 
 /// Word-focus models need a constraint that gives each decoder input its word.
-fn check_focus(config: &ModelConfig, constraint: Option<&dyn Constraint>) -> Result<()> {
+pub fn check_focus(config: &ModelConfig, constraint: Option<&dyn Constraint>) -> Result<()> {
     if config.word_focus && !constraint.is_some_and(|c| c.has_focus()) {
         return Err(Error::Input(
             "this model aligns its decoder to the input words (word_focus): decode it \
@@ -211,7 +207,7 @@ fn check_focus(config: &ModelConfig, constraint: Option<&dyn Constraint>) -> Res
 
 /// Each row's word focus (source position, -1 for none), when the constraint gives one.
 /// Row r is sentence `rows[r].0` with output prefix `rows[r].1`.
-fn focus_rows<'a>(
+pub fn focus_rows<'a>(
     constraint: Option<&dyn Constraint>,
     rows: impl Iterator<Item = (usize, &'a [u32])>,
 ) -> Option<Vec<i32>> {

@@ -185,6 +185,11 @@ impl Projection {
         Projection { table, columns }
     }
 
+    /// The table `[vocab, d_model]`.
+    pub fn table(&self) -> &[f32] {
+        &self.table
+    }
+
     /// `out[m, vocab] = x[m, d_model] · self`.
     pub fn apply(&self, x: &[f32], m: usize, out: &mut Vec<f32>) {
         if m == 1 {

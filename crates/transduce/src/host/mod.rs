@@ -31,36 +31,39 @@ use kernels::{Matrix, Projection};
 
 /// LayerNorm's gain and bias.
 #[derive(Clone, Debug)]
-struct Norm {
-    gamma: Vec<f32>,
-    beta: Vec<f32>,
+pub struct Norm {
+    pub gamma: Vec<f32>,
+    pub beta: Vec<f32>,
 }
 
 /// Encoder layer (§3.1): self-attention with Q, K and V as one product, then the FFN.
 #[derive(Clone, Debug)]
-struct EncoderLayer {
-    qkv: Matrix,
-    o: Matrix,
-    attn_norm: Norm,
-    fc1: Matrix,
-    fc2: Matrix,
-    ffn_norm: Norm,
+pub struct EncoderLayer {
+    /// `[d_model, h·d_k + h·d_k + h·d_v]`: Q, K and V side by side.
+    pub qkv: Matrix,
+    pub o: Matrix,
+    pub attn_norm: Norm,
+    pub fc1: Matrix,
+    pub fc2: Matrix,
+    pub ffn_norm: Norm,
 }
 
 /// Decoder layer (§3.1): masked self-attention (fused Q/K/V), encoder–decoder attention
 /// (queries per step; keys and values fused, computed once per source), FFN.
 #[derive(Clone, Debug)]
-struct DecoderLayer {
-    qkv: Matrix,
-    o: Matrix,
-    self_norm: Norm,
-    cross_q: Matrix,
-    cross_kv: Matrix,
-    cross_o: Matrix,
-    cross_norm: Norm,
-    fc1: Matrix,
-    fc2: Matrix,
-    ffn_norm: Norm,
+pub struct DecoderLayer {
+    /// `[d_model, h·d_k + h·d_k + h·d_v]`: Q, K and V side by side.
+    pub qkv: Matrix,
+    pub o: Matrix,
+    pub self_norm: Norm,
+    pub cross_q: Matrix,
+    /// `[d_model, h·d_k + h·d_v]`: K and V side by side.
+    pub cross_kv: Matrix,
+    pub cross_o: Matrix,
+    pub cross_norm: Norm,
+    pub fc1: Matrix,
+    pub fc2: Matrix,
+    pub ffn_norm: Norm,
 }
 
 /// A trained Transformer's weights in host memory, ready to decode on the CPU.
@@ -216,6 +219,43 @@ impl HostModel {
     /// The hyper-parameters of the model.
     pub fn config(&self) -> &ModelConfig {
         &self.config
+    }
+
+    /// The encoder's layers (read by decoders that keep the weights elsewhere, e.g. on a GPU).
+    pub fn encoder_layers(&self) -> &[EncoderLayer] {
+        &self.encoder
+    }
+
+    /// The decoder's layers.
+    pub fn decoder_layers(&self) -> &[DecoderLayer] {
+        &self.decoder
+    }
+
+    /// The source and target embedding tables `[vocab, d_model]` (the same table when
+    /// shared, §3.4).
+    pub fn embeddings(&self) -> (&[f32], &[f32]) {
+        (
+            self.src_embedding.as_deref().unwrap_or(&self.embedding),
+            &self.embedding,
+        )
+    }
+
+    /// The pre-softmax projection as a table `[vocab, d_model]`: logits are its rows' dot
+    /// products with the decoder state.
+    pub fn output_table(&self) -> &[f32] {
+        self.output.table()
+    }
+
+    /// Source and target positions `[rows, d_model]` for positions `0..rows` (§3.5): the
+    /// learned tables, or the sinusoids of the first `rows` positions.
+    pub fn position_tables(&self, rows: usize) -> (Vec<f32>, Vec<f32>) {
+        let d = self.config.d_model;
+        let table = |learned: &Option<Vec<f32>>| match learned {
+            Some(t) => t[..rows.min(t.len() / d) * d].to_vec(),
+            None if rows <= SINUSOID_ROWS => self.sinusoid[..rows * d].to_vec(),
+            None => sinusoid_table(0, rows, d),
+        };
+        (table(&self.src_positions), table(&self.tgt_positions))
     }
 
     /// Token embeddings × √d_model plus positions `start..` (§3.4, §3.5), appended to `out`.

@@ -8,7 +8,8 @@ pub mod vote;
 pub mod words;
 
 use crate::bundle::Bundle;
-use crate::decode::{Constraint, DecodeOptions, Ensemble, best_outputs_async};
+use crate::config::ModelConfig;
+use crate::decode::{Constraint, DecodeOptions, Ensemble, best_outputs_async, max_output_len};
 use crate::error::{Error, Result};
 use crate::tokenizer::{EOS, Tokenizer};
 use focus::WordFocus;
@@ -140,6 +141,32 @@ impl Parser {
         constrained: bool,
     ) -> Result<Vec<Parse>> {
         let models: Ensemble = models.into();
+        let configs = models.configs();
+        self.parse_by(
+            tokenizer,
+            &configs,
+            sentences,
+            options,
+            constrained,
+            async |sources: &[Vec<u32>], constraint: &dyn Constraint| {
+                best_outputs_async(&models, sources, options, Some(constraint)).await
+            },
+        )
+        .await
+    }
+
+    /// Parsing with any decoder (e.g. the GPU's): `decode` gets the sources' ids and the
+    /// tree constraint and returns each source's best output ids. `configs` are the
+    /// models' configurations (one per ensemble member).
+    pub async fn parse_by(
+        &self,
+        tokenizer: &Tokenizer,
+        configs: &[&ModelConfig],
+        sentences: &[Vec<String>],
+        options: &DecodeOptions,
+        constrained: bool,
+        decode: impl AsyncFnOnce(&[Vec<u32>], &dyn Constraint) -> Result<Vec<Vec<u32>>>,
+    ) -> Result<Vec<Parse>> {
         let mut sources = Vec::with_capacity(sentences.len());
         for (i, words) in sentences.iter().enumerate() {
             if words.is_empty() {
@@ -150,25 +177,25 @@ impl Parser {
         let focus = self
             .focus
             .as_ref()
-            .filter(|_| models.configs().iter().any(|c| c.word_focus))
+            .filter(|_| configs.iter().any(|c| c.word_focus))
             .map(|rule| (rule, sources.iter().map(|s| rule.word_starts(s)).collect()));
         let constraint = TreeConstraint {
             rules: &self.rules,
             words: sentences.iter().map(Vec::len).collect(),
             max_len: sources
                 .iter()
-                .map(|s| models.max_output_len(s.len(), options))
+                .map(|s| {
+                    configs
+                        .iter()
+                        .map(|c| max_output_len(c, s.len(), options))
+                        .min()
+                        .unwrap_or(0)
+                })
                 .collect(),
             enforce: constrained,
             focus,
         };
-        let outputs = best_outputs_async(
-            &models,
-            &sources,
-            options,
-            Some(&constraint as &dyn Constraint),
-        )
-        .await?;
+        let outputs = decode(&sources, &constraint as &dyn Constraint).await?;
         Ok(outputs
             .iter()
             .zip(sentences)

@@ -1,0 +1,139 @@
+//! The GPU: adapter, device and queue, what the adapter offers (f16 arithmetic, limits),
+//! and reading a buffer back without blocking the browser.
+
+use std::future::poll_fn;
+use std::sync::{Arc, Mutex};
+use std::task::{Poll, Waker};
+
+use transduce::{Error, Result};
+
+/// A GPU device to decode on, with what was found about its adapter.
+#[derive(Clone, Debug)]
+pub struct Gpu {
+    pub(crate) device: wgpu::Device,
+    pub(crate) queue: wgpu::Queue,
+    info: wgpu::AdapterInfo,
+    /// The device was opened with `shader-f16`: weights are stored in f16.
+    pub(crate) f16: bool,
+}
+
+/// What the decoder was given to run on, for logs and the page's badge.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AdapterSummary {
+    pub name: String,
+    /// `DiscreteGpu`, `IntegratedGpu`, `Cpu` (a software adapter), …
+    pub device_type: String,
+    pub backend: String,
+    /// Weights are held in f16 (the adapter has `shader-f16`).
+    pub f16: bool,
+}
+
+fn device_error(what: &str, e: impl std::fmt::Display) -> Error {
+    Error::Device(format!("{what}: {e}"))
+}
+
+impl Gpu {
+    /// Opens the high-performance adapter (natively: the backends `WGPU_BACKEND` allows).
+    /// `shader-f16` is asked for where the adapter has it, unless `allow_f16` is false.
+    pub async fn new(allow_f16: bool) -> Result<Gpu> {
+        let instance =
+            wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
+        let adapter = instance
+            .request_adapter(&wgpu::RequestAdapterOptions {
+                power_preference: wgpu::PowerPreference::HighPerformance,
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| device_error("no usable GPU adapter", e))?;
+        Gpu::from_adapter(adapter, allow_f16).await
+    }
+
+    /// Opens a device on `adapter`, with the adapter's own limits (a base-preset model's
+    /// caches exceed WebGPU's default buffer sizes).
+    pub async fn from_adapter(adapter: wgpu::Adapter, allow_f16: bool) -> Result<Gpu> {
+        let f16 = allow_f16 && adapter.features().contains(wgpu::Features::SHADER_F16);
+        let features = if f16 {
+            wgpu::Features::SHADER_F16
+        } else {
+            wgpu::Features::empty()
+        };
+        let (device, queue) = adapter
+            .request_device(&wgpu::DeviceDescriptor {
+                label: Some("transduce-gpu"),
+                required_features: features,
+                required_limits: adapter.limits(),
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| device_error("the GPU adapter refused a device", e))?;
+        Ok(Gpu {
+            device,
+            queue,
+            info: adapter.get_info(),
+            f16,
+        })
+    }
+
+    /// The adapter, as a user would want it named.
+    pub fn summary(&self) -> AdapterSummary {
+        AdapterSummary {
+            name: self.info.name.clone(),
+            device_type: format!("{:?}", self.info.device_type),
+            backend: format!("{:?}", self.info.backend),
+            f16: self.f16,
+        }
+    }
+
+    /// A software adapter (lavapipe, SwiftShader, WARP): never faster than the CPU decoder.
+    pub fn is_software(&self) -> bool {
+        self.info.device_type == wgpu::DeviceType::Cpu
+    }
+
+    /// The device's limits.
+    pub(crate) fn limits(&self) -> wgpu::Limits {
+        self.device.limits()
+    }
+
+    /// Waits for `buffer` (MAP_READ) to map and copies its first `size` bytes out. Natively
+    /// the device is polled until the copy that filled it is done; in the browser the
+    /// mapping resolves on the event loop.
+    pub(crate) async fn read(&self, buffer: &wgpu::Buffer, size: u64) -> Result<Vec<u8>> {
+        type Slot = (
+            Option<std::result::Result<(), wgpu::BufferAsyncError>>,
+            Option<Waker>,
+        );
+        let slot: Arc<Mutex<Slot>> = Arc::new(Mutex::new((None, None)));
+        let filled = slot.clone();
+        buffer.map_async(wgpu::MapMode::Read, ..size, move |result| {
+            let mut slot = filled.lock().unwrap_or_else(|e| e.into_inner());
+            slot.0 = Some(result);
+            if let Some(waker) = slot.1.take() {
+                waker.wake();
+            }
+        });
+        #[cfg(not(target_arch = "wasm32"))]
+        self.device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map_err(|e| device_error("waiting for the GPU", e))?;
+        poll_fn(|cx| {
+            let mut slot = slot.lock().unwrap_or_else(|e| e.into_inner());
+            match slot.0.take() {
+                Some(result) => Poll::Ready(result),
+                None => {
+                    slot.1 = Some(cx.waker().clone());
+                    Poll::Pending
+                }
+            }
+        })
+        .await
+        .map_err(|e| device_error("reading back from the GPU", e))?;
+        let bytes = {
+            let view = buffer
+                .get_mapped_range(..size)
+                .map_err(|e| device_error("reading back from the GPU", e))?;
+            view.to_vec()
+        };
+        buffer.unmap();
+        Ok(bytes)
+    }
+}

@@ -1,0 +1,253 @@
+//! The WGSL kernels, their constants filled in per model shape, compiled once.
+//!
+//! Each kernel is written for the sizes of the model it serves (d_model, heads, d_ff,
+//! vocabulary): loops have constant bounds and the compiler unrolls what it can. Only what
+//! changes between steps (rows, position) is read from a uniform.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+use crate::device::Gpu;
+
+const COMMON: &str = include_str!("kernels/common.wgsl");
+const EMBED: &str = include_str!("kernels/embed.wgsl");
+const LINEAR: &str = include_str!("kernels/linear.wgsl");
+const LINEAR_NORM: &str = include_str!("kernels/linear_norm.wgsl");
+const ATTENTION: &str = include_str!("kernels/attention.wgsl");
+const HISTORY: &str = include_str!("kernels/history.wgsl");
+const SELECT: &str = include_str!("kernels/select.wgsl");
+
+/// Threads per workgroup of every kernel but the top-k selection.
+pub(crate) const WG: u32 = 64;
+/// Most keys one attention can see: its scores are held in workgroup memory.
+pub(crate) const MAX_KEYS: usize = 1024;
+/// Rows per workgroup of the plain products.
+pub(crate) const LINEAR_ROWS: u32 = 4;
+/// Columns per thread of the plain products.
+pub(crate) const LINEAR_COLUMNS: u32 = 4;
+/// Rows per workgroup of the products followed by LayerNorm.
+pub(crate) const NORM_ROWS: u32 = 2;
+
+/// An f32 as a WGSL literal that reads back to the same value.
+pub(crate) fn float(x: f32) -> String {
+    format!("{x:e}f")
+}
+
+/// A kernel's source: the shared declarations, then `template` with each `{NAME}` replaced.
+fn fill(template: &str, vars: &[(&str, String)], f16: bool) -> String {
+    let mut s = String::new();
+    if f16 {
+        s.push_str("enable f16;\n");
+    }
+    s.push_str(COMMON);
+    s.push_str(template);
+    for (name, value) in vars {
+        s = s.replace(&format!("{{{name}}}"), value);
+    }
+    debug_assert!(
+        !s.contains("{K}") && !s.contains("{N}"),
+        "unfilled constant"
+    );
+    s
+}
+
+/// What a plain product does with its results.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Store {
+    /// `out[row, j] = v`.
+    Plain,
+    /// `out[row, j] = max(0, v)` (the FFN's inner layer, §3.3).
+    Relu,
+    /// Columns `< q` to the queries `[rows, q]`, the rest (keys and values) into the
+    /// self-attention cache at the step's position: the decoder's fused Q/K/V product.
+    Split { q: u32, cap: u32 },
+}
+
+/// Where an attention's keys and values are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Keys {
+    /// The rows of the row's source (encoder self-attention, encoder–decoder attention).
+    Source,
+    /// The decoder's cache, positions `0..=t`, through the row's history (beam reordering).
+    Cache { cap: u32 },
+}
+
+/// The attention's layout: query stride and offset, key/value stride and offsets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct AttentionLayout {
+    pub qs: u32,
+    pub qo: u32,
+    pub kvs: u32,
+    pub ko: u32,
+    pub vo: u32,
+}
+
+/// Compiled pipelines by source: the same kernel serves every layer of its shape.
+pub(crate) struct Kernels {
+    gpu: Gpu,
+    /// Weights are stored as f16 (read as f32).
+    f16: bool,
+    pipelines: RefCell<HashMap<String, wgpu::ComputePipeline>>,
+}
+
+impl Kernels {
+    pub(crate) fn new(gpu: &Gpu, f16: bool) -> Kernels {
+        Kernels {
+            gpu: gpu.clone(),
+            f16,
+            pipelines: RefCell::new(HashMap::new()),
+        }
+    }
+
+    fn pipeline(&self, source: String) -> wgpu::ComputePipeline {
+        if let Some(p) = self.pipelines.borrow().get(&source) {
+            return p.clone();
+        }
+        let device = &self.gpu.device;
+        let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: None,
+            source: wgpu::ShaderSource::Wgsl(source.as_str().into()),
+        });
+        let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+            label: None,
+            layout: None,
+            module: &module,
+            entry_point: Some("main"),
+            compilation_options: Default::default(),
+            cache: None,
+        });
+        self.pipelines.borrow_mut().insert(source, pipeline.clone());
+        pipeline
+    }
+
+    fn weight_type(&self) -> String {
+        if self.f16 { "f16" } else { "f32" }.to_string()
+    }
+
+    /// Embedding × scale + position (+ focus).
+    pub(crate) fn embed(&self, d: usize, scale: f32) -> wgpu::ComputePipeline {
+        self.pipeline(fill(
+            EMBED,
+            &[("D", d.to_string()), ("SCALE", float(scale))],
+            false,
+        ))
+    }
+
+    /// `x [rows, k] · w [k, n] + b`, then `store`.
+    pub(crate) fn linear(&self, k: usize, n: usize, store: Store) -> wgpu::ComputePipeline {
+        let (bindings, body) = match store {
+            Store::Plain | Store::Relu => (
+                "@group(0) @binding(4) var<storage, read_write> out: array<f32>;".to_string(),
+                format!(
+                    "fn store(row: u32, j: u32, v: f32) {{ out[row * N + j] = {}; }}",
+                    if store == Store::Relu {
+                        "max(v, 0.0)"
+                    } else {
+                        "v"
+                    }
+                ),
+            ),
+            Store::Split { q, cap } => (
+                "@group(0) @binding(4) var<storage, read_write> q: array<f32>;\n\
+                 @group(0) @binding(5) var<storage, read_write> cache: array<f32>;"
+                    .to_string(),
+                format!(
+                    "fn store(row: u32, j: u32, v: f32) {{\n\
+                     \x20   if (j < {q}u) {{ q[row * {q}u + j] = v; }}\n\
+                     \x20   else {{ cache[(row * {cap}u + p.t) * (N - {q}u) + j - {q}u] = v; }}\n}}"
+                ),
+            ),
+        };
+        self.pipeline(fill(
+            LINEAR,
+            &[
+                ("K", k.to_string()),
+                ("N", n.to_string()),
+                ("RB", LINEAR_ROWS.to_string()),
+                ("CPT", LINEAR_COLUMNS.to_string()),
+                ("WTYPE", self.weight_type()),
+                ("BINDINGS", bindings),
+                ("STORE", body),
+            ],
+            self.f16,
+        ))
+    }
+
+    /// `res = LayerNorm(res + x [rows, k] · w [k, n] + b)`.
+    pub(crate) fn linear_norm(&self, k: usize, n: usize) -> wgpu::ComputePipeline {
+        self.pipeline(fill(
+            LINEAR_NORM,
+            &[
+                ("K", k.to_string()),
+                ("N", n.to_string()),
+                ("RB", NORM_ROWS.to_string()),
+                ("CPT", (n as u32).div_ceil(WG).to_string()),
+                ("WTYPE", self.weight_type()),
+            ],
+            self.f16,
+        ))
+    }
+
+    /// Multi-head attention of each row, a workgroup per (head, row).
+    pub(crate) fn attention(
+        &self,
+        heads: usize,
+        d_k: usize,
+        d_v: usize,
+        layout: AttentionLayout,
+        keys: Keys,
+    ) -> wgpu::ComputePipeline {
+        let (entry, cap) = match keys {
+            Keys::Source => (
+                "fn key_count(r: u32) -> u32 { _ = arrayLength(&history); return sources[rows[r].src].len; }\n\
+                 fn key_row(r: u32, j: u32) -> u32 { return sources[rows[r].src].offset + j; }",
+                1,
+            ),
+            Keys::Cache { cap } => (
+                "fn key_count(r: u32) -> u32 { _ = arrayLength(&sources); _ = arrayLength(&rows); return p.t + 1u; }\n\
+                 fn key_row(r: u32, j: u32) -> u32 { return history[r * CAP + j] * CAP + j; }",
+                cap,
+            ),
+        };
+        let scale = (d_k as f64).sqrt() as f32;
+        self.pipeline(fill(
+            ATTENTION,
+            &[
+                ("KEYS", format!("{keys:?}")),
+                ("ENTRY", entry.to_string()),
+                ("H", heads.to_string()),
+                ("DK", d_k.to_string()),
+                ("DV", d_v.to_string()),
+                ("QS", layout.qs.to_string()),
+                ("QO", layout.qo.to_string()),
+                ("KVS", layout.kvs.to_string()),
+                ("KO", layout.ko.to_string()),
+                ("VO", layout.vo.to_string()),
+                ("CAP", cap.to_string()),
+                ("MAXN", MAX_KEYS.to_string()),
+                ("SCALE", float(scale)),
+            ],
+            false,
+        ))
+    }
+
+    /// Each row's history of cache rows after beam reordering.
+    pub(crate) fn history(&self, cap: u32) -> wgpu::ComputePipeline {
+        self.pipeline(fill(HISTORY, &[("CAP", cap.to_string())], false))
+    }
+
+    /// Log-softmax and the `k` best allowed tokens of each row.
+    pub(crate) fn select(&self, vocab: usize, k: usize) -> wgpu::ComputePipeline {
+        self.pipeline(fill(
+            SELECT,
+            &[
+                ("V", vocab.to_string()),
+                ("KSEL", k.to_string()),
+                ("WORDS", vocab.div_ceil(32).to_string()),
+                ("PAD", transduce::tokenizer::PAD.to_string()),
+                ("BOS", transduce::tokenizer::BOS.to_string()),
+            ],
+            false,
+        ))
+    }
+}

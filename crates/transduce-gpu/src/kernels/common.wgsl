@@ -1,0 +1,28 @@
+// Shared by every kernel. Constants written as {NAME} are filled in per model (kernels.rs).
+
+// What changes from one dispatch of a recorded step to the next: written once per step.
+struct Params {
+    // Rows of the batch (decoder rows, or source tokens for the encoder).
+    rows: u32,
+    // Decoder position being fed (0 for BOS).
+    t: u32,
+    // Bit 0: the rows carry allowed-token masks.
+    flags: u32,
+    pad: u32,
+}
+
+// One row of the batch: its input token, its source, its position, the row of the previous
+// step it continues (beam reordering), and its word focus (-1: none).
+struct Row {
+    token: u32,
+    src: u32,
+    pos: u32,
+    parent: u32,
+    focus: i32,
+}
+
+// A source's first encoder row and its length (sources are stored unpadded).
+struct Source {
+    offset: u32,
+    len: u32,
+}

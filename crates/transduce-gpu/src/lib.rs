@@ -1,0 +1,146 @@
+//! The Transformer's decoder (§6.1) on the GPU, through wgpu: the GPU counterpart of the
+//! host decoder ([`transduce::host`]), with no tensor framework in the loop.
+//!
+//! The recipe of the fast GPU engines: weights uploaded once; buffers and bind groups made
+//! once per shape class; the self-attention cache preallocated and written in place;
+//! encoder–decoder keys and values computed once per source and shared by its beams; beam
+//! reordering as an index (each row's history of cache rows), never a copy of the cache;
+//! fused kernels (Q/K/V in one product writing the cache, attention over the cache, output
+//! projection with residual and LayerNorm, the FFN's ReLU in its first product); the output
+//! projection, log-softmax and per-row top-k on the GPU. A step is one command encoder and
+//! one submit, and the only read back is each row's k candidates (token, log-probability).
+//! Sentences × beams are the rows of one step. The search itself (which beams live on,
+//! finished hypotheses, the length penalty, early stopping) is the host's
+//! [`transduce::decode::BeamSearch`], so both decoders choose alike from alike scores.
+//!
+//! The same WGSL runs natively (Vulkan, Metal, DX12: the CLI) and in the browser (WebGPU).
+
+mod device;
+mod kernels;
+mod search;
+mod weights;
+mod workspace;
+
+use std::cell::{Cell, RefCell};
+
+pub use device::{AdapterSummary, Gpu};
+pub use workspace::Counts;
+
+use transduce::config::Positional;
+use transduce::embedding::sinusoid_table;
+use transduce::{HostModel, ModelConfig, Result};
+use wgpu::util::DeviceExt;
+
+use kernels::Kernels;
+use weights::Weights;
+use workspace::Workspace;
+
+/// Position tables: the model's learned ones (source, target), or §3.5's sinusoids.
+enum Positions {
+    Learned(Vec<f32>, Vec<f32>),
+    Sinusoid,
+}
+
+/// A model on the GPU, ready to decode.
+pub struct GpuModel {
+    gpu: Gpu,
+    config: ModelConfig,
+    weights: Weights,
+    kernels: Kernels,
+    positions: Positions,
+    /// The last shape class's buffers, reused while batches fit. Taken out while a batch
+    /// decodes, so two interleaved batches (in the browser) each have their own.
+    workspace: RefCell<Option<Workspace>>,
+    counts: Cell<Counts>,
+}
+
+impl GpuModel {
+    /// Uploads `host`'s weights to `gpu` (f16 where the device has `shader-f16` and the
+    /// weights are f16 values, as in f16 bundles).
+    pub fn new(gpu: &Gpu, host: &HostModel) -> GpuModel {
+        let weights = Weights::upload(gpu, host, gpu.f16);
+        let config = host.config().clone();
+        let positions = match config.positional {
+            Positional::Learned => {
+                let (src, tgt) = host.position_tables(config.max_len);
+                Positions::Learned(src, tgt)
+            }
+            Positional::Sinusoid => Positions::Sinusoid,
+        };
+        GpuModel {
+            kernels: Kernels::new(gpu, weights.f16),
+            gpu: gpu.clone(),
+            config,
+            weights,
+            positions,
+            workspace: RefCell::new(None),
+            counts: Cell::new(Counts::default()),
+        }
+    }
+
+    /// The model's hyper-parameters.
+    pub fn config(&self) -> &ModelConfig {
+        &self.config
+    }
+
+    /// The device it runs on.
+    pub fn gpu(&self) -> &Gpu {
+        &self.gpu
+    }
+
+    /// Weights are held in f16.
+    pub fn f16(&self) -> bool {
+        self.weights.f16
+    }
+
+    /// Bytes of weights on the GPU.
+    pub fn weight_bytes(&self) -> u64 {
+        self.weights.bytes
+    }
+
+    /// What the decoder has counted since it was made (or last reset).
+    pub fn counts(&self) -> Counts {
+        self.counts.get()
+    }
+
+    /// Starts counting afresh.
+    pub fn reset_counts(&self) {
+        self.counts.set(Counts::default());
+    }
+
+    fn position_tables(&self, rows: usize) -> (Vec<f32>, Vec<f32>) {
+        match &self.positions {
+            Positions::Learned(src, tgt) => (src.clone(), tgt.clone()),
+            Positions::Sinusoid => {
+                let table = sinusoid_table(0, rows, self.config.d_model);
+                (table.clone(), table)
+            }
+        }
+    }
+
+    fn upload(&self, values: &[f32]) -> wgpu::Buffer {
+        let mut bytes: &[u8] = bytemuck::cast_slice(values);
+        if bytes.is_empty() {
+            bytes = &[0; 4];
+        }
+        self.gpu
+            .device
+            .create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                label: None,
+                contents: bytes,
+                usage: wgpu::BufferUsages::STORAGE,
+            })
+    }
+
+    /// A workspace for `shape`: the cached one if it fits, else a new one.
+    fn take_workspace(&self, shape: workspace::Shape) -> Result<Workspace> {
+        match self.workspace.borrow_mut().take() {
+            Some(ws) if ws.shape.fits(&shape) => Ok(ws),
+            _ => Workspace::new(self, shape),
+        }
+    }
+
+    fn give_back(&self, ws: Workspace) {
+        *self.workspace.borrow_mut() = Some(ws);
+    }
+}

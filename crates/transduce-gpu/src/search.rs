@@ -1,0 +1,275 @@
+//! Greedy and beam search (§6.1) over the GPU decoder's steps, with the constrained
+//! decoding of parsing (§6.3): each row's allowed tokens go to the GPU as a bit mask and
+//! are applied before the top-k.
+
+use transduce::decode::{
+    self, BeamSearch, Constraint, DecodeOptions, Hypothesis, RowView, length_penalty, search_mask,
+};
+use transduce::tokenizer::{BOS, EOS};
+use transduce::{Error, Result};
+
+use crate::GpuModel;
+use crate::kernels::MAX_KEYS;
+use crate::workspace::{Candidate, Counts, NONE, Row, Shape, Workspace};
+
+/// A batch's decoding on the GPU: its workspace and counters.
+struct Run<'a> {
+    model: &'a GpuModel,
+    ws: Workspace,
+    counts: Counts,
+    vocab: usize,
+}
+
+impl<'a> Run<'a> {
+    /// Checks the sources, makes (or reuses) the workspace and runs the encoder.
+    fn start(
+        model: &'a GpuModel,
+        sources: &[Vec<u32>],
+        options: &DecodeOptions,
+        constraint: Option<&dyn Constraint>,
+        k: usize,
+    ) -> Result<(Run<'a>, Vec<usize>)> {
+        options.validate()?;
+        let c = &model.config;
+        decode::check_sources(c, sources)?;
+        decode::check_focus(c, constraint)?;
+        let limits: Vec<usize> = sources
+            .iter()
+            .map(|s| decode::max_output_len(c, s.len(), options))
+            .collect();
+        let cap = limits.iter().copied().max().unwrap_or(1);
+        let longest = sources.iter().map(Vec::len).max().unwrap_or(1);
+        if cap > MAX_KEYS || longest > MAX_KEYS {
+            return Err(Error::Input(format!(
+                "the GPU decoder attends over at most {MAX_KEYS} positions; this batch needs \
+                 {}: decode it on the CPU",
+                cap.max(longest)
+            )));
+        }
+        let shape = Shape {
+            sources: sources.len(),
+            source_rows: sources.iter().map(Vec::len).sum(),
+            rows: sources.len() * options.beam.max(1),
+            cap,
+            k,
+            positions: cap.max(longest),
+        };
+        let ws = model.take_workspace(shape)?;
+        let mut run = Run {
+            model,
+            ws,
+            counts: Counts::default(),
+            vocab: c.vocab_size,
+        };
+        run.ws.encode(model, sources, &mut run.counts);
+        Ok((run, limits))
+    }
+
+    /// One step over `views` (sentence, prefix, length limit per row), feeding `last`;
+    /// `parents[r]` is the previous step's row that row r continues.
+    async fn step(
+        &mut self,
+        t: usize,
+        views: &[RowView<'_>],
+        last: &[u32],
+        parents: &[usize],
+        constraint: Option<&dyn Constraint>,
+    ) -> Result<Vec<Candidate>> {
+        let focus = if self.model.config.word_focus {
+            decode::focus_rows(constraint, views.iter().map(|v| (v.sentence, v.prefix)))
+        } else {
+            None
+        };
+        let rows: Vec<Row> = views
+            .iter()
+            .enumerate()
+            .map(|(r, v)| Row {
+                token: last[r],
+                src: v.sentence as u32,
+                pos: t as u32,
+                parent: parents[r] as u32,
+                focus: focus.as_ref().map_or(-1, |f| f[r]),
+            })
+            .collect();
+        let masks: Vec<Option<Vec<bool>>> = views
+            .iter()
+            .map(|&v| search_mask(constraint, v, self.vocab))
+            .collect();
+        let words = self.ws.words();
+        let bits = if masks.iter().all(Option::is_none) {
+            Vec::new()
+        } else {
+            let mut bits = vec![u32::MAX; views.len() * words];
+            for (r, mask) in masks.iter().enumerate() {
+                if let Some(mask) = mask {
+                    let row = &mut bits[r * words..(r + 1) * words];
+                    row.fill(0);
+                    for (id, _) in mask.iter().enumerate().filter(|(_, ok)| **ok) {
+                        row[id / 32] |= 1 << (id % 32);
+                    }
+                }
+            }
+            bits
+        };
+        self.ws
+            .step(self.model, t, &rows, &bits, &mut self.counts)
+            .await
+    }
+
+    fn finish(self) {
+        let mut total = self.model.counts.get();
+        let c = self.counts;
+        total.steps += c.steps;
+        total.dispatches += c.dispatches;
+        total.submits += c.submits;
+        total.readback_bytes += c.readback_bytes;
+        total.upload_bytes += c.upload_bytes;
+        total.encoder_passes += c.encoder_passes;
+        total.encoder_dispatches += c.encoder_dispatches;
+        self.model.counts.set(total);
+        self.model.give_back(self.ws);
+    }
+}
+
+impl GpuModel {
+    /// The best output ids of each source: greedy for `beam <= 1`, beam search otherwise.
+    pub async fn best_outputs(
+        &self,
+        sources: &[Vec<u32>],
+        options: &DecodeOptions,
+        constraint: Option<&dyn Constraint>,
+    ) -> Result<Vec<Vec<u32>>> {
+        if options.beam <= 1 {
+            Ok(self
+                .greedy(sources, options, constraint)
+                .await?
+                .into_iter()
+                .map(|h| h.tokens)
+                .collect())
+        } else {
+            Ok(self
+                .beam_search(sources, options, constraint)
+                .await?
+                .into_iter()
+                .map(|hyps| {
+                    hyps.into_iter()
+                        .next()
+                        .map(|h| h.tokens)
+                        .unwrap_or_default()
+                })
+                .collect())
+        }
+    }
+
+    /// Greedy decoding: the most probable allowed token at every step. A row that reaches
+    /// its length limit must emit EOS there; finished rows leave the batch.
+    pub async fn greedy(
+        &self,
+        sources: &[Vec<u32>],
+        options: &DecodeOptions,
+        constraint: Option<&dyn Constraint>,
+    ) -> Result<Vec<Hypothesis>> {
+        let greedy = DecodeOptions {
+            beam: 1,
+            ..options.clone()
+        };
+        let (mut run, limits) = Run::start(self, sources, &greedy, constraint, 1)?;
+        let mut outputs: Vec<Hypothesis> = sources
+            .iter()
+            .map(|_| Hypothesis {
+                tokens: Vec::new(),
+                log_prob: 0.0,
+                score: 0.0,
+            })
+            .collect();
+        let mut active: Vec<usize> = (0..sources.len()).collect();
+        let mut last = vec![BOS; sources.len()];
+        let mut parents: Vec<usize> = (0..sources.len()).collect();
+        let mut t = 0;
+        while !active.is_empty() {
+            let views: Vec<RowView> = active
+                .iter()
+                .enumerate()
+                .map(|(index, &s)| RowView {
+                    index,
+                    sentence: s,
+                    prefix: &outputs[s].tokens,
+                    last_position: outputs[s].tokens.len() + 1 >= limits[s],
+                })
+                .collect();
+            let picks = run.step(t, &views, &last, &parents, constraint).await;
+            let picks = match picks {
+                Ok(p) => p,
+                Err(e) => {
+                    run.finish();
+                    return Err(e);
+                }
+            };
+            let mut next_active = Vec::with_capacity(active.len());
+            parents.clear();
+            last.clear();
+            for (r, (&s, pick)) in active.iter().zip(picks).enumerate() {
+                let (token, lp) = match pick.id {
+                    NONE => (EOS, f64::NEG_INFINITY),
+                    id => (id, pick.log_prob as f64),
+                };
+                let out = &mut outputs[s];
+                out.log_prob += lp;
+                if token == EOS || !lp.is_finite() {
+                    let len = out.tokens.len() + 1;
+                    out.score = out.log_prob / length_penalty(len, options.alpha);
+                } else {
+                    out.tokens.push(token);
+                    parents.push(r);
+                    next_active.push(s);
+                    last.push(token);
+                }
+            }
+            active = next_active;
+            t += 1;
+        }
+        run.finish();
+        Ok(outputs)
+    }
+
+    /// Beam search with the GNMT length penalty (§6.1): each row's 2k best extensions are
+    /// ranked on the GPU, the search's bookkeeping is [`BeamSearch`]'s. Returns each
+    /// sentence's finished hypotheses, best first.
+    pub async fn beam_search(
+        &self,
+        sources: &[Vec<u32>],
+        options: &DecodeOptions,
+        constraint: Option<&dyn Constraint>,
+    ) -> Result<Vec<Vec<Hypothesis>>> {
+        let k = options.beam.max(1);
+        let (mut run, limits) = Run::start(self, sources, options, constraint, 2 * k)?;
+        let mut search = BeamSearch::new(limits, options)?;
+        let mut last = vec![BOS; sources.len()];
+        let mut parents: Vec<usize> = (0..sources.len()).collect();
+        let mut t = 0;
+        while !search.is_done() {
+            let views = search.row_views();
+            let candidates = match run.step(t, &views, &last, &parents, constraint).await {
+                Ok(c) => c,
+                Err(e) => {
+                    run.finish();
+                    return Err(e);
+                }
+            };
+            drop(views);
+            let per_row = 2 * k;
+            (parents, last) = search.advance(|row, beam, base, n, out| {
+                let ranked = &candidates[row.index * per_row..(row.index + 1) * per_row];
+                for c in ranked.iter().take(n) {
+                    if c.id == NONE || !c.log_prob.is_finite() {
+                        break;
+                    }
+                    out.push((base + c.log_prob as f64, beam, c.id));
+                }
+            });
+            t += 1;
+        }
+        run.finish();
+        Ok(search.finish())
+    }
+}

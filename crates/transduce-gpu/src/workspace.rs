@@ -1,0 +1,643 @@
+//! One shape class's buffers and bind groups, and the recording of the encoder pass and
+//! of a decoder step (§3.1, §6.1).
+//!
+//! A shape class is (sources, source rows, decoder rows, positions, candidates per row):
+//! its buffers and bind groups are made once and reused by every step and by later batches
+//! that fit. A step is one command encoder and one submit: the history of each row (beam
+//! reordering as an index), then embedding, the decoder layers, the output projection, the
+//! log-softmax and the top-k, then the copy of the candidates to a mappable buffer.
+
+use bytemuck::{Pod, Zeroable};
+use transduce::{Error, Result};
+
+use crate::GpuModel;
+use crate::kernels::{self, AttentionLayout, Keys, Store};
+
+/// Mirrors `Params` in common.wgsl.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+pub(crate) struct Params {
+    pub rows: u32,
+    pub t: u32,
+    pub flags: u32,
+    pub pad: u32,
+}
+
+/// Mirrors `Row` in common.wgsl.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+pub(crate) struct Row {
+    pub token: u32,
+    pub src: u32,
+    pub pos: u32,
+    pub parent: u32,
+    pub focus: i32,
+}
+
+/// Mirrors `Source` in common.wgsl.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+pub(crate) struct Source {
+    pub offset: u32,
+    pub len: u32,
+}
+
+/// Mirrors `Candidate` in select.wgsl.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+pub(crate) struct Candidate {
+    pub log_prob: f32,
+    pub id: u32,
+}
+
+/// The id of "no candidate left".
+pub(crate) const NONE: u32 = u32::MAX;
+
+/// The sizes a workspace was made for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Shape {
+    pub sources: usize,
+    pub source_rows: usize,
+    pub rows: usize,
+    /// Positions per row (the longest output, EOS included).
+    pub cap: usize,
+    /// Candidates per row.
+    pub k: usize,
+    /// Rows of the position tables: the longest source or output.
+    pub positions: usize,
+}
+
+impl Shape {
+    /// A workspace of this shape serves a batch of `other`'s.
+    pub(crate) fn fits(&self, other: &Shape) -> bool {
+        self.sources >= other.sources
+            && self.source_rows >= other.source_rows
+            && self.rows >= other.rows
+            && self.cap >= other.cap
+            && self.positions >= other.positions
+            && self.k == other.k
+    }
+}
+
+/// A recorded dispatch: pipeline, bind group, and how its grid follows the row count.
+struct Dispatch {
+    pipeline: wgpu::ComputePipeline,
+    bind_group: wgpu::BindGroup,
+    grid: Grid,
+}
+
+#[derive(Clone, Copy)]
+enum Grid {
+    /// One workgroup per row.
+    Rows,
+    /// `(x, ceil(rows / y))`: column blocks × row blocks.
+    Blocks(u32, u32),
+    /// `(heads, rows)`.
+    Heads(u32),
+    /// One thread per (row, position): `ceil(rows·cap / 64)`.
+    History(u32),
+}
+
+impl Grid {
+    fn size(self, rows: u32) -> (u32, u32, u32) {
+        match self {
+            Grid::Rows => (rows, 1, 1),
+            Grid::Blocks(x, y) => (x, rows.div_ceil(y), 1),
+            Grid::Heads(h) => (h, rows, 1),
+            Grid::History(cap) => ((rows * cap).div_ceil(kernels::WG), 1, 1),
+        }
+    }
+}
+
+/// What the decoder counted, for `transduce bench` and docs/BENCHMARKS.md.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Decoder steps run.
+    pub steps: u64,
+    /// Kernel dispatches of those steps.
+    pub dispatches: u64,
+    /// Queue submits of those steps.
+    pub submits: u64,
+    /// Bytes read back to the host by those steps.
+    pub readback_bytes: u64,
+    /// Bytes written to the GPU by those steps (rows, masks, parameters).
+    pub upload_bytes: u64,
+    /// Encoder passes (one per batch) and their dispatches.
+    pub encoder_passes: u64,
+    pub encoder_dispatches: u64,
+}
+
+impl Counts {
+    /// Per decoder step: (dispatches, submits, readback bytes).
+    pub fn per_step(&self) -> (f64, f64, f64) {
+        let s = self.steps.max(1) as f64;
+        (
+            self.dispatches as f64 / s,
+            self.submits as f64 / s,
+            self.readback_bytes as f64 / s,
+        )
+    }
+}
+
+pub(crate) struct Workspace {
+    pub shape: Shape,
+    enc_params: wgpu::Buffer,
+    dec_params: wgpu::Buffer,
+    enc_rows: wgpu::Buffer,
+    dec_rows: wgpu::Buffer,
+    sources: wgpu::Buffer,
+    masks: wgpu::Buffer,
+    history: wgpu::Buffer,
+    next_history: wgpu::Buffer,
+    candidates: wgpu::Buffer,
+    staging: wgpu::Buffer,
+    encoder: Vec<Dispatch>,
+    history_step: Dispatch,
+    step: Vec<Dispatch>,
+    /// Mask words per row.
+    words: usize,
+}
+
+fn storage(gpu: &crate::Gpu, bytes: usize, extra: wgpu::BufferUsages) -> wgpu::Buffer {
+    gpu.device.create_buffer(&wgpu::BufferDescriptor {
+        label: None,
+        // Bindings must not be empty.
+        size: (bytes.max(4) as u64).next_multiple_of(4),
+        usage: wgpu::BufferUsages::STORAGE | extra,
+        mapped_at_creation: false,
+    })
+}
+
+fn uniform(gpu: &crate::Gpu) -> wgpu::Buffer {
+    gpu.device.create_buffer(&wgpu::BufferDescriptor {
+        label: None,
+        size: std::mem::size_of::<Params>() as u64,
+        usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+        mapped_at_creation: false,
+    })
+}
+
+fn bind(
+    gpu: &crate::Gpu,
+    pipeline: &wgpu::ComputePipeline,
+    buffers: &[&wgpu::Buffer],
+    grid: Grid,
+) -> Dispatch {
+    let layout = pipeline.get_bind_group_layout(0);
+    let entries: Vec<wgpu::BindGroupEntry> = buffers
+        .iter()
+        .enumerate()
+        .map(|(i, b)| wgpu::BindGroupEntry {
+            binding: i as u32,
+            resource: b.as_entire_binding(),
+        })
+        .collect();
+    let bind_group = gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {
+        label: None,
+        layout: &layout,
+        entries: &entries,
+    });
+    Dispatch {
+        pipeline: pipeline.clone(),
+        bind_group,
+        grid,
+    }
+}
+
+fn record(pass: &mut wgpu::ComputePass<'_>, dispatches: &[Dispatch], rows: u32) {
+    for d in dispatches {
+        let (x, y, z) = d.grid.size(rows);
+        pass.set_pipeline(&d.pipeline);
+        pass.set_bind_group(0, &d.bind_group, &[]);
+        pass.dispatch_workgroups(x, y, z);
+    }
+}
+
+impl Workspace {
+    /// Buffers and bind groups for batches of `shape` on `model`.
+    pub(crate) fn new(model: &GpuModel, shape: Shape) -> Result<Workspace> {
+        let gpu = &model.gpu;
+        let c = &model.config;
+        let k = &model.kernels;
+        let w = &model.weights;
+        let (d, dff, h) = (c.d_model, c.d_ff, c.n_heads);
+        let (hk, hv) = (h * c.d_k, h * c.d_v);
+        let vocab = c.vocab_size;
+        let limits = gpu.limits();
+        let max_rows = limits.max_compute_workgroups_per_dimension as usize;
+        if shape.rows > max_rows || shape.source_rows > max_rows {
+            return Err(Error::Input(format!(
+                "a batch of {} decoder rows over {} source tokens is more than the GPU \
+                 decoder runs at once ({max_rows}): decode it in smaller batches",
+                shape.rows, shape.source_rows
+            )));
+        }
+        let (rows, srows, cap) = (shape.rows, shape.source_rows, shape.cap);
+        let f32s = |n: usize| n * 4;
+        let none = wgpu::BufferUsages::empty();
+        let dst = wgpu::BufferUsages::COPY_DST;
+        let width = hk + hk + hv;
+        let biggest = rows.max(srows);
+
+        let enc_params = uniform(gpu);
+        let dec_params = uniform(gpu);
+        let enc_rows = storage(gpu, srows * std::mem::size_of::<Row>(), dst);
+        let dec_rows = storage(gpu, rows * std::mem::size_of::<Row>(), dst);
+        let sources = storage(gpu, shape.sources * std::mem::size_of::<Source>(), dst);
+        let words = vocab.div_ceil(32);
+        let masks = storage(gpu, rows * words * 4, dst);
+        let history = storage(gpu, rows * cap * 4, dst);
+        let next_history = storage(gpu, rows * cap * 4, wgpu::BufferUsages::COPY_SRC);
+        let cand_bytes = rows * shape.k * std::mem::size_of::<Candidate>();
+        let candidates = storage(gpu, cand_bytes, wgpu::BufferUsages::COPY_SRC);
+        let staging = gpu.device.create_buffer(&wgpu::BufferDescriptor {
+            label: None,
+            size: (cand_bytes.max(4) as u64).next_multiple_of(4),
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let memory = storage(gpu, f32s(srows * d), none);
+        let x = storage(gpu, f32s(rows * d), none);
+        let qkv = storage(gpu, f32s(biggest * width), none);
+        let context = storage(gpu, f32s(biggest * hv), none);
+        let hidden = storage(gpu, f32s(biggest * dff), none);
+        let logits = storage(gpu, f32s(rows * vocab), none);
+        let cross: Vec<wgpu::Buffer> = w
+            .decoder
+            .iter()
+            .map(|_| storage(gpu, f32s(srows * (hk + hv)), none))
+            .collect();
+        let caches: Vec<wgpu::Buffer> = w
+            .decoder
+            .iter()
+            .map(|_| storage(gpu, f32s(rows * cap * (hk + hv)), none))
+            .collect();
+        let positions = {
+            let (src, tgt) = model.position_tables(shape.positions);
+            (model.upload(&src), model.upload(&tgt))
+        };
+
+        let scale = (d as f64).sqrt() as f32;
+        let embed = k.embed(d, scale);
+        let blocks = |n: usize| {
+            Grid::Blocks(
+                (n as u32).div_ceil(kernels::WG * kernels::LINEAR_COLUMNS),
+                kernels::LINEAR_ROWS,
+            )
+        };
+        let norm_grid = Grid::Blocks(1, kernels::NORM_ROWS);
+
+        // The encoder pass (§3.1), then each decoder layer's keys and values of the sources.
+        let mut encoder = Vec::new();
+        encoder.push(bind(
+            gpu,
+            &embed,
+            &[
+                &enc_params,
+                &enc_rows,
+                &w.src_embedding,
+                &positions.0,
+                &sources,
+                &positions.0,
+                &memory,
+            ],
+            Grid::Rows,
+        ));
+        let source_layout = |qs, kvs, ko, vo| AttentionLayout {
+            qs,
+            qo: 0,
+            kvs,
+            ko,
+            vo,
+        };
+        let enc_attention = k.attention(
+            h,
+            c.d_k,
+            c.d_v,
+            source_layout(width as u32, width as u32, hk as u32, 2 * hk as u32),
+            Keys::Source,
+        );
+        for l in &w.encoder {
+            encoder.push(bind(
+                gpu,
+                &k.linear(l.qkv.k, l.qkv.n, Store::Plain),
+                &[&enc_params, &memory, &l.qkv.w, &l.qkv.b, &qkv],
+                blocks(l.qkv.n),
+            ));
+            encoder.push(bind(
+                gpu,
+                &enc_attention,
+                &[
+                    &enc_params,
+                    &enc_rows,
+                    &sources,
+                    &history,
+                    &qkv,
+                    &qkv,
+                    &context,
+                ],
+                Grid::Heads(h as u32),
+            ));
+            encoder.push(bind(
+                gpu,
+                &k.linear_norm(l.o.k, l.o.n),
+                &[
+                    &enc_params,
+                    &context,
+                    &l.o.w,
+                    &l.o.b,
+                    &l.attn_norm.gamma,
+                    &l.attn_norm.beta,
+                    &memory,
+                ],
+                norm_grid,
+            ));
+            encoder.push(bind(
+                gpu,
+                &k.linear(l.fc1.k, l.fc1.n, Store::Relu),
+                &[&enc_params, &memory, &l.fc1.w, &l.fc1.b, &hidden],
+                blocks(l.fc1.n),
+            ));
+            encoder.push(bind(
+                gpu,
+                &k.linear_norm(l.fc2.k, l.fc2.n),
+                &[
+                    &enc_params,
+                    &hidden,
+                    &l.fc2.w,
+                    &l.fc2.b,
+                    &l.ffn_norm.gamma,
+                    &l.ffn_norm.beta,
+                    &memory,
+                ],
+                norm_grid,
+            ));
+        }
+        for (l, kv) in w.decoder.iter().zip(&cross) {
+            encoder.push(bind(
+                gpu,
+                &k.linear(l.cross_kv.k, l.cross_kv.n, Store::Plain),
+                &[&enc_params, &memory, &l.cross_kv.w, &l.cross_kv.b, kv],
+                blocks(l.cross_kv.n),
+            ));
+        }
+
+        // The decoder step (§3.1): masked self-attention over the cache, encoder–decoder
+        // attention, FFN; then the output projection (§3.4) and the top-k.
+        let history_step = bind(
+            gpu,
+            &k.history(cap as u32),
+            &[&dec_params, &dec_rows, &history, &next_history],
+            Grid::History(cap as u32),
+        );
+        let mut step = vec![bind(
+            gpu,
+            &embed,
+            &[
+                &dec_params,
+                &dec_rows,
+                &w.tgt_embedding,
+                &positions.1,
+                &sources,
+                &memory,
+                &x,
+            ],
+            Grid::Rows,
+        )];
+        let self_attention = k.attention(
+            h,
+            c.d_k,
+            c.d_v,
+            source_layout(hk as u32, (hk + hv) as u32, 0, hk as u32),
+            Keys::Cache { cap: cap as u32 },
+        );
+        let cross_attention = k.attention(
+            h,
+            c.d_k,
+            c.d_v,
+            source_layout(hk as u32, (hk + hv) as u32, 0, hk as u32),
+            Keys::Source,
+        );
+        for ((l, kv), cache) in w.decoder.iter().zip(&cross).zip(&caches) {
+            let split = Store::Split {
+                q: hk as u32,
+                cap: cap as u32,
+            };
+            step.push(bind(
+                gpu,
+                &k.linear(l.qkv.k, l.qkv.n, split),
+                &[&dec_params, &x, &l.qkv.w, &l.qkv.b, &qkv, cache],
+                blocks(l.qkv.n),
+            ));
+            step.push(bind(
+                gpu,
+                &self_attention,
+                &[
+                    &dec_params,
+                    &dec_rows,
+                    &sources,
+                    &history,
+                    &qkv,
+                    cache,
+                    &context,
+                ],
+                Grid::Heads(h as u32),
+            ));
+            step.push(bind(
+                gpu,
+                &k.linear_norm(l.o.k, l.o.n),
+                &[
+                    &dec_params,
+                    &context,
+                    &l.o.w,
+                    &l.o.b,
+                    &l.self_norm.gamma,
+                    &l.self_norm.beta,
+                    &x,
+                ],
+                norm_grid,
+            ));
+            step.push(bind(
+                gpu,
+                &k.linear(l.cross_q.k, l.cross_q.n, Store::Plain),
+                &[&dec_params, &x, &l.cross_q.w, &l.cross_q.b, &qkv],
+                blocks(l.cross_q.n),
+            ));
+            step.push(bind(
+                gpu,
+                &cross_attention,
+                &[
+                    &dec_params,
+                    &dec_rows,
+                    &sources,
+                    &history,
+                    &qkv,
+                    kv,
+                    &context,
+                ],
+                Grid::Heads(h as u32),
+            ));
+            step.push(bind(
+                gpu,
+                &k.linear_norm(l.cross_o.k, l.cross_o.n),
+                &[
+                    &dec_params,
+                    &context,
+                    &l.cross_o.w,
+                    &l.cross_o.b,
+                    &l.cross_norm.gamma,
+                    &l.cross_norm.beta,
+                    &x,
+                ],
+                norm_grid,
+            ));
+            step.push(bind(
+                gpu,
+                &k.linear(l.fc1.k, l.fc1.n, Store::Relu),
+                &[&dec_params, &x, &l.fc1.w, &l.fc1.b, &hidden],
+                blocks(l.fc1.n),
+            ));
+            step.push(bind(
+                gpu,
+                &k.linear_norm(l.fc2.k, l.fc2.n),
+                &[
+                    &dec_params,
+                    &hidden,
+                    &l.fc2.w,
+                    &l.fc2.b,
+                    &l.ffn_norm.gamma,
+                    &l.ffn_norm.beta,
+                    &x,
+                ],
+                norm_grid,
+            ));
+        }
+        let out = &w.output;
+        step.push(bind(
+            gpu,
+            &k.linear(out.k, out.n, Store::Plain),
+            &[&dec_params, &x, &out.w, &out.b, &logits],
+            blocks(out.n),
+        ));
+        step.push(bind(
+            gpu,
+            &k.select(vocab, shape.k),
+            &[&dec_params, &logits, &masks, &candidates],
+            Grid::Rows,
+        ));
+
+        Ok(Workspace {
+            shape,
+            enc_params,
+            dec_params,
+            enc_rows,
+            dec_rows,
+            sources,
+            masks,
+            history,
+            next_history,
+            candidates,
+            staging,
+            encoder,
+            history_step,
+            step,
+            words,
+        })
+    }
+
+    /// Mask words per row.
+    pub(crate) fn words(&self) -> usize {
+        self.words
+    }
+
+    /// Runs the encoder over `sources` (one submit, nothing read back).
+    pub(crate) fn encode(&self, model: &GpuModel, sources: &[Vec<u32>], counts: &mut Counts) {
+        let gpu = &model.gpu;
+        let mut table = Vec::with_capacity(sources.len());
+        let mut rows = Vec::new();
+        for (s, src) in sources.iter().enumerate() {
+            table.push(Source {
+                offset: rows.len() as u32,
+                len: src.len() as u32,
+            });
+            rows.extend(src.iter().enumerate().map(|(i, &token)| Row {
+                token,
+                src: s as u32,
+                pos: i as u32,
+                parent: 0,
+                focus: -1,
+            }));
+        }
+        let n = rows.len() as u32;
+        gpu.queue
+            .write_buffer(&self.sources, 0, bytemuck::cast_slice(&table));
+        gpu.queue
+            .write_buffer(&self.enc_rows, 0, bytemuck::cast_slice(&rows));
+        let params = Params {
+            rows: n,
+            ..Params::default()
+        };
+        gpu.queue
+            .write_buffer(&self.enc_params, 0, bytemuck::bytes_of(&params));
+        let mut encoder = gpu.device.create_command_encoder(&Default::default());
+        {
+            let mut pass = encoder.begin_compute_pass(&Default::default());
+            record(&mut pass, &self.encoder, n);
+        }
+        gpu.queue.submit([encoder.finish()]);
+        counts.encoder_passes += 1;
+        counts.encoder_dispatches += self.encoder.len() as u64;
+    }
+
+    /// One decoder step at position `t` over `rows`, with each row's allowed-token mask
+    /// (`masks`: `rows × words` bits, empty when no row is restricted). Returns each row's
+    /// `shape.k` best candidates.
+    pub(crate) async fn step(
+        &self,
+        model: &GpuModel,
+        t: usize,
+        rows: &[Row],
+        masks: &[u32],
+        counts: &mut Counts,
+    ) -> Result<Vec<Candidate>> {
+        let gpu = &model.gpu;
+        let n = rows.len() as u32;
+        let params = Params {
+            rows: n,
+            t: t as u32,
+            flags: u32::from(!masks.is_empty()),
+            pad: 0,
+        };
+        gpu.queue
+            .write_buffer(&self.dec_params, 0, bytemuck::bytes_of(&params));
+        gpu.queue
+            .write_buffer(&self.dec_rows, 0, bytemuck::cast_slice(rows));
+        let mut uploaded = std::mem::size_of_val(&params) + std::mem::size_of_val(rows);
+        if !masks.is_empty() {
+            gpu.queue
+                .write_buffer(&self.masks, 0, bytemuck::cast_slice(masks));
+            uploaded += std::mem::size_of_val(masks);
+        }
+        let history_bytes = (rows.len() * self.shape.cap * 4) as u64;
+        let cand_bytes = (rows.len() * self.shape.k * std::mem::size_of::<Candidate>()) as u64;
+        let mut encoder = gpu.device.create_command_encoder(&Default::default());
+        {
+            let mut pass = encoder.begin_compute_pass(&Default::default());
+            record(&mut pass, std::slice::from_ref(&self.history_step), n);
+        }
+        encoder.copy_buffer_to_buffer(&self.next_history, 0, &self.history, 0, history_bytes);
+        {
+            let mut pass = encoder.begin_compute_pass(&Default::default());
+            record(&mut pass, &self.step, n);
+        }
+        encoder.copy_buffer_to_buffer(&self.candidates, 0, &self.staging, 0, cand_bytes);
+        gpu.queue.submit([encoder.finish()]);
+        let bytes = gpu.read(&self.staging, cand_bytes).await?;
+        counts.steps += 1;
+        counts.submits += 1;
+        counts.dispatches += 1 + self.step.len() as u64;
+        counts.readback_bytes += cand_bytes;
+        counts.upload_bytes += uploaded as u64;
+        Ok(bytemuck::pod_collect_to_vec(&bytes))
+    }
+}

@@ -1,0 +1,178 @@
+//! The GPU decoder against the host decoder: the same outputs, greedy and beam 4, for the
+//! shipped translators (both directions) and the parser's constrained decoding (§6.3), and
+//! for small random models with the configurations the shipped ones do not use.
+//!
+//! Runs on whatever adapter wgpu finds: lavapipe (software Vulkan) in CI. Skips visibly when
+//! there is none.
+
+use std::path::{Path, PathBuf};
+
+use transduce::burn::prelude::*;
+use transduce::decode::{self, DecodeOptions};
+use transduce::task::Parser;
+use transduce::{Bundle, BundleFiles, HostModel, ModelConfig, Positional, Transformer};
+use transduce_gpu::{Gpu, GpuModel};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn gpu() -> Option<Gpu> {
+    match pollster::block_on(Gpu::new(true)) {
+        Ok(gpu) => {
+            eprintln!("GPU decoder tests on {:?}", gpu.summary());
+            Some(gpu)
+        }
+        Err(e) => {
+            eprintln!("SKIP: GPU decoder equality tests: {e}");
+            None
+        }
+    }
+}
+
+fn bundle(id: &str) -> Bundle {
+    let dir = repo().join("web/models").join(id);
+    let read = |name: &str| std::fs::read(dir.join(name)).unwrap();
+    let files = BundleFiles {
+        config: read("config.json"),
+        tokenizer: read("tokenizer.json"),
+        weights: read("model.safetensors"),
+    };
+    Bundle::from_bytes(&files, &Device::flex()).unwrap()
+}
+
+fn lines(name: &str) -> Vec<String> {
+    std::fs::read_to_string(repo().join("tests/fixtures").join(name))
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// Host and GPU outputs of `sources`, greedy and beam 4, in one batch and one at a time.
+fn assert_same(host: &HostModel, gpu: &GpuModel, sources: &[Vec<u32>], alpha: f64, what: &str) {
+    for beam in [1, 4] {
+        let options = DecodeOptions {
+            beam,
+            alpha,
+            max_extra: 50,
+        };
+        let want = decode::best_outputs(host, sources, &options, None).unwrap();
+        let batched = pollster::block_on(gpu.best_outputs(sources, &options, None)).unwrap();
+        for (i, (w, g)) in want.iter().zip(&batched).enumerate() {
+            assert_eq!(w, g, "{what}, beam {beam}, line {i} (batched)");
+        }
+        for (i, source) in sources.iter().enumerate().take(3) {
+            let one =
+                pollster::block_on(gpu.best_outputs(std::slice::from_ref(source), &options, None))
+                    .unwrap();
+            assert_eq!(want[i], one[0], "{what}, beam {beam}, line {i} (alone)");
+        }
+    }
+}
+
+#[test]
+fn shipped_translators_decode_as_the_host_does() {
+    let Some(gpu) = gpu() else { return };
+    for (id, input) in [
+        ("en-de", "browser-sentences.en"),
+        ("de-en", "browser-sentences.de"),
+    ] {
+        let bundle = bundle(id);
+        let host = bundle.host().unwrap();
+        let model = GpuModel::new(&gpu, host);
+        let sources: Vec<Vec<u32>> = lines(input)
+            .iter()
+            .map(|l| bundle.tokenizer.encode(l).unwrap())
+            .collect();
+        assert_same(host, &model, &sources, bundle.config.decoding.alpha, id);
+        let counts = model.counts();
+        let (dispatches, submits, _) = counts.per_step();
+        // Embedding, 8 per layer, projection, top-k, and the history of beam reordering.
+        let layers = host.config().n_layers as f64;
+        assert_eq!(dispatches, 4.0 + 8.0 * layers, "{id}: dispatches per step");
+        assert_eq!(submits, 1.0, "{id}: submits per step");
+    }
+}
+
+#[test]
+fn parser_decodes_under_its_constraint_as_the_host_does() {
+    let Some(gpu) = gpu() else { return };
+    let bundle = bundle("ptb-parser");
+    let host = bundle.host().unwrap();
+    let model = GpuModel::new(&gpu, host);
+    let parser = Parser::new(&bundle).unwrap();
+    let sentences: Vec<Vec<String>> = [
+        "The dog saw a man in the park .",
+        "Stocks fell sharply on Monday after the report .",
+        "He said the company would not comment .",
+    ]
+    .iter()
+    .map(|s| s.split(' ').map(str::to_string).collect())
+    .collect();
+    for beam in [1, 4, bundle.config.decoding.beam] {
+        let options = DecodeOptions {
+            beam,
+            ..bundle.config.decoding.clone()
+        };
+        let want = parser
+            .parse_with(&bundle.tokenizer, host, &sentences, &options, true)
+            .unwrap();
+        let got = pollster::block_on(parser.parse_by(
+            &bundle.tokenizer,
+            &[host.config()],
+            &sentences,
+            &options,
+            true,
+            async |sources: &[Vec<u32>], constraint: &dyn decode::Constraint| {
+                model
+                    .best_outputs(sources, &options, Some(constraint))
+                    .await
+            },
+        ))
+        .unwrap();
+        for (i, (w, g)) in want.iter().zip(&got).enumerate() {
+            assert_eq!(w.tree, g.tree, "parser, beam {beam}, sentence {i}");
+            assert!(g.well_formed);
+        }
+    }
+}
+
+#[test]
+fn random_models_of_other_shapes_decode_as_the_host_does() {
+    let Some(gpu) = gpu() else { return };
+    let device = Device::flex();
+    let configs = [
+        // Learned positions, separate embeddings and projection, d_k ≠ d_v.
+        ModelConfig {
+            positional: Positional::Learned,
+            share_embeddings: false,
+            d_k: 12,
+            d_v: 20,
+            max_len: 64,
+            ..ModelConfig::tiny().with_vocab(97)
+        },
+        ModelConfig::tiny().with_vocab(300),
+    ];
+    for (i, config) in configs.iter().enumerate() {
+        device.seed(7 + i as u64);
+        let model = Transformer::new(config, &device).unwrap();
+        let host = HostModel::new(&model).unwrap();
+        let gpu_model = GpuModel::new(&gpu, &host);
+        let vocab = config.vocab_size as u32;
+        let sources: Vec<Vec<u32>> = (0..6)
+            .map(|s| {
+                (0..3 + 2 * s)
+                    .map(|j| 4 + ((s * 31 + j * 17) as u32 % (vocab - 4)))
+                    .collect()
+            })
+            .collect();
+        assert_same(
+            &host,
+            &gpu_model,
+            &sources,
+            0.6,
+            &format!("random model {i}"),
+        );
+    }
+}
