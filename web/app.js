@@ -84,7 +84,9 @@ function badge(engine) {
     return;
   }
   const gpu = engine.backend === "webgpu";
-  el.textContent = gpu ? `WebGPU · ${engine.device}` : `CPU${engine.fallbackReason ? ` · ${engine.fallbackReason}` : ""}`;
+  const why = engine.why ?? engine.fallbackReason;
+  el.textContent = gpu ? `WebGPU · ${engine.device}` : `CPU${why ? ` · ${why}` : ""}`;
+  el.title = why ?? "";
   el.className = `badge ${gpu ? "gpu" : "cpu"}`;
   el.dataset.backend = engine.backend;
 }
@@ -102,6 +104,7 @@ async function load(entry) {
   try {
     const engine = await Transduce.load(modelUrl(entry), {
       backend: state.backend,
+      calibrate: params.get("calibrate") === "1",
       onProgress: ({ file, loaded, total, cached }) => {
         const pct = total ? ` ${Math.round((100 * loaded) / total)}%` : ` ${(loaded / 1e6).toFixed(1)} MB`;
         status(`Loading ${entry.title}: ${file}${cached ? " (cached)" : pct}`);
@@ -192,6 +195,7 @@ async function translate() {
     $("target").textContent = result.text;
     $("target").dataset.done = "true";
     $("time").textContent = `${(result.ms / 1000).toFixed(2)} s on ${engine.backend === "webgpu" ? "WebGPU" : "CPU"}`;
+    badge(engine);
     state.lastSentences = result.sentences;
     $("att-sentence").replaceChildren(
       ...result.sentences.map((s, i) => new Option(`${i + 1}: ${s.source.slice(0, 40)}`, i)),
@@ -353,6 +357,7 @@ async function parse() {
     $("tree").dataset.nodes = String(result.bracketed.split("(").length - 1);
     $("bracketed").textContent = result.bracketed;
     $("parse-time").textContent = `${(result.ms / 1000).toFixed(2)} s on ${engine.backend === "webgpu" ? "WebGPU" : "CPU"}${result.wellFormed ? "" : " (output repaired)"}`;
+    badge(engine);
   } catch (e) {
     $("parse-time").textContent = "";
     showError(`Parsing failed: ${e.message}`);

@@ -3,8 +3,13 @@
 export type Backend = "auto" | "webgpu" | "cpu";
 
 export interface LoadOptions {
-  /** "auto" (default): WebGPU on a hardware adapter, otherwise the CPU. */
+  /**
+   * "auto" (default): on a hardware adapter both backends are timed once per adapter and
+   * model (cached), and each request goes to the faster for its size; otherwise the CPU.
+   */
   backend?: Backend;
+  /** In "auto", measure even a software adapter or Firefox's WebGPU (default false). */
+  calibrate?: boolean;
   /** Download progress of each bundle file. */
   onProgress?: (p: { file: string; loaded: number; total: number; cached: boolean }) => void;
   /** Keep bundle files in the Cache API (default true). */
@@ -41,6 +46,10 @@ export interface TranslateResult {
   text: string;
   sentences: SentenceTranslation[];
   ms: number;
+  /** Where it ran, on what, and why (auto's measurement, a lost GPU). */
+  backend: "webgpu" | "cpu";
+  device: string;
+  why?: string;
 }
 
 export interface TreeNode {
@@ -58,6 +67,10 @@ export interface ParseResult {
   /** False when the unconstrained output had to be repaired. */
   wellFormed: boolean;
   ms: number;
+  /** Where it ran, on what, and why (auto's measurement, a lost GPU). */
+  backend: "webgpu" | "cpu";
+  device: string;
+  why?: string;
 }
 
 export interface AttentionLayer {
@@ -84,6 +97,16 @@ export class Transduce {
   readonly backend: "webgpu" | "cpu";
   readonly device: string;
   readonly fallbackReason?: string;
+  /** Why the last request ran where it did. */
+  readonly why?: string;
+  /** auto's measurement, when it ran: milliseconds per request size on each backend. */
+  readonly calibration?: {
+    ms: Record<string, { cpu: number; webgpu: number }>;
+    gpuFrom: number | null;
+    reason: string;
+    adapter: string;
+    cached?: boolean;
+  };
   readonly config: any;
   readonly task: "translate" | "parse";
   translate(
@@ -94,6 +117,8 @@ export class Transduce {
   ): Promise<TranslateResult>;
   parse(text: string, options?: DecodeOptions & { constrained?: boolean }): Promise<ParseResult>;
   attention(sentence: SentenceTranslation): Promise<Attention>;
+  /** Destroys the GPU device (as a browser may): later requests run on the CPU. */
+  loseDevice(): Promise<void>;
   free(): void;
 }
 

@@ -39,13 +39,16 @@ export class Transduce {
    * Loads a bundle: a folder URL holding config.json, tokenizer.json and
    * model.safetensors, or `{ config, tokenizer, weights }` as ArrayBuffers / Uint8Arrays.
    *
-   * options.backend: "auto" (WebGPU on a hardware adapter, else the CPU), "webgpu" (fail
-   *   rather than fall back) or "cpu".
+   * options.backend: "auto" (measured: on a hardware adapter both backends are timed on
+   *   the same small requests once per adapter and model, the result cached, and each
+   *   request then goes to the faster for its size; otherwise the CPU), "webgpu" (fail
+   *   rather than fall back at load; a GPU lost later hands requests to the CPU) or "cpu".
+   * options.calibrate: in "auto", measure even a software adapter or Firefox's WebGPU.
    * options.onProgress({ file, loaded, total, cached }): download progress.
    * options.cache: use the Cache API (default true).
    */
   static async load(source, options = {}) {
-    const { backend = "auto", onProgress, cache = true, workerUrl = DEFAULT_WORKER } = options;
+    const { backend = "auto", onProgress, cache = true, calibrate = false, workerUrl = DEFAULT_WORKER } = options;
     if (!["auto", "webgpu", "cpu"].includes(backend)) {
       throw new TransduceError(`unknown backend "${backend}" (expected "auto", "webgpu" or "cpu")`);
     }
@@ -60,9 +63,9 @@ export class Transduce {
     if (typeof source === "string" || source instanceof URL) {
       const base = new URL(source, globalThis.document?.baseURI ?? globalThis.location?.href);
       if (!base.pathname.endsWith("/")) base.pathname += "/";
-      args = { url: base.href, backend, cache };
+      args = { url: base.href, backend, cache, calibrate: !!calibrate };
     } else if (source && source.config && source.tokenizer && source.weights) {
-      args = { files: source, backend, cache };
+      args = { files: source, backend, cache, calibrate: !!calibrate };
     } else {
       worker.terminate();
       throw new TransduceError("load() needs a bundle URL or { config, tokenizer, weights }");
@@ -76,12 +79,16 @@ export class Transduce {
     return t;
   }
 
-  /** "webgpu" or "cpu": where the model runs. */
+  /** "webgpu" or "cpu": where the last request ran (at first: where the model loaded). */
   get backend() { return this.#info.backend; }
-  /** The adapter or CPU backend, as a readable string. */
+  /** The adapter or CPU decoder, as a readable string. */
   get device() { return this.#info.device; }
-  /** Why `auto` chose the CPU (undefined when it did not). */
+  /** Why `auto` chose the CPU, or why the GPU was given up (undefined otherwise). */
   get fallbackReason() { return this.#info.fallbackReason; }
+  /** Why the last request ran where it did (`auto`'s measurement, a lost GPU), if known. */
+  get why() { return this.#info.why; }
+  /** `auto`'s measurement: { ms: { [sentences]: { cpu, webgpu } }, gpuFrom, reason, cached }. */
+  get calibration() { return this.#info.calibration; }
   /** The bundle's config.json: task, model, decoding defaults, metrics, provenance. */
   get config() { return this.#info.config; }
   /** "translate" or "parse". */
@@ -92,7 +99,7 @@ export class Transduce {
    * each finished sentence is passed to `options.onPartial({ index, count, sentence, text })`.
    * options: { beam, alpha, maxExtra } (defaults: the bundle's, §6.1: 4, 0.6, 50).
    * Resolves to { text, sentences: [{ source, target, sourceTokens, targetTokens,
-   * sourceIds, targetIds }], ms }.
+   * sourceIds, targetIds }], ms, backend, device, why }.
    */
   translate(text, options = {}) {
     if (!isOptions(options)) return rejectOptions(options);
@@ -100,7 +107,7 @@ export class Transduce {
     if (onPartial !== undefined && typeof onPartial !== "function") {
       return Promise.reject(new TransduceError("options.onPartial must be a function"));
     }
-    return this.#call("translate", { text, options: decode }, onPartial);
+    return this.#call("translate", { text, options: decode }, onPartial).then((r) => this.#ran(r));
   }
 
   /**
@@ -111,7 +118,21 @@ export class Transduce {
   parse(text, options = {}) {
     if (!isOptions(options)) return rejectOptions(options);
     const { constrained = true, ...decode } = options ?? {};
-    return this.#call("parse", { text, options: decode, constrained });
+    return this.#call("parse", { text, options: decode, constrained }).then((r) => this.#ran(r));
+  }
+
+  /** Records where a request ran, so `backend`, `device` and `why` follow it. */
+  #ran(result) {
+    if (result?.backend) {
+      this.#info = { ...this.#info, backend: result.backend, device: result.device, why: result.why };
+      if (result.why?.startsWith("the GPU failed")) this.#info.fallbackReason = result.why;
+    }
+    return result;
+  }
+
+  /** Destroys the GPU device, as a browser may at any time (tests of the CPU fallback). */
+  loseDevice() {
+    return this.#call("loseDevice", {});
   }
 
   /**

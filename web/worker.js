@@ -7,10 +7,13 @@ const BATCH = 16;
 let engine = null;
 // The module the engine came from (its splitSentences goes with it).
 let engineModule = null;
+// `auto` on an engine with the GPU decoder: batches of at least `gpuFrom` sentences go to
+// the GPU, smaller ones to the CPU, as the calibration measured (null: no choice to make).
+let policy = null;
 
 // The wasm module comes in two builds with one API: transduce-web.js, the CPU build that
-// every load uses unless WebGPU will run, and transduce-web-webgpu.js, about four times
-// larger (wgpu, naga, cubecl), fetched only when a bundle is loaded on WebGPU. Static
+// every load uses unless WebGPU may run, and transduce-web-webgpu.js, the same plus the
+// GPU decoder (hand-written WGSL over the browser's WebGPU), fetched only then. Static
 // import() strings, so bundlers see both files.
 const modules = {};
 function wasm(backend) {
@@ -43,11 +46,11 @@ function message(e) {
 }
 
 const OPS = {
-  async load({ url, files, backend, cache }, emit) {
+  async load({ url, files, backend, cache, calibrate = false }, emit) {
     // The bundle downloads while the backend is chosen and its module compiles.
     const fetching = url ? fetchBundle(url, cache, emit) : Promise.resolve().then(() => normalize(files));
     fetching.catch(() => {}); // awaited below; a failure must not surface twice
-    const choice = await chooseBackend(backend);
+    const choice = await chooseBackend(backend, calibrate);
     const compiling = wasm(choice.backend);
     compiling.catch(() => {}); // awaited below
     const bytes = await fetching;
@@ -69,12 +72,25 @@ const OPS = {
     }
     engine = loaded;
     engineModule = module;
+    policy = null;
+    let calibration;
+    if (backend === "auto" && engine.hasGpu) {
+      calibration = await calibrated(engine, choice.adapterKey, cache, emit);
+      policy = { gpuFrom: calibration.gpuFrom, reason: calibration.reason };
+      engine.useBackend(policy.gpuFrom === 1 ? "webgpu" : "cpu");
+    }
     return {
       backend: engine.backend,
       device: engine.device,
-      fallbackReason: choice.fallbackReason,
+      fallbackReason: choice.fallbackReason ?? (policy && engine.backend === "cpu" ? policy.reason : undefined),
+      calibration,
       config: engine.config,
     };
+  },
+
+  // Tests of the fallback: the browser may take the GPU device at any time.
+  async loseDevice() {
+    need().loseDevice();
   },
 
   async translate({ text, options }, emit) {
@@ -91,6 +107,7 @@ const OPS = {
     const sentences = [];
     for (let start = 0; start < flat.length; start += BATCH) {
       const group = flat.slice(start, start + BATCH);
+      route(model, group.length);
       const results = await model.translateBatch(
         group.map((g) => g.sentence),
         options,
@@ -100,10 +117,10 @@ const OPS = {
         sentences.push(result);
         outLines[line].push(result.target);
         const sofar = outLines.slice(0, line + 1).map((out) => out.join(" "));
-        emit({ index: sentences.length - 1, count: flat.length, sentence: result, text: sofar.join("\n") });
+        emit({ index: sentences.length - 1, count: flat.length, sentence: result, text: sofar.join("\n"), ...where(model) });
       });
     }
-    return { text: outLines.map((out) => out.join(" ")).join("\n"), sentences, ms: performance.now() - started };
+    return { text: outLines.map((out) => out.join(" ")).join("\n"), sentences, ms: performance.now() - started, ...where(model) };
   },
 
   async parse({ text, options, constrained }) {
@@ -111,8 +128,9 @@ const OPS = {
     model.checkRequest(text, options);
     if (typeof constrained !== "boolean") throw new Error(`options.constrained must be true or false, not ${typeof constrained}`);
     const started = performance.now();
+    route(model, 1);
     const result = await model.parse(text, options, constrained);
-    return { ...result, ms: performance.now() - started };
+    return { ...result, ms: performance.now() - started, ...where(model) };
   },
 
   async attention({ sourceIds, targetIds }) {
@@ -148,8 +166,12 @@ function normalize(files) {
   };
 }
 
-/** "auto": WebGPU only on a hardware adapter; a software one (SwiftShader) is slower than the CPU. */
-async function chooseBackend(wanted) {
+/**
+ * "auto": WebGPU may run on a hardware adapter, and the calibration then decides per request.
+ * A software adapter (SwiftShader) and Firefox (whose WebGPU polls every 100 ms) stay on the
+ * CPU unless `calibrate` asks to measure them too.
+ */
+async function chooseBackend(wanted, calibrate) {
   if (wanted === "cpu") return { backend: "cpu" };
   const gpu = self.navigator?.gpu;
   if (wanted === "webgpu") {
@@ -159,16 +181,131 @@ async function chooseBackend(wanted) {
   if (!gpu) return { backend: "cpu", fallbackReason: "this browser has no WebGPU" };
   let adapter = null;
   try {
-    adapter = await gpu.requestAdapter();
+    adapter = await gpu.requestAdapter({ powerPreference: "high-performance" });
   } catch (e) {
     return { backend: "cpu", fallbackReason: `no WebGPU adapter (${message(e)})` };
   }
   if (!adapter) return { backend: "cpu", fallbackReason: "no WebGPU adapter" };
-  const fallback = adapter.info?.isFallbackAdapter ?? adapter.isFallbackAdapter ?? false;
+  const info = adapter.info ?? {};
+  const adapterKey = [info.vendor, info.architecture, info.device, info.description].filter(Boolean).join(" ") || "unknown adapter";
+  if (calibrate) return { backend: "webgpu", adapterKey };
+  const fallback = info.isFallbackAdapter ?? adapter.isFallbackAdapter ?? false;
   if (fallback) {
     return { backend: "cpu", fallbackReason: "the only WebGPU adapter is a software fallback, slower than the CPU path" };
   }
-  return { backend: "webgpu" };
+  if (/Firefox\//.test(self.navigator?.userAgent ?? "")) {
+    return { backend: "cpu", fallbackReason: "Firefox's WebGPU waits up to 100 ms per readback; the CPU is faster" };
+  }
+  return { backend: "webgpu", adapterKey };
+}
+
+// ---- auto: measured, not guessed ---------------------------------------------------------
+
+// Everyday sentences for the calibration, in the model's source language.
+const CALIBRATION = {
+  en: [
+    "Where is the nearest train station?",
+    "My sister bought a new bicycle last week.",
+    "We are going to the beach tomorrow if the weather is good.",
+    "Could you please close the window?",
+    "The children are playing football in the park.",
+    "I have never seen such a beautiful sunset.",
+    "He forgot his keys at the office again.",
+    "The soup is too hot to eat right now.",
+  ],
+  de: [
+    "Wo ist der nächste Bahnhof?",
+    "Meine Schwester hat letzte Woche ein neues Fahrrad gekauft.",
+    "Wir fahren morgen an den Strand, wenn das Wetter gut ist.",
+    "Könntest du bitte das Fenster schließen?",
+    "Die Kinder spielen im Park Fußball.",
+    "Ich habe noch nie einen so schönen Sonnenuntergang gesehen.",
+    "Er hat seine Schlüssel schon wieder im Büro vergessen.",
+    "Die Suppe ist gerade zu heiß zum Essen.",
+  ],
+};
+
+/** The calibration of this adapter and model: from the cache, or measured now and stored. */
+async function calibrated(model, adapterKey, useCache, emit) {
+  const config = model.config;
+  const m = config.model;
+  const shape = `${config.task.kind}-${m.d_model}x${m.n_layers}-${m.vocab_size}-beam${config.decoding.beam}`;
+  const key = new Request(`https://calibration.transduce.invalid/v1/${encodeURIComponent(adapterKey)}/${shape}`);
+  let store = null;
+  if (useCache && self.caches) {
+    try {
+      store = await caches.open(CACHE_NAME);
+      const hit = await store.match(key);
+      if (hit) return { ...(await hit.json()), cached: true };
+    } catch {
+      store = null;
+    }
+  }
+  emit({ file: "calibration (CPU vs WebGPU)", loaded: 0, total: 0, cached: false });
+  const result = await measure(model);
+  result.adapter = adapterKey;
+  if (store) await store.put(key, new Response(JSON.stringify(result))).catch(() => {});
+  return result;
+}
+
+/**
+ * Times the same requests on both backends: one sentence, and (translators) a paragraph of
+ * eight. Each backend runs each request once to warm up (kernels compile on first use),
+ * then the best of two runs counts. The GPU takes a request size only where it was faster.
+ */
+async function measure(model) {
+  const parse = model.config.task.kind === "parse";
+  const source = parse ? "en" : model.config.task.source;
+  const sentences = CALIBRATION[source] ?? CALIBRATION.en;
+  const run = (batch) => (parse ? model.parse(batch[0], undefined, true) : model.translateBatch(batch, undefined));
+  const time = async (backend, batch) => {
+    model.useBackend(backend);
+    await run(batch);
+    let best = Infinity;
+    for (let i = 0; i < 2; i++) {
+      const t = performance.now();
+      await run(batch);
+      best = Math.min(best, performance.now() - t);
+    }
+    return best;
+  };
+  const sizes = parse ? [1] : [1, sentences.length];
+  const ms = {};
+  for (const n of sizes) {
+    const batch = sentences.slice(0, n);
+    const cpu = await time("cpu", batch);
+    let webgpu = Infinity;
+    try {
+      webgpu = await time("webgpu", batch);
+    } catch {
+      // useBackend refuses a GPU that already failed
+    }
+    // A GPU that failed while measured handed its requests to the CPU: it did not run them.
+    ms[n] = { cpu, webgpu: model.gpuFault ? Infinity : webgpu };
+  }
+  const faster = sizes.filter((n) => ms[n].webgpu < ms[n].cpu);
+  // Batches of at least this many sentences decode on the GPU.
+  const gpuFrom = faster.length ? Math.min(...faster) : Infinity;
+  const fmt = (n) => `${n === 1 ? "1 sentence" : `${n} sentences`}: CPU ${ms[n].cpu.toFixed(0)} ms, WebGPU ${ms[n].webgpu.toFixed(0)} ms`;
+  const reason = gpuFrom === Infinity
+    ? `measured faster on this device (${sizes.map(fmt).join("; ")})`
+    : `measured (${sizes.map(fmt).join("; ")}): WebGPU from ${gpuFrom} sentence${gpuFrom === 1 ? "" : "s"} on`;
+  return { ms, gpuFrom: gpuFrom === Infinity ? null : gpuFrom, reason };
+}
+
+/** Sends a request of `n` sentences to the backend the calibration chose for that size. */
+function route(model, n) {
+  if (!policy || model.gpuFault) return;
+  model.useBackend(policy.gpuFrom !== null && n >= policy.gpuFrom ? "webgpu" : "cpu");
+}
+
+/** Where a request ran, and why (for the badge). */
+function where(model) {
+  const fault = model.gpuFault;
+  let why;
+  if (fault) why = `the GPU failed (${fault}); the CPU took over`;
+  else if (policy) why = `auto: ${policy.reason}`;
+  return { backend: model.backend, device: model.device, why };
 }
 
 // ---- fetching, caching, checking -------------------------------------------------------

@@ -545,6 +545,53 @@ async function translateWith(page, text, beam) {
     assertEqual(await translateGreedy(page, expected.sentence), expected.greedy, "translation");
     await page.screenshot({ path: join(artifacts, "webgpu-translate.png"), fullPage: true });
   });
+  await test("webgpu: eight sentences as one text, beam 4, equal native beam 4 (GPU decoder's beam search)", async () => {
+    assertEqual(await translateWith(page, expected.eight.join(" "), 4), expected.longText4, "beam 4 paragraph");
+    const badge = await page.getAttribute("#badge", "data-backend");
+    assertEqual(badge, "webgpu", "backend after the paragraph");
+  });
+  if (expected.parseNodes) {
+    await test("webgpu: parse (constrained, beam 21 on the GPU) draws the tree native gives", async () => {
+      await page.fill("#parse-input", expected.parseSentence);
+      await page.click("#parse");
+      await page.waitForSelector("#tree svg", { timeout: TIMEOUT });
+      assertEqual((await page.textContent("#bracketed")).trim(), expected.parseBracketed, "bracketed tree");
+      const time = await page.textContent("#parse-time");
+      if (!/WebGPU/.test(time)) throw new Error(`the parse did not run on WebGPU: ${time}`);
+    });
+  }
+  await test("webgpu: the GPU lost mid-paragraph: the paragraph comes back whole, equal to the CPU's, badge on CPU", async () => {
+    await page.fill("#beam", "1");
+    const text = Array.from({ length: 3 }, () => expected.eight.join(" ")).join(" ");
+    const { result, before } = await page.evaluate(async (text) => {
+      const engine = window.transduceDemo.translator.engine;
+      const before = engine.backend;
+      const translating = engine.translate(text, { beam: 1 });
+      // The worker takes this between two batches of the paragraph (16 sentences each).
+      await engine.loseDevice();
+      return { result: await translating, before };
+    }, text);
+    assertEqual(before, "webgpu", "backend before the loss");
+    assertEqual(result.text, Array.from({ length: 3 }, () => expected.longText1).join(" "), "paragraph");
+    assertEqual(result.backend, "cpu", "backend after the loss");
+    if (!/GPU failed/.test(result.why ?? "")) throw new Error(`no reason given: ${result.why}`);
+    // The page's own next request shows the change on the badge.
+    await translateGreedy(page, expected.sentence);
+    const badge = await page.textContent("#badge");
+    if (!/^CPU · the GPU failed/.test(badge)) throw new Error(`badge: ${badge}`);
+  });
+  await test("auto, measured on SwiftShader (?calibrate=1): the CPU is faster there and is chosen, the badge says so", async () => {
+    const auto = await openPage(b.context, "backend=auto&calibrate=1");
+    await waitReady(auto, "cpu");
+    const badge = await auto.textContent("#badge");
+    if (!/measured/.test(badge)) throw new Error(`badge: ${badge}`);
+    const calibration = await auto.evaluate(() => window.transduceDemo.translator.engine.calibration);
+    for (const [n, ms] of Object.entries(calibration.ms)) {
+      if (!(ms.cpu < ms.webgpu)) throw new Error(`${n} sentence(s): CPU ${ms.cpu} ms, WebGPU ${ms.webgpu} ms`);
+    }
+    console.log(`    calibration: ${calibration.reason}`);
+    assertEqual(await translateGreedy(auto, expected.sentence), expected.greedy, "translation");
+  });
   await test("auto with only a software WebGPU adapter: the CPU is used, and the page says why", async () => {
     const auto = await openPage(b.context, "backend=auto");
     await waitReady(auto, "cpu");

@@ -15,6 +15,9 @@ pub struct Gpu {
     info: wgpu::AdapterInfo,
     /// The device was opened with `shader-f16`: weights are stored in f16.
     pub(crate) f16: bool,
+    /// The first error the device reported outside any call (validation, out of memory), or
+    /// its loss: after one, every read fails with it, so callers fall back to the CPU.
+    fault: Arc<Mutex<Option<String>>>,
 }
 
 /// What the decoder was given to run on, for logs and the page's badge.
@@ -66,12 +69,47 @@ impl Gpu {
             })
             .await
             .map_err(|e| device_error("the GPU adapter refused a device", e))?;
+        let fault: Arc<Mutex<Option<String>>> = Arc::new(Mutex::new(None));
+        let record = |fault: &Arc<Mutex<Option<String>>>| {
+            let fault = fault.clone();
+            move |message: String| {
+                let mut slot = fault.lock().unwrap_or_else(|e| e.into_inner());
+                slot.get_or_insert(message);
+            }
+        };
+        // Errors become a recorded fault, never a panic (which would kill a wasm module).
+        let on_error = record(&fault);
+        device.on_uncaptured_error(Arc::new(move |e| on_error(format!("GPU error: {e}"))));
+        let on_lost = record(&fault);
+        device.set_device_lost_callback(move |reason, message| {
+            on_lost(format!("the GPU device was lost ({reason:?}): {message}"))
+        });
         Ok(Gpu {
             device,
             queue,
             info: adapter.get_info(),
             f16,
+            fault,
         })
+    }
+
+    /// The device failed or was lost: nothing more runs on it.
+    pub fn is_lost(&self) -> bool {
+        self.fault().is_some()
+    }
+
+    /// What failed, if anything did.
+    pub fn fault(&self) -> Option<String> {
+        self.fault.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Gives the device up (as a browser may at any time): later reads fail.
+    pub fn destroy(&self) {
+        self.fault
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_or_insert_with(|| "the GPU device was destroyed".into());
+        self.device.destroy();
     }
 
     /// The adapter, as a user would want it named.
@@ -98,6 +136,9 @@ impl Gpu {
     /// the device is polled until the copy that filled it is done; in the browser the
     /// mapping resolves on the event loop.
     pub(crate) async fn read(&self, buffer: &wgpu::Buffer, size: u64) -> Result<Vec<u8>> {
+        if let Some(fault) = self.fault() {
+            return Err(Error::Device(fault));
+        }
         type Slot = (
             Option<std::result::Result<(), wgpu::BufferAsyncError>>,
             Option<Waker>,
@@ -127,6 +168,10 @@ impl Gpu {
         })
         .await
         .map_err(|e| device_error("reading back from the GPU", e))?;
+        if let Some(fault) = self.fault() {
+            buffer.unmap();
+            return Err(Error::Device(fault));
+        }
         let bytes = {
             let view = buffer
                 .get_mapped_range(..size)

@@ -1,13 +1,16 @@
-//! The device a bundle runs on: WebGPU through burn's wgpu backend (in the module built with
-//! the `webgpu` feature), or burn-flex on the CPU (in both modules).
+//! Where a bundle decodes: on the CPU (the host decoder, in both modules), or on WebGPU
+//! through the GPU decoder (`transduce-gpu`, only in the module built with the `webgpu`
+//! feature). The bundle itself is always read on the CPU; the GPU decoder uploads its
+//! weights once.
 
 use std::fmt;
 use std::str::FromStr;
 
-use transduce::burn::prelude::Device;
+use transduce::Bundle;
+use transduce::decode::{Constraint, DecodeOptions};
 
 /// Which backend to load on. `auto` is decided by the JavaScript wrapper, which can see
-/// the adapter (a software fallback adapter is slower than the CPU path).
+/// the adapter and measures both backends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BackendChoice {
     Cpu,
@@ -36,56 +39,86 @@ impl fmt::Display for BackendChoice {
     }
 }
 
-/// An initialized device.
-pub struct Loaded {
-    pub choice: BackendChoice,
-    pub device: Device,
+/// The CPU decoder's description.
+pub const CPU_DEVICE: &str = "host decoder (wasm SIMD)";
+
+/// The GPU decoder of a bundle, when this module has one.
+pub struct Gpu {
+    #[cfg(all(target_arch = "wasm32", feature = "webgpu"))]
+    model: transduce_gpu::GpuModel,
     pub description: String,
 }
 
-impl Loaded {
-    pub async fn init(choice: BackendChoice) -> Result<Loaded, String> {
-        match choice {
-            BackendChoice::Cpu => Ok(Loaded {
-                choice,
-                device: Device::flex(),
-                description: "burn-flex (wasm SIMD)".to_string(),
-            }),
-            BackendChoice::WebGpu => webgpu().await.map(|(device, description)| Loaded {
-                choice,
-                device,
-                description,
-            }),
+impl Gpu {
+    /// Opens WebGPU (once per worker) and uploads `bundle`'s weights.
+    pub async fn load(bundle: &Bundle) -> Result<Gpu, String> {
+        load(bundle).await
+    }
+
+    /// Each source's best output ids on the GPU.
+    pub async fn best_outputs(
+        &self,
+        sources: &[Vec<u32>],
+        options: &DecodeOptions,
+        constraint: Option<&dyn Constraint>,
+    ) -> transduce::Result<Vec<Vec<u32>>> {
+        #[cfg(all(target_arch = "wasm32", feature = "webgpu"))]
+        return self.model.best_outputs(sources, options, constraint).await;
+        #[cfg(not(all(target_arch = "wasm32", feature = "webgpu")))]
+        {
+            let _ = (sources, options, constraint);
+            Err(transduce::Error::Device(
+                "no GPU decoder in this module".into(),
+            ))
         }
+    }
+
+    /// Gives the device up, as the browser may at any time (for tests of the fallback).
+    pub fn lose(&self) {
+        #[cfg(all(target_arch = "wasm32", feature = "webgpu"))]
+        self.model.gpu().destroy();
     }
 }
 
 #[cfg(all(target_arch = "wasm32", feature = "webgpu"))]
-async fn webgpu() -> Result<(Device, String), String> {
+async fn load(bundle: &Bundle) -> Result<Gpu, String> {
     use std::cell::RefCell;
-    // The wgpu runtime can be initialized once per page (or worker); later bundles reuse it.
+    use transduce_gpu::GpuModel;
+    // One device per worker; later bundles reuse it.
     thread_local! {
-        static DEVICE: RefCell<Option<(Device, String)>> = const { RefCell::new(None) };
+        static DEVICE: RefCell<Option<transduce_gpu::Gpu>> = const { RefCell::new(None) };
     }
-    if let Some(found) = DEVICE.with(|d| d.borrow().clone()) {
-        return Ok(found);
-    }
-    let (device, setup) = Device::wgpu_options()
-        .init_with_setup_async()
-        .await
-        .map_err(|e| format!("WebGPU is not available: {e}"))?;
-    let info = setup.adapter.get_info();
-    let description = if info.name.is_empty() {
-        format!("WebGPU ({:?})", info.device_type)
-    } else {
-        format!("WebGPU: {} ({:?})", info.name, info.device_type)
+    let gpu = match DEVICE.with(|d| d.borrow().clone()).filter(|g| !g.is_lost()) {
+        Some(gpu) => gpu,
+        None => {
+            let gpu = transduce_gpu::Gpu::new(true)
+                .await
+                .map_err(|e| format!("WebGPU is not available: {e}"))?;
+            DEVICE.with(|d| *d.borrow_mut() = Some(gpu.clone()));
+            gpu
+        }
     };
-    DEVICE.with(|d| *d.borrow_mut() = Some((device.clone(), description.clone())));
-    Ok((device, description))
+    let host = bundle
+        .host()
+        .ok_or_else(|| "the bundle was not read on the CPU".to_string())?;
+    let model = GpuModel::new(&gpu, host);
+    let a = gpu.summary();
+    let name = if a.name.is_empty() {
+        a.device_type.clone()
+    } else {
+        format!("{} ({})", a.name, a.device_type)
+    };
+    Ok(Gpu {
+        description: format!(
+            "WebGPU: {name}, GPU decoder{}",
+            if model.f16() { ", f16 weights" } else { "" }
+        ),
+        model,
+    })
 }
 
 #[cfg(all(target_arch = "wasm32", not(feature = "webgpu")))]
-async fn webgpu() -> Result<(Device, String), String> {
+async fn load(_: &Bundle) -> Result<Gpu, String> {
     Err(
         "this is the CPU module (built without the `webgpu` feature): \
          WebGPU runs in transduce-web-webgpu.js"
@@ -94,6 +127,6 @@ async fn webgpu() -> Result<(Device, String), String> {
 }
 
 #[cfg(not(target_arch = "wasm32"))]
-async fn webgpu() -> Result<(Device, String), String> {
+async fn load(_: &Bundle) -> Result<Gpu, String> {
     Err("WebGPU exists only in the browser build".to_string())
 }

@@ -1,8 +1,10 @@
 //! # transduce-web
 //!
-//! The browser side of transduce: a [`Engine`] holds one bundle on a device (WebGPU
-//! through burn's wgpu backend, or burn-flex on the CPU with wasm SIMD) and translates,
-//! parses (§6.3) and returns attention weights (Figures 3–5 of the paper).
+//! The browser side of transduce: a [`Engine`] holds one bundle and decodes it on the CPU
+//! (the host decoder, wasm SIMD) or, in the module built with `webgpu`, on WebGPU (the GPU
+//! decoder of `transduce-gpu`); it translates, parses (§6.3) and returns attention weights
+//! (Figures 3–5 of the paper). A GPU that fails or is lost mid-request hands that request,
+//! and every later one, to the CPU.
 //!
 //! Every entry point returns `Result` to JavaScript: a bad bundle, empty or oversized text
 //! becomes an exception with a message, never a panic (which would kill the module).
@@ -18,9 +20,12 @@ mod tree;
 use serde::Serialize;
 use wasm_bindgen::prelude::*;
 
+use std::cell::{Cell, RefCell};
+
 use transduce::bundle::{Bundle, BundleFiles};
-use transduce::decode::DecodeOptions;
-use transduce::task::translate::{best_outputs_async, split_sentences, translate_sentence_async};
+use transduce::burn::prelude::Device;
+use transduce::decode::{self, Constraint, DecodeOptions};
+use transduce::task::translate::split_sentences;
 use transduce::task::words::ptb_words;
 use transduce::task::{Parser, parse::print_tree};
 use transduce::{BundleConfig, Task};
@@ -67,11 +72,15 @@ pub fn treebank_words(text: &str) -> Vec<String> {
     ptb_words(text)
 }
 
-/// A loaded bundle on a device.
+/// A loaded bundle, decoded on the CPU or (when loaded with WebGPU) on the GPU.
 #[wasm_bindgen]
 pub struct Engine {
     bundle: Bundle,
-    backend: backend::Loaded,
+    gpu: Option<backend::Gpu>,
+    /// Where the next request decodes.
+    active: Cell<BackendChoice>,
+    /// Why the GPU was given up, once it failed.
+    gpu_fault: RefCell<Option<String>>,
     parser: Option<Parser>,
 }
 
@@ -190,36 +199,85 @@ impl Engine {
         let choice: BackendChoice = backend.parse().map_err(|e: String| JsError::new(&e))?;
         // Parse the config before touching a GPU: a corrupt bundle fails fast.
         BundleConfig::from_json(&config).map_err(js_error)?;
-        let loaded = backend::Loaded::init(choice)
-            .await
-            .map_err(|e| JsError::new(&e))?;
         let files = BundleFiles {
             config,
             tokenizer,
             weights,
         };
-        let bundle = Bundle::from_bytes(&files, &loaded.device).map_err(js_error)?;
+        // Always read on the CPU: the host decoder is the fallback, and the GPU decoder
+        // uploads from its arrays.
+        let bundle = Bundle::from_bytes(&files, &Device::flex()).map_err(js_error)?;
+        let gpu = match choice {
+            BackendChoice::WebGpu => Some(
+                backend::Gpu::load(&bundle)
+                    .await
+                    .map_err(|e| JsError::new(&e))?,
+            ),
+            BackendChoice::Cpu => None,
+        };
         let parser = match bundle.config.task {
             Task::Parse => Some(Parser::new(&bundle).map_err(js_error)?),
             Task::Translate { .. } => None,
         };
         Ok(Engine {
             bundle,
-            backend: loaded,
+            gpu,
+            active: Cell::new(choice),
+            gpu_fault: RefCell::new(None),
             parser,
         })
     }
 
-    /// `"webgpu"` or `"cpu"`.
+    /// Where the next request decodes: `"webgpu"` or `"cpu"` (after a GPU failure, `"cpu"`).
     #[wasm_bindgen(getter)]
     pub fn backend(&self) -> String {
-        self.backend.choice.to_string()
+        self.active.get().to_string()
     }
 
-    /// The adapter's description (WebGPU), or the CPU backend's name.
+    /// The adapter's description (WebGPU), or the CPU decoder's.
     #[wasm_bindgen(getter)]
     pub fn device(&self) -> String {
-        self.backend.description.clone()
+        match (self.active.get(), &self.gpu) {
+            (BackendChoice::WebGpu, Some(gpu)) => gpu.description.clone(),
+            _ => backend::CPU_DEVICE.to_string(),
+        }
+    }
+
+    /// The GPU decoder is loaded (whichever backend is active).
+    #[wasm_bindgen(getter, js_name = hasGpu)]
+    pub fn has_gpu(&self) -> bool {
+        self.gpu.is_some()
+    }
+
+    /// Why the GPU was given up (it failed or was lost), or `undefined`.
+    #[wasm_bindgen(getter, js_name = gpuFault)]
+    pub fn gpu_fault(&self) -> Option<String> {
+        self.gpu_fault.borrow().clone()
+    }
+
+    /// Sends the following requests to `"cpu"` or `"webgpu"` (the latter only when the GPU
+    /// decoder is loaded and has not failed): how `auto` picks per request.
+    #[wasm_bindgen(js_name = useBackend)]
+    pub fn use_backend(&self, backend: String) -> Result<(), JsError> {
+        let choice: BackendChoice = backend.parse().map_err(|e: String| JsError::new(&e))?;
+        if choice == BackendChoice::WebGpu {
+            if self.gpu.is_none() {
+                return Err(JsError::new("this engine was loaded without WebGPU"));
+            }
+            if let Some(fault) = self.gpu_fault.borrow().as_ref() {
+                return Err(JsError::new(&format!("the GPU was given up: {fault}")));
+            }
+        }
+        self.active.set(choice);
+        Ok(())
+    }
+
+    /// Destroys the GPU device, as the browser may at any time (tests of the fallback).
+    #[wasm_bindgen(js_name = loseDevice)]
+    pub fn lose_device(&self) {
+        if let Some(gpu) = &self.gpu {
+            gpu.lose();
+        }
     }
 
     /// The bundle's `config.json` as an object (task, model, decoding, metrics, provenance).
@@ -254,15 +312,27 @@ impl Engine {
         check_text(&text).map_err(|e| JsError::new(&e))?;
         let mut out = SentenceResult::of(&text);
         for piece in word_chunks(&text) {
-            let t = translate_sentence_async(&self.bundle, &piece, &options)
-                .await
+            let source = self
+                .bundle
+                .tokenizer
+                .encode(piece.trim())
                 .map_err(js_error)?;
-            if !out.target.is_empty() && !t.target.is_empty() {
+            if source.is_empty() {
+                continue;
+            }
+            let target = self
+                .best_outputs(std::slice::from_ref(&source), &options, None)
+                .await
+                .map_err(js_error)?
+                .pop()
+                .unwrap_or_default();
+            let text = self.bundle.tokenizer.decode(&target).map_err(js_error)?;
+            if !out.target.is_empty() && !text.is_empty() {
                 out.target.push(' ');
             }
-            out.target.push_str(&t.target);
-            out.source_ids.extend(t.source_ids);
-            out.target_ids.extend(t.target_ids);
+            out.target.push_str(&text);
+            out.source_ids.extend(source);
+            out.target_ids.extend(target);
         }
         out.source_tokens = self.token_strings(&out.source_ids);
         out.target_tokens = self.token_strings(&out.target_ids);
@@ -313,7 +383,7 @@ impl Engine {
         let outputs = if sources.is_empty() {
             Vec::new()
         } else {
-            best_outputs_async(&self.bundle, &sources, &options)
+            self.best_outputs(&sources, &options, None)
                 .await
                 .map_err(js_error)?
         };
@@ -361,11 +431,15 @@ impl Engine {
             )));
         }
         let parse = parser
-            .parse_async(
-                &self.bundle,
+            .parse_by(
+                &self.bundle.tokenizer,
+                &[&self.bundle.config.model],
                 std::slice::from_ref(&words),
                 &options,
                 constrained.unwrap_or(true),
+                async |sources: &[Vec<u32>], constraint: &dyn Constraint| {
+                    self.best_outputs(sources, &options, Some(constraint)).await
+                },
             )
             .await
             .map_err(js_error)?
@@ -400,6 +474,30 @@ impl Engine {
             decoder_self: maps.1,
             cross: maps.2,
         })
+    }
+
+    /// Each source's best output ids on the active backend. A GPU failure (device lost,
+    /// out of memory, any device error) moves this request and all later ones to the CPU;
+    /// [`Engine::gpu_fault`] says why.
+    async fn best_outputs(
+        &self,
+        sources: &[Vec<u32>],
+        options: &DecodeOptions,
+        constraint: Option<&dyn Constraint>,
+    ) -> transduce::Result<Vec<Vec<u32>>> {
+        if let (BackendChoice::WebGpu, Some(gpu)) = (self.active.get(), &self.gpu) {
+            match gpu.best_outputs(sources, options, constraint).await {
+                Ok(outputs) => return Ok(outputs),
+                // A request the GPU decoder does not take (too long for its attention, too
+                // large a batch) or bad input: the CPU decodes it, or says what is wrong.
+                Err(transduce::Error::Input(_)) => {}
+                Err(e) => {
+                    self.gpu_fault.borrow_mut().get_or_insert(e.to_string());
+                    self.active.set(BackendChoice::Cpu);
+                }
+            }
+        }
+        decode::best_outputs_async(self.bundle.scorer(), sources, options, constraint).await
     }
 
     fn token_strings(&self, ids: &[u32]) -> Vec<String> {
