@@ -550,6 +550,14 @@ async function translateWith(page, text, beam) {
     const badge = await page.getAttribute("#badge", "data-backend");
     assertEqual(badge, "webgpu", "backend after the paragraph");
   });
+  for (const other of expected.others) {
+    await test(`webgpu: ${other.id} decodes a paragraph on the GPU as native does, greedy`, async () => {
+      const p = await openPage(b.context, `backend=webgpu&model=${other.id}`);
+      await waitReady(p, "webgpu");
+      assertEqual(await translateWith(p, other.text, 1), other.beam1, `${other.id}, greedy`);
+      await p.close();
+    });
+  }
   if (expected.parseNodes) {
     await test("webgpu: parse (constrained, beam 21 on the GPU) draws the tree native gives", async () => {
       await page.fill("#parse-input", expected.parseSentence);

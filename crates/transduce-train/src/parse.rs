@@ -2,11 +2,12 @@
 
 use indicatif::{ProgressBar, ProgressStyle};
 use transduce::Bundle;
-use transduce::decode::{DecodeOptions, Ensemble};
+use transduce::decode::{Constraint, DecodeOptions, Ensemble};
 use transduce::task::parse::{Tree, parse_trees, preprocess, print_tree};
 use transduce::task::vote::vote;
 use transduce::task::words::ptb_words;
 use transduce::task::{Parser, right_branching};
+use transduce_gpu::GpuModel;
 
 use crate::error::{CliError, Result};
 
@@ -93,11 +94,12 @@ pub enum Combine {
 /// the models when they vote).
 pub fn parse_sentences(
     bundles: &[Bundle],
+    gpu: Option<&GpuModel>,
     sentences: &[Sentence],
     method: &Method,
     progress: bool,
 ) -> Result<(Vec<String>, usize)> {
-    let (trees, malformed) = parse_trees_with(bundles, sentences, method, progress)?;
+    let (trees, malformed) = parse_trees_with(bundles, gpu, sentences, method, progress)?;
     let lines = trees
         .into_iter()
         .zip(sentences)
@@ -117,9 +119,11 @@ pub fn parse_sentences(
 }
 
 /// The trees of [`parse_sentences`] (`None` for a sentence without words), with
-/// placeholder tags, and the count of repaired outputs.
+/// placeholder tags, and the count of repaired outputs. With `gpu`, the one model decodes
+/// on the GPU decoder.
 fn parse_trees_with(
     bundles: &[Bundle],
+    gpu: Option<&GpuModel>,
     sentences: &[Sentence],
     method: &Method,
     progress: bool,
@@ -148,8 +152,13 @@ fn parse_trees_with(
             };
             let mut parses = Vec::with_capacity(bundles.len());
             for bundle in bundles {
-                let (member, repaired) =
-                    parse_trees_with(std::slice::from_ref(bundle), sentences, &alone, progress)?;
+                let (member, repaired) = parse_trees_with(
+                    std::slice::from_ref(bundle),
+                    None,
+                    sentences,
+                    &alone,
+                    progress,
+                )?;
                 malformed += repaired;
                 parses.push(member);
             }
@@ -192,8 +201,25 @@ fn parse_trees_with(
             for chunk in order.chunks((*batch_size).max(1)) {
                 let words: Vec<Vec<String>> =
                     chunk.iter().map(|&i| sentences[i].words.clone()).collect();
-                let parses =
-                    parser.parse_with(&bundle.tokenizer, &models, &words, options, *constrained)?;
+                let parses = match gpu {
+                    Some(gpu) => pollster::block_on(parser.parse_by(
+                        &bundle.tokenizer,
+                        &[&bundle.config.model],
+                        &words,
+                        options,
+                        *constrained,
+                        async |sources: &[Vec<u32>], constraint: &dyn Constraint| {
+                            gpu.best_outputs(sources, options, Some(constraint)).await
+                        },
+                    ))?,
+                    None => parser.parse_with(
+                        &bundle.tokenizer,
+                        &models,
+                        &words,
+                        options,
+                        *constrained,
+                    )?,
+                };
                 for (&i, p) in chunk.iter().zip(parses) {
                     malformed += usize::from(!p.well_formed);
                     trees[i] = Some(p.tree);

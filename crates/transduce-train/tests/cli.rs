@@ -1131,6 +1131,79 @@ fn shipped_translator_gives_ct2s_outputs() {
     }
 }
 
+/// `--backend wgpu` decodes one model on the GPU decoder: the shipped translators give the
+/// same fixtures CTranslate2 gives (greedy and beam 4), and the parser the same trees as on
+/// the CPU. Runs on lavapipe in CI; skips where wgpu finds no adapter.
+#[test]
+fn gpu_decoder_gives_the_cpus_outputs() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let fixtures = root.join("tests/fixtures");
+    let tmp = tempfile::tempdir().unwrap();
+    for (id, src, tgt) in [("en-de", "en", "de"), ("de-en", "de", "en")] {
+        let bundle = root.join("web/models").join(id);
+        let input = fixtures.join(format!("browser-sentences.{src}"));
+        for (beam, kind) in [("1", "greedy"), ("4", "beam4")] {
+            let output = tmp.path().join(format!("{id}-{kind}.{tgt}"));
+            let args = [
+                "translate",
+                "--model",
+                s(&bundle),
+                "--input",
+                s(&input),
+                "--output",
+                s(&output),
+                "--quiet",
+                "--backend",
+                "wgpu",
+                "--beam",
+                beam,
+            ];
+            let out = bin().args(args).output().unwrap();
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            if !out.status.success() && stderr.contains("no usable GPU adapter") {
+                println!("SKIP: gpu_decoder_gives_the_cpus_outputs: {stderr}");
+                return;
+            }
+            assert!(out.status.success(), "{stderr}");
+            assert!(stderr.contains("GPU decoder on"), "{stderr}");
+            let expected =
+                std::fs::read_to_string(fixtures.join(format!("{id}.{kind}.{tgt}"))).unwrap();
+            assert_eq!(
+                std::fs::read_to_string(&output).unwrap(),
+                expected,
+                "{id}, beam {beam}"
+            );
+        }
+    }
+    let parser = root.join("web/models/ptb-parser");
+    let sentences = tmp.path().join("sentences.txt");
+    std::fs::write(
+        &sentences,
+        "The dog saw a man in the park .\nStocks fell sharply on Monday .\n",
+    )
+    .unwrap();
+    let parse = |backend: &str| {
+        run(&[
+            "parse",
+            "--model",
+            s(&parser),
+            "--raw",
+            "--input",
+            s(&sentences),
+            "--quiet",
+            "--backend",
+            backend,
+        ])
+        .lines()
+        .filter(|l| l.starts_with('('))
+        .map(str::to_string)
+        .collect::<Vec<_>>()
+    };
+    let cpu = parse("cpu");
+    assert_eq!(cpu.len(), 2);
+    assert_eq!(parse("wgpu"), cpu);
+}
+
 /// The shipped parser's recorded test score is what it scores: the PTB sample's test trees
 /// parsed with the bundle's own decoding settings and scored by `eval f1` give the F1 its
 /// `config.json` states (to the printed two decimals).

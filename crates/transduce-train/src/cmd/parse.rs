@@ -7,6 +7,7 @@ use transduce::Task;
 use transduce::decode::DecodeOptions;
 
 use super::{EnsembleArgs, read_input, write_output};
+use crate::backend::Backend;
 use crate::error::{CliError, Result};
 use crate::{options, parse, source};
 
@@ -58,10 +59,16 @@ pub fn run(cmd: ParseCmd) -> Result<()> {
         .map_or("<stdin>".to_string(), |p| p.display().to_string());
     let lines = read_input(cmd.input.as_deref())?;
     let sentences = parse::read_sentences(&lines, cmd.raw, &input_name)?;
+    // One model on wgpu decodes on the GPU decoder (read on the CPU, weights uploaded).
+    let gpu_decoder = cmd.model.backend == Backend::Wgpu && cmd.model.models.len() == 1;
     let (bundles, method) = if cmd.right_branching {
         (Vec::new(), parse::Method::RightBranching)
     } else {
-        let device = cmd.model.backend.device()?;
+        let device = if gpu_decoder {
+            Backend::Cpu.device()?
+        } else {
+            cmd.model.backend.device()?
+        };
         if cmd.model.models.is_empty() {
             return Err(CliError::Usage(
                 "--model is required (or --right-branching)".into(),
@@ -86,7 +93,12 @@ pub fn run(cmd: ParseCmd) -> Result<()> {
         };
         (bundles, method)
     };
-    let (out, malformed) = parse::parse_sentences(&bundles, &sentences, &method, !cmd.quiet)?;
+    let gpu = match bundles.first() {
+        Some(bundle) if gpu_decoder => Some(crate::gpu::open(bundle)?),
+        _ => None,
+    };
+    let (out, malformed) =
+        parse::parse_sentences(&bundles, gpu.as_ref(), &sentences, &method, !cmd.quiet)?;
     if !cmd.right_branching {
         eprintln!(
             "{} sentences; {malformed} decoder outputs were not well-formed trees and were repaired",
