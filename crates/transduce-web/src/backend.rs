@@ -103,14 +103,15 @@ async fn load(bundle: &Bundle) -> Result<Gpu, String> {
         .ok_or_else(|| "the bundle was not read on the CPU".to_string())?;
     let model = GpuModel::new(&gpu, host);
     let a = gpu.summary();
-    let name = if a.name.is_empty() {
-        a.device_type.clone()
-    } else {
-        format!("{} ({})", a.name, a.device_type)
+    // Browsers often hide the adapter's name.
+    let name = match (a.name.is_empty(), a.device_type.as_str()) {
+        (false, _) => a.name.clone(),
+        (true, "Cpu") => "software adapter".to_string(),
+        (true, _) => "GPU".to_string(),
     };
     Ok(Gpu {
         description: format!(
-            "WebGPU: {name}, GPU decoder{}",
+            "{name} · GPU decoder{}",
             if model.f16() { ", f16 weights" } else { "" }
         ),
         model,
