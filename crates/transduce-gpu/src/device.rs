@@ -127,6 +127,18 @@ impl Gpu {
         self.info.device_type == wgpu::DeviceType::Cpu
     }
 
+    /// A read-only storage buffer holding `bytes` (a 4-byte zero when empty: bindings must
+    /// not be).
+    pub(crate) fn storage_buffer(&self, bytes: &[u8]) -> wgpu::Buffer {
+        use wgpu::util::DeviceExt;
+        self.device
+            .create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                label: None,
+                contents: if bytes.is_empty() { &[0; 4] } else { bytes },
+                usage: wgpu::BufferUsages::STORAGE,
+            })
+    }
+
     /// The device's limits.
     pub(crate) fn limits(&self) -> wgpu::Limits {
         self.device.limits()

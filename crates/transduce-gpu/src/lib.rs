@@ -29,7 +29,6 @@ pub use workspace::Counts;
 use transduce::config::Positional;
 use transduce::embedding::sinusoid_table;
 use transduce::{HostModel, ModelConfig, Result};
-use wgpu::util::DeviceExt;
 
 use kernels::Kernels;
 use weights::Weights;
@@ -119,17 +118,7 @@ impl GpuModel {
     }
 
     fn upload(&self, values: &[f32]) -> wgpu::Buffer {
-        let mut bytes: &[u8] = bytemuck::cast_slice(values);
-        if bytes.is_empty() {
-            bytes = &[0; 4];
-        }
-        self.gpu
-            .device
-            .create_buffer_init(&wgpu::util::BufferInitDescriptor {
-                label: None,
-                contents: bytes,
-                usage: wgpu::BufferUsages::STORAGE,
-            })
+        self.gpu.storage_buffer(bytemuck::cast_slice(values))
     }
 
     /// A workspace for `shape`: the cached one if it fits, else a new one.

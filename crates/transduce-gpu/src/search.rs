@@ -3,7 +3,7 @@
 //! are applied before the top-k.
 
 use transduce::decode::{
-    self, BeamSearch, Constraint, DecodeOptions, Hypothesis, RowView, length_penalty, search_mask,
+    self, BeamSearch, Constraint, DecodeOptions, Hypothesis, RowView, search_mask,
 };
 use transduce::tokenizer::{BOS, EOS};
 use transduce::{Error, Result};
@@ -118,14 +118,7 @@ impl<'a> Run<'a> {
 
     fn finish(self) {
         let mut total = self.model.counts.get();
-        let c = self.counts;
-        total.steps += c.steps;
-        total.dispatches += c.dispatches;
-        total.submits += c.submits;
-        total.readback_bytes += c.readback_bytes;
-        total.upload_bytes += c.upload_bytes;
-        total.encoder_passes += c.encoder_passes;
-        total.encoder_dispatches += c.encoder_dispatches;
+        total += self.counts;
         self.model.counts.set(total);
         self.model.give_back(self.ws);
     }
@@ -147,17 +140,9 @@ impl GpuModel {
                 .map(|h| h.tokens)
                 .collect())
         } else {
-            Ok(self
-                .beam_search(sources, options, constraint)
-                .await?
-                .into_iter()
-                .map(|hyps| {
-                    hyps.into_iter()
-                        .next()
-                        .map(|h| h.tokens)
-                        .unwrap_or_default()
-                })
-                .collect())
+            Ok(decode::best_of_each(
+                self.beam_search(sources, options, constraint).await?,
+            ))
         }
     }
 
@@ -213,13 +198,7 @@ impl GpuModel {
                     NONE => (EOS, f64::NEG_INFINITY),
                     id => (id, pick.log_prob as f64),
                 };
-                let out = &mut outputs[s];
-                out.log_prob += lp;
-                if token == EOS || !lp.is_finite() {
-                    let len = out.tokens.len() + 1;
-                    out.score = out.log_prob / length_penalty(len, options.alpha);
-                } else {
-                    out.tokens.push(token);
+                if decode::greedy_extend(&mut outputs[s], token, lp, options.alpha) {
                     parents.push(r);
                     next_active.push(s);
                     last.push(token);

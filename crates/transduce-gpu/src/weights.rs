@@ -7,7 +7,6 @@
 use transduce::HostModel;
 use transduce::host::kernels::Matrix;
 use transduce::host::{DecoderLayer, EncoderLayer, Norm};
-use wgpu::util::DeviceExt;
 
 use crate::device::Gpu;
 
@@ -76,13 +75,7 @@ struct Uploader<'a> {
 impl Uploader<'_> {
     fn buffer(&mut self, bytes: &[u8]) -> wgpu::Buffer {
         self.bytes += bytes.len() as u64;
-        self.gpu
-            .device
-            .create_buffer_init(&wgpu::util::BufferInitDescriptor {
-                label: None,
-                contents: bytes,
-                usage: wgpu::BufferUsages::STORAGE,
-            })
+        self.gpu.storage_buffer(bytes)
     }
 
     fn floats(&mut self, values: &[f32]) -> wgpu::Buffer {

@@ -12,6 +12,7 @@ use transduce::{Error, Result};
 
 use crate::GpuModel;
 use crate::kernels::{self, AttentionLayout, Keys, Store};
+use crate::weights::{LayerNorm, Linear};
 
 /// Mirrors `Params` in common.wgsl.
 #[repr(C)]
@@ -125,6 +126,18 @@ pub struct Counts {
     /// Encoder passes (one per batch) and their dispatches.
     pub encoder_passes: u64,
     pub encoder_dispatches: u64,
+}
+
+impl std::ops::AddAssign for Counts {
+    fn add_assign(&mut self, o: Counts) {
+        self.steps += o.steps;
+        self.dispatches += o.dispatches;
+        self.submits += o.submits;
+        self.readback_bytes += o.readback_bytes;
+        self.upload_bytes += o.upload_bytes;
+        self.encoder_passes += o.encoder_passes;
+        self.encoder_dispatches += o.encoder_dispatches;
+    }
 }
 
 impl Counts {
@@ -279,17 +292,52 @@ impl Workspace {
 
         let scale = (d as f64).sqrt() as f32;
         let embed = k.embed(d, scale);
-        let blocks = |n: usize| {
-            Grid::Blocks(
-                (n as u32).div_ceil(kernels::WG * kernels::LINEAR_COLUMNS),
+        // The three shapes of dispatch a layer is made of.
+        let linear = |params: &wgpu::Buffer,
+                      l: &Linear,
+                      store: Store,
+                      input: &wgpu::Buffer,
+                      out: &[&wgpu::Buffer]| {
+            let mut buffers = vec![params, input, &l.w, &l.b];
+            buffers.extend_from_slice(out);
+            let grid = Grid::Blocks(
+                (l.n as u32).div_ceil(kernels::WG * kernels::LINEAR_COLUMNS),
                 kernels::LINEAR_ROWS,
+            );
+            bind(gpu, &k.linear(l.k, l.n, store), &buffers, grid)
+        };
+        let add_norm = |params: &wgpu::Buffer,
+                        l: &Linear,
+                        norm: &LayerNorm,
+                        input: &wgpu::Buffer,
+                        res: &wgpu::Buffer| {
+            let buffers = [params, input, &l.w, &l.b, &norm.gamma, &norm.beta, res];
+            bind(
+                gpu,
+                &k.linear_norm(l.k, l.n),
+                &buffers,
+                Grid::Blocks(1, kernels::NORM_ROWS),
             )
         };
-        let norm_grid = Grid::Blocks(1, kernels::NORM_ROWS);
+        let attend = |params: &wgpu::Buffer,
+                      pipeline: &wgpu::ComputePipeline,
+                      rows: &wgpu::Buffer,
+                      q: &wgpu::Buffer,
+                      kv: &wgpu::Buffer,
+                      out: &wgpu::Buffer| {
+            let buffers = [params, rows, &sources, &history, q, kv, out];
+            bind(gpu, pipeline, &buffers, Grid::Heads(h as u32))
+        };
+        let layout = |qs: usize, kvs: usize, ko: usize, vo: usize| AttentionLayout {
+            qs: qs as u32,
+            qo: 0,
+            kvs: kvs as u32,
+            ko: ko as u32,
+            vo: vo as u32,
+        };
 
         // The encoder pass (§3.1), then each decoder layer's keys and values of the sources.
-        let mut encoder = Vec::new();
-        encoder.push(bind(
+        let mut encoder = vec![bind(
             gpu,
             &embed,
             &[
@@ -302,84 +350,24 @@ impl Workspace {
                 &memory,
             ],
             Grid::Rows,
-        ));
-        let source_layout = |qs, kvs, ko, vo| AttentionLayout {
-            qs,
-            qo: 0,
-            kvs,
-            ko,
-            vo,
-        };
+        )];
         let enc_attention = k.attention(
             h,
             c.d_k,
             c.d_v,
-            source_layout(width as u32, width as u32, hk as u32, 2 * hk as u32),
+            layout(width, width, hk, 2 * hk),
             Keys::Source,
         );
+        let p = &enc_params;
         for l in &w.encoder {
-            encoder.push(bind(
-                gpu,
-                &k.linear(l.qkv.k, l.qkv.n, Store::Plain),
-                &[&enc_params, &memory, &l.qkv.w, &l.qkv.b, &qkv],
-                blocks(l.qkv.n),
-            ));
-            encoder.push(bind(
-                gpu,
-                &enc_attention,
-                &[
-                    &enc_params,
-                    &enc_rows,
-                    &sources,
-                    &history,
-                    &qkv,
-                    &qkv,
-                    &context,
-                ],
-                Grid::Heads(h as u32),
-            ));
-            encoder.push(bind(
-                gpu,
-                &k.linear_norm(l.o.k, l.o.n),
-                &[
-                    &enc_params,
-                    &context,
-                    &l.o.w,
-                    &l.o.b,
-                    &l.attn_norm.gamma,
-                    &l.attn_norm.beta,
-                    &memory,
-                ],
-                norm_grid,
-            ));
-            encoder.push(bind(
-                gpu,
-                &k.linear(l.fc1.k, l.fc1.n, Store::Relu),
-                &[&enc_params, &memory, &l.fc1.w, &l.fc1.b, &hidden],
-                blocks(l.fc1.n),
-            ));
-            encoder.push(bind(
-                gpu,
-                &k.linear_norm(l.fc2.k, l.fc2.n),
-                &[
-                    &enc_params,
-                    &hidden,
-                    &l.fc2.w,
-                    &l.fc2.b,
-                    &l.ffn_norm.gamma,
-                    &l.ffn_norm.beta,
-                    &memory,
-                ],
-                norm_grid,
-            ));
+            encoder.push(linear(p, &l.qkv, Store::Plain, &memory, &[&qkv]));
+            encoder.push(attend(p, &enc_attention, &enc_rows, &qkv, &qkv, &context));
+            encoder.push(add_norm(p, &l.o, &l.attn_norm, &context, &memory));
+            encoder.push(linear(p, &l.fc1, Store::Relu, &memory, &[&hidden]));
+            encoder.push(add_norm(p, &l.fc2, &l.ffn_norm, &hidden, &memory));
         }
         for (l, kv) in w.decoder.iter().zip(&cross) {
-            encoder.push(bind(
-                gpu,
-                &k.linear(l.cross_kv.k, l.cross_kv.n, Store::Plain),
-                &[&enc_params, &memory, &l.cross_kv.w, &l.cross_kv.b, kv],
-                blocks(l.cross_kv.n),
-            ));
+            encoder.push(linear(p, &l.cross_kv, Store::Plain, &memory, &[kv]));
         }
 
         // The decoder step (§3.1): masked self-attention over the cache, encoder–decoder
@@ -404,128 +392,32 @@ impl Workspace {
             ],
             Grid::Rows,
         )];
-        let self_attention = k.attention(
-            h,
-            c.d_k,
-            c.d_v,
-            source_layout(hk as u32, (hk + hv) as u32, 0, hk as u32),
-            Keys::Cache { cap: cap as u32 },
-        );
-        let cross_attention = k.attention(
-            h,
-            c.d_k,
-            c.d_v,
-            source_layout(hk as u32, (hk + hv) as u32, 0, hk as u32),
-            Keys::Source,
-        );
+        let kv_layout = layout(hk, hk + hv, 0, hk);
+        let self_attention =
+            k.attention(h, c.d_k, c.d_v, kv_layout, Keys::Cache { cap: cap as u32 });
+        let cross_attention = k.attention(h, c.d_k, c.d_v, kv_layout, Keys::Source);
+        let split = Store::Split {
+            q: hk as u32,
+            cap: cap as u32,
+        };
+        let p = &dec_params;
         for ((l, kv), cache) in w.decoder.iter().zip(&cross).zip(&caches) {
-            let split = Store::Split {
-                q: hk as u32,
-                cap: cap as u32,
-            };
-            step.push(bind(
-                gpu,
-                &k.linear(l.qkv.k, l.qkv.n, split),
-                &[&dec_params, &x, &l.qkv.w, &l.qkv.b, &qkv, cache],
-                blocks(l.qkv.n),
-            ));
-            step.push(bind(
-                gpu,
-                &self_attention,
-                &[
-                    &dec_params,
-                    &dec_rows,
-                    &sources,
-                    &history,
-                    &qkv,
-                    cache,
-                    &context,
-                ],
-                Grid::Heads(h as u32),
-            ));
-            step.push(bind(
-                gpu,
-                &k.linear_norm(l.o.k, l.o.n),
-                &[
-                    &dec_params,
-                    &context,
-                    &l.o.w,
-                    &l.o.b,
-                    &l.self_norm.gamma,
-                    &l.self_norm.beta,
-                    &x,
-                ],
-                norm_grid,
-            ));
-            step.push(bind(
-                gpu,
-                &k.linear(l.cross_q.k, l.cross_q.n, Store::Plain),
-                &[&dec_params, &x, &l.cross_q.w, &l.cross_q.b, &qkv],
-                blocks(l.cross_q.n),
-            ));
-            step.push(bind(
-                gpu,
-                &cross_attention,
-                &[
-                    &dec_params,
-                    &dec_rows,
-                    &sources,
-                    &history,
-                    &qkv,
-                    kv,
-                    &context,
-                ],
-                Grid::Heads(h as u32),
-            ));
-            step.push(bind(
-                gpu,
-                &k.linear_norm(l.cross_o.k, l.cross_o.n),
-                &[
-                    &dec_params,
-                    &context,
-                    &l.cross_o.w,
-                    &l.cross_o.b,
-                    &l.cross_norm.gamma,
-                    &l.cross_norm.beta,
-                    &x,
-                ],
-                norm_grid,
-            ));
-            step.push(bind(
-                gpu,
-                &k.linear(l.fc1.k, l.fc1.n, Store::Relu),
-                &[&dec_params, &x, &l.fc1.w, &l.fc1.b, &hidden],
-                blocks(l.fc1.n),
-            ));
-            step.push(bind(
-                gpu,
-                &k.linear_norm(l.fc2.k, l.fc2.n),
-                &[
-                    &dec_params,
-                    &hidden,
-                    &l.fc2.w,
-                    &l.fc2.b,
-                    &l.ffn_norm.gamma,
-                    &l.ffn_norm.beta,
-                    &x,
-                ],
-                norm_grid,
-            ));
+            step.push(linear(p, &l.qkv, split, &x, &[&qkv, cache]));
+            step.push(attend(p, &self_attention, &dec_rows, &qkv, cache, &context));
+            step.push(add_norm(p, &l.o, &l.self_norm, &context, &x));
+            step.push(linear(p, &l.cross_q, Store::Plain, &x, &[&qkv]));
+            step.push(attend(p, &cross_attention, &dec_rows, &qkv, kv, &context));
+            step.push(add_norm(p, &l.cross_o, &l.cross_norm, &context, &x));
+            step.push(linear(p, &l.fc1, Store::Relu, &x, &[&hidden]));
+            step.push(add_norm(p, &l.fc2, &l.ffn_norm, &hidden, &x));
         }
-        let out = &w.output;
-        step.push(bind(
-            gpu,
-            &k.linear(out.k, out.n, Store::Plain),
-            &[&dec_params, &x, &out.w, &out.b, &logits],
-            blocks(out.n),
-        ));
+        step.push(linear(p, &w.output, Store::Plain, &x, &[&logits]));
         step.push(bind(
             gpu,
             &k.select(vocab, shape.k),
-            &[&dec_params, &logits, &masks, &candidates],
+            &[p, &logits, &masks, &candidates],
             Grid::Rows,
         ));
-
         Ok(Workspace {
             shape,
             enc_params,

@@ -94,13 +94,7 @@ pub async fn greedy_async<'m>(
         let mut next_active = Vec::with_capacity(active.len());
         last.clear();
         for (r, (&s, (token, lp))) in active.iter().zip(picks).enumerate() {
-            let out = &mut outputs[s];
-            out.log_prob += lp;
-            if token == EOS || !lp.is_finite() {
-                let len = out.tokens.len() + 1;
-                out.score = out.log_prob / length_penalty(len, options.alpha);
-            } else {
-                out.tokens.push(token);
+            if extend(&mut outputs[s], token, lp, options.alpha) {
                 keep.push(r);
                 next_active.push(s);
                 last.push(token);
@@ -112,4 +106,19 @@ pub async fn greedy_async<'m>(
         active = next_active;
     }
     Ok(outputs)
+}
+
+/// Greedy's step for one sentence: adds the chosen token's log-probability; EOS (or a row
+/// with nothing allowed) finishes the output and scores it, any other token extends it.
+/// Returns whether the sentence goes on. Shared with the GPU decoder.
+pub fn extend(out: &mut Hypothesis, token: u32, lp: f64, alpha: f64) -> bool {
+    out.log_prob += lp;
+    if token == EOS || !lp.is_finite() {
+        let len = out.tokens.len() + 1;
+        out.score = out.log_prob / length_penalty(len, alpha);
+        false
+    } else {
+        out.tokens.push(token);
+        true
+    }
 }

@@ -14,7 +14,7 @@ mod greedy;
 pub use beam::{BeamSearch, RowView, beam_search, beam_search_async, by_score, search_mask};
 pub use constraints::{Constraint, Unconstrained};
 pub use ensemble::Ensemble;
-pub use greedy::{greedy, greedy_async};
+pub use greedy::{extend as greedy_extend, greedy, greedy_async};
 
 use burn::prelude::*;
 
@@ -39,17 +39,23 @@ pub async fn best_outputs_async<'m>(
             .map(|h| h.tokens)
             .collect())
     } else {
-        Ok(beam_search_async(&models, sources, options, constraint)
-            .await?
-            .into_iter()
-            .map(|hyps| {
-                hyps.into_iter()
-                    .next()
-                    .map(|h| h.tokens)
-                    .unwrap_or_default()
-            })
-            .collect())
+        Ok(best_of_each(
+            beam_search_async(&models, sources, options, constraint).await?,
+        ))
     }
+}
+
+/// Each sentence's best hypothesis (the first: searches return them best first), as ids.
+pub fn best_of_each(hypotheses: Vec<Vec<Hypothesis>>) -> Vec<Vec<u32>> {
+    hypotheses
+        .into_iter()
+        .map(|hyps| {
+            hyps.into_iter()
+                .next()
+                .map(|h| h.tokens)
+                .unwrap_or_default()
+        })
+        .collect()
 }
 
 /// [`best_outputs_async`], blocking (native callers).
