@@ -170,8 +170,17 @@ def cmd_export(args):
     if problems:
         sys.exit("cannot export: " + "; ".join(problems))
 
-    w = {k: v.astype(np.float32) for k, v in
-         load_file(os.path.join(args.bundle, "model.safetensors")).items()}
+    stored = load_file(os.path.join(args.bundle, "model.safetensors"))
+    # An int8 bundle's matrices are q (I8) with per-row scales beside them (`name_scale`):
+    # widened to q·scale, which CT2's int8 compute type quantizes back to the same q.
+    w = {}
+    for k, v in stored.items():
+        if k.endswith("_scale"):
+            continue
+        v = v.astype(np.float32)
+        if k + "_scale" in stored:
+            v = v * stored[k + "_scale"].astype(np.float32)[:, None]
+        w[k] = v
     used = set()
 
     def get(name):
@@ -261,12 +270,12 @@ def gnmt(length, alpha):
 class Ct2:
     """A CT2 Translator that decodes like `transduce translate` (see the module doc)."""
 
-    def __init__(self, bundle, ct2_dir, threads=1):
+    def __init__(self, bundle, ct2_dir, threads=1, compute_type="float32"):
         import ctranslate2
 
         self.bundle = bundle
         self.translator = ctranslate2.Translator(
-            ct2_dir, device="cpu", compute_type="float32",
+            ct2_dir, device="cpu", compute_type=compute_type,
             inter_threads=1, intra_threads=threads)
 
     def translate(self, lines, beam, alpha, max_extra, batch, exact_limits):
@@ -351,9 +360,13 @@ class Ct2:
 
 
 def transduce_command(args, input_path, output_path, beam, alpha, max_extra, batch):
+    # Like for like: CT2's float32 against transduce's f32 arithmetic, int8 against int8
+    # (on an int8 bundle both engines read the same q·scale weights).
+    compute = "int8" if args.compute_type == "int8" else "f32"
     return [args.bin, "translate", "--model", args.bundle, "--input", input_path,
             "--output", output_path, "--beam", str(beam), "--alpha", str(alpha),
-            "--max-extra", str(max_extra), "--batch-size", str(batch), "--quiet"]
+            "--max-extra", str(max_extra), "--batch-size", str(batch),
+            "--compute", compute, "--quiet"]
 
 
 def run_transduce(cmd):
@@ -420,7 +433,7 @@ def cmd_check(args):
 
         print(f"ct2: {args.ct2}, beam {beam}, alpha {alpha}, max_extra {max_extra}, "
               f"batches of <= {args.batch} sentences of equal source length", flush=True)
-        engine = Ct2(bundle, args.ct2, threads=args.threads)
+        engine = Ct2(bundle, args.ct2, threads=args.threads, compute_type=args.compute_type)
         t0 = time.perf_counter()
         ours, spent, stats = engine.translate(lines, beam, alpha, max_extra, args.batch,
                                               exact_limits=True)
@@ -477,7 +490,7 @@ def cmd_race(args):
               f"tokenizer.json")
         print("transduce:", shell(cmd, "RAYON_NUM_THREADS=1"))
         print(f"ct2 {ctranslate2.__version__}: Translator({args.ct2!r}, device='cpu', "
-              f"compute_type='float32', inter_threads=1, intra_threads=1); per batch "
+              f"compute_type={args.compute_type!r}, inter_threads=1, intra_threads=1); per batch "
               f"translate_batch(beam_size={args.beam}, num_hypotheses={args.beam}, "
               f"max_batch_size={args.batch}, batch_type='examples', patience=1, "
               f"length_penalty=α·m/(5+m), return_scores={args.beam > 1}, "
@@ -493,7 +506,7 @@ def cmd_race(args):
             t0 = time.perf_counter()
             bundle = Bundle(args.bundle)
             lines = read_lines(input_path)
-            engine = Ct2(bundle, args.ct2, threads=1)
+            engine = Ct2(bundle, args.ct2, threads=1, compute_type=args.compute_type)
             ours, spent, _ = engine.translate(lines, args.beam, args.alpha, max_extra,
                                               args.batch, exact_limits=False)
             total = time.perf_counter() - t0
@@ -552,6 +565,9 @@ def main():
         p.add_argument("--ct2", required=True)
         p.add_argument("--input", required=True, help="one sentence a line, plain or gzip")
         p.add_argument("--bin", default=DEFAULT_BIN, help="the transduce binary")
+        p.add_argument("--compute-type", default="float32", choices=["float32", "int8"],
+                       help="CT2's compute type (int8: weights quantized per row at load, "
+                            "activations per row, as an int8 bundle does in transduce)")
         p.add_argument("--max-extra", type=int, default=None,
                        help="default: the bundle's decoding.maxExtra")
         if name == "check":

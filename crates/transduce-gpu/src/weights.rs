@@ -160,12 +160,7 @@ impl Weights {
                 transposed[i * vocab + v] = table[v * d + i];
             }
         }
-        let output = up.linear(&Matrix {
-            rows: d,
-            cols: vocab,
-            data: transposed,
-            bias: None,
-        });
+        let output = up.linear(&Matrix::new(d, vocab, transposed, None));
         let encoder = host
             .encoder_layers()
             .iter()

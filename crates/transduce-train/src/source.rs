@@ -105,6 +105,7 @@ pub fn load(
                 notes: format!("weights: {}", weights.display()),
                 ..Default::default()
             },
+            weights: None,
             metrics: Default::default(),
             sha256: Default::default(),
         },

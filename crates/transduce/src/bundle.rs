@@ -3,6 +3,13 @@
 //! Loaded from bytes, so the native CLI and the browser share this one loader. Tensor names
 //! follow the module tree (`encoder.layers.0.self_attn.q.weight`); linear weights are stored
 //! `[out, in]` and LayerNorm parameters as `weight`/`bias`, the layout other toolkits use.
+//!
+//! Weights are stored in f32, f16, or int8. In an int8 bundle every linear weight and
+//! embedding table `name` `[rows, cols]` is an `I8` tensor with an `F32` tensor
+//! `name_scale` `[rows]` beside it: row r is `scale[r]·q[r, ·]` (symmetric, per output row;
+//! for the tied embedding, per vocabulary row, which is per output of the pre-softmax
+//! projection too). LayerNorm parameters, biases and learned positions stay f32.
+//! `config.json`'s `weights` says which ("f32", "f16", "int8").
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -67,6 +74,10 @@ pub struct BundleConfig {
     pub decoding: DecodeOptions,
     #[serde(default)]
     pub provenance: Provenance,
+    /// How `model.safetensors` stores the weights (absent in bundles older than int8
+    /// storage, which hold f32 or f16).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weights: Option<WeightDtype>,
     /// Measured scores, e.g. `{"bleu_test2016": 35.1, "bleu_signature": "nrefs:1|..."}`.
     #[serde(default)]
     pub metrics: BTreeMap<String, serde_json::Value>,
@@ -123,11 +134,15 @@ pub struct BundleFiles {
 }
 
 /// Storage precision of `model.safetensors`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum WeightDtype {
     F32,
     /// Half precision: half the size; weights are widened back to f32 on load.
     F16,
+    /// Matrices in int8 with a per-row f32 scale (a quarter of f32's size, plus the
+    /// scales), the rest in f32. On the CPU the host decoder then multiplies in int8.
+    Int8,
 }
 
 /// Lowercase hex sha256.
@@ -168,8 +183,40 @@ impl Bundle {
                 ),
             ));
         }
-        let model = load_weights(&config.model, &files.weights, device)?;
-        Bundle::new(config, tokenizer, model)
+        let (model, stored) = load_weights_stored(&config.model, &files.weights, device)?;
+        if let Some(said) = config.weights
+            && said != stored
+        {
+            return Err(Error::invalid(
+                "weights",
+                format!(
+                    "config.json says the weights are {said:?} but model.safetensors holds \
+                     {stored:?}"
+                ),
+            ));
+        }
+        let mut bundle = Bundle::new(config, tokenizer, model)?;
+        if stored == WeightDtype::Int8 {
+            bundle.quantize();
+        }
+        Ok(bundle)
+    }
+
+    /// Decodes with int8 products on the CPU from now on ([`HostModel::quantize`]): what
+    /// an int8 bundle does on load, and what a float bundle can be asked to do (quantized
+    /// at load, as CTranslate2's `int8` compute type does). No effect off the CPU.
+    pub fn quantize(&mut self) {
+        if let Some(host) = &mut self.host {
+            host.quantize();
+        }
+    }
+
+    /// Decodes with f32 products on the CPU from now on (an int8 bundle's weights as
+    /// `q·scale`, as GPUs decode them).
+    pub fn dequantize(&mut self) {
+        if let Some(host) = &mut self.host {
+            host.dequantize();
+        }
     }
 
     /// A bundle of a model in memory. On burn's CPU backend its weights are also laid out
@@ -208,6 +255,7 @@ impl Bundle {
         let tokenizer = self.tokenizer.to_json()?.into_bytes();
         let mut config = self.config.clone();
         config.model = self.model.config().clone();
+        config.weights = Some(dtype);
         config.sha256 = BTreeMap::from([
             (TOKENIZER_FILE.to_string(), sha256_hex(&tokenizer)),
             (WEIGHTS_FILE.to_string(), sha256_hex(&weights)),
@@ -236,6 +284,13 @@ impl Path {
     fn exit(&mut self) {
         self.names.pop();
         self.containers.pop();
+    }
+
+    /// Whether the tensor at this path is stored in int8 in an int8 bundle: linear weights
+    /// and the token embeddings.
+    fn quantizable(&self) -> bool {
+        let (name, linear) = self.stored();
+        linear || name == "embedding.weight" || name == "src_embedding.weight"
     }
 
     /// The stored name, and whether the tensor is a linear weight (stored transposed).
@@ -269,7 +324,8 @@ fn transpose(data: &[f32], r: usize, c: usize) -> Vec<f32> {
 
 struct Collector {
     path: Path,
-    tensors: Vec<(String, Vec<usize>, Vec<f32>)>,
+    /// Name, stored shape, values, and whether an int8 bundle quantizes it.
+    tensors: Vec<(String, Vec<usize>, Vec<f32>, bool)>,
     error: Option<Error>,
 }
 
@@ -284,6 +340,7 @@ impl ModuleVisitor for Collector {
 
     fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
         let (name, linear) = self.path.stored();
+        let quantizable = self.path.quantizable() && D == 2;
         let tensor = param.val();
         let mut shape = tensor.dims().to_vec();
         let values = match tensor.into_data().try_into_vec_as::<f32>() {
@@ -300,7 +357,7 @@ impl ModuleVisitor for Collector {
         } else {
             values
         };
-        self.tensors.push((name, shape, values));
+        self.tensors.push((name, shape, values, quantizable));
     }
 }
 
@@ -315,28 +372,47 @@ pub fn save_weights(model: &Transformer, dtype: WeightDtype) -> Result<Vec<u8>> 
     if let Some(e) = collector.error {
         return Err(e);
     }
-    let buffers: Vec<(String, Vec<usize>, Vec<u8>)> = collector
-        .tensors
-        .into_iter()
-        .map(|(name, shape, values)| {
-            let bytes = match dtype {
-                WeightDtype::F32 => values.iter().flat_map(|v| v.to_le_bytes()).collect(),
-                WeightDtype::F16 => values
+    let mut buffers: Vec<(String, Dtype, Vec<usize>, Vec<u8>)> = Vec::new();
+    for (name, shape, values, quantizable) in collector.tensors {
+        match dtype {
+            WeightDtype::Int8 if quantizable => {
+                let cols = shape[1].max(1);
+                let mut q = vec![0i8; values.len()];
+                let scales: Vec<f32> = values
+                    .chunks_exact(cols)
+                    .zip(q.chunks_exact_mut(cols))
+                    .map(|(row, q)| crate::host::int8::quantize_row(row, q))
+                    .collect();
+                let scale_bytes = scales.iter().flat_map(|v| v.to_le_bytes()).collect();
+                buffers.push((
+                    format!("{name}{SCALE_SUFFIX}"),
+                    Dtype::F32,
+                    vec![shape[0]],
+                    scale_bytes,
+                ));
+                buffers.push((name, Dtype::I8, shape, q.iter().map(|&v| v as u8).collect()));
+            }
+            WeightDtype::F16 => buffers.push((
+                name,
+                Dtype::F16,
+                shape,
+                values
                     .iter()
                     .flat_map(|&v| half::f16::from_f32(v).to_le_bytes())
                     .collect(),
-            };
-            (name, shape, bytes)
-        })
-        .collect();
-    let st_dtype = match dtype {
-        WeightDtype::F32 => Dtype::F32,
-        WeightDtype::F16 => Dtype::F16,
-    };
+            )),
+            WeightDtype::F32 | WeightDtype::Int8 => buffers.push((
+                name,
+                Dtype::F32,
+                shape,
+                values.iter().flat_map(|v| v.to_le_bytes()).collect(),
+            )),
+        }
+    }
     let views = buffers
         .iter()
-        .map(|(name, shape, bytes)| {
-            TensorView::new(st_dtype, shape.clone(), bytes)
+        .map(|(name, dtype, shape, bytes)| {
+            TensorView::new(*dtype, shape.clone(), bytes)
                 .map(|view| (name.clone(), view))
                 .map_err(|e| Error::CorruptWeights(format!("{name}: {e}")))
         })
@@ -345,15 +421,56 @@ pub fn save_weights(model: &Transformer, dtype: WeightDtype) -> Result<Vec<u8>> 
     safetensors::serialize(views, Some(metadata)).map_err(|e| Error::CorruptWeights(e.to_string()))
 }
 
+/// Suffix of an int8 tensor's scales.
+pub const SCALE_SUFFIX: &str = "_scale";
+
 struct Loader<'a> {
     path: Path,
     file: &'a SafeTensors<'a>,
     used: Vec<String>,
     error: Option<Error>,
     device: Device,
+    /// Storage types met, for the bundle's verdict.
+    int8: bool,
+    f16: bool,
 }
 
 impl Loader<'_> {
+    /// The scales of int8 tensor `name` with `rows` rows: one finite, non-negative f32 a row.
+    fn scales(&mut self, name: &str, rows: usize) -> Result<Vec<f32>> {
+        let scale_name = format!("{name}{SCALE_SUFFIX}");
+        let view = self
+            .file
+            .tensor(&scale_name)
+            .map_err(|_| Error::MissingTensor(scale_name.clone()))?;
+        self.used.push(scale_name.clone());
+        if view.dtype() != Dtype::F32 {
+            return Err(Error::UnsupportedDtype {
+                name: scale_name,
+                dtype: format!("{:?} (scales are F32)", view.dtype()),
+            });
+        }
+        if view.shape() != [rows] {
+            return Err(Error::ShapeMismatch {
+                name: scale_name,
+                expected: vec![rows],
+                found: view.shape().to_vec(),
+            });
+        }
+        let scales: Vec<f32> = view
+            .data()
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect();
+        if let Some(bad) = scales.iter().position(|s| !s.is_finite() || *s < 0.0) {
+            return Err(Error::CorruptWeights(format!(
+                "tensor `{scale_name}` holds {} at row {bad}: scales are finite and non-negative",
+                scales[bad]
+            )));
+        }
+        Ok(scales)
+    }
+
     fn tensor<const D: usize>(&mut self, expected: [usize; D]) -> Result<Tensor<D>> {
         let (name, linear) = self.path.stored();
         let view = self
@@ -379,11 +496,23 @@ impl Loader<'_> {
                 .chunks_exact(4)
                 .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
                 .collect(),
-            Dtype::F16 => view
-                .data()
-                .chunks_exact(2)
-                .map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32())
-                .collect(),
+            Dtype::F16 => {
+                self.f16 = true;
+                view.data()
+                    .chunks_exact(2)
+                    .map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32())
+                    .collect()
+            }
+            Dtype::I8 if D == 2 && self.path.quantizable() => {
+                self.int8 = true;
+                let scales = self.scales(&name, stored_shape[0])?;
+                let cols = stored_shape[1].max(1);
+                view.data()
+                    .chunks_exact(cols)
+                    .zip(&scales)
+                    .flat_map(|(row, &s)| row.iter().map(move |&q| q as i8 as f32 * s))
+                    .collect()
+            }
             other => {
                 return Err(Error::UnsupportedDtype {
                     name,
@@ -421,11 +550,16 @@ impl ModuleMapper for Loader<'_> {
         if self.error.is_some() {
             return param;
         }
-        let expected: [usize; D] = param.val().dims();
+        // The shape without initializing: a fresh model's parameters are lazy, and drawing
+        // their random initial values only to replace them was a third of a bundle's load.
+        let Ok(expected) = <[usize; D]>::try_from(param.lazy_shape().as_slice()) else {
+            self.error = Some(Error::Device(format!("parameter of rank ≠ {D}")));
+            return param;
+        };
         match self.tensor(expected) {
             Ok(tensor) => {
-                let require_grad = param.val().is_require_grad();
-                param.map(|_| tensor.set_require_grad(require_grad))
+                let id = param.id;
+                param.transform_for_load(tensor, id)
             }
             Err(e) => {
                 self.error = Some(e);
@@ -436,8 +570,18 @@ impl ModuleMapper for Loader<'_> {
 }
 
 /// Builds a model for `config` and fills it from safetensors bytes; every mismatch between
-/// config and file is an error naming the tensor.
+/// config and file is an error naming the tensor. int8 tensors are widened to `q·scale`.
 pub fn load_weights(config: &ModelConfig, bytes: &[u8], device: &Device) -> Result<Transformer> {
+    load_weights_stored(config, bytes, device).map(|(model, _)| model)
+}
+
+/// [`load_weights`], and how the file stored the matrices (int8 if any tensor was, else f16
+/// if any was, else f32).
+pub fn load_weights_stored(
+    config: &ModelConfig,
+    bytes: &[u8],
+    device: &Device,
+) -> Result<(Transformer, WeightDtype)> {
     let file =
         SafeTensors::deserialize(bytes).map_err(|e| Error::CorruptWeights(format!("{e:?}")))?;
     // A config that describes far more parameters than the file holds is refused before
@@ -463,13 +607,15 @@ pub fn load_weights(config: &ModelConfig, bytes: &[u8], device: &Device) -> Resu
             ),
         ));
     }
-    let model = Transformer::new(config, device)?;
+    let model = Transformer::to_load(config, device)?;
     let mut loader = Loader {
         path: Path::default(),
         file: &file,
         used: Vec::new(),
         error: None,
         device: device.clone(),
+        int8: false,
+        f16: false,
     };
     let model = model.map(&mut loader);
     if let Some(e) = loader.error {
@@ -485,5 +631,12 @@ pub fn load_weights(config: &ModelConfig, bytes: &[u8], device: &Device) -> Resu
         unexpected.sort();
         return Err(Error::UnexpectedTensors(unexpected));
     }
-    Ok(model)
+    let stored = if loader.int8 {
+        WeightDtype::Int8
+    } else if loader.f16 {
+        WeightDtype::F16
+    } else {
+        WeightDtype::F32
+    };
+    Ok((model, stored))
 }

@@ -139,11 +139,17 @@ fn embedding_table(rows: usize, d_model: usize, device: &Device) -> Embedding {
 /// device always yields the same weights.
 struct NumberParams {
     next: u64,
+    /// Draw the initial values now (else they stay lazy).
+    draw: bool,
 }
 
 impl ModuleMapper for NumberParams {
-    fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
+    fn map_float<const D: usize>(&mut self, mut param: Param<Tensor<D>>) -> Param<Tensor<D>> {
         self.next += 1;
+        if !self.draw {
+            param.id = ParamId::from(self.next);
+            return param;
+        }
         let (_, value, mapper) = param.consume();
         Param::from_mapped_value(ParamId::from(self.next), value, mapper)
     }
@@ -173,8 +179,8 @@ pub fn causal_mask(t: usize, device: &Device) -> Tensor<4, Bool> {
 }
 
 impl Transformer {
-    /// A freshly initialized model.
-    pub fn new(config: &ModelConfig, device: &Device) -> Result<Self> {
+    /// The model's modules, parameters lazy and not yet numbered.
+    fn unnumbered(config: &ModelConfig, device: &Device) -> Result<Self> {
         config.validate()?;
         let d = config.d_model;
         let untied = !config.share_embeddings;
@@ -204,7 +210,25 @@ impl Transformer {
             config: config.clone(),
             precision: Precision::F32,
         };
-        Ok(model.map(&mut NumberParams { next: 0 }))
+        Ok(model)
+    }
+
+    /// A model for `config` with initial weights drawn (deterministically on a seeded
+    /// device: see [`NumberParams`]).
+    pub fn new(config: &ModelConfig, device: &Device) -> Result<Self> {
+        Ok(Self::unnumbered(config, device)?.map(&mut NumberParams {
+            next: 0,
+            draw: true,
+        }))
+    }
+
+    /// A model for `config` whose weights are about to be loaded: the same parameter ids
+    /// as [`Transformer::new`], but no initial values drawn (they would be replaced).
+    pub fn to_load(config: &ModelConfig, device: &Device) -> Result<Self> {
+        Ok(Self::unnumbered(config, device)?.map(&mut NumberParams {
+            next: 0,
+            draw: false,
+        }))
     }
 
     /// The hyper-parameters this model was built with.

@@ -295,3 +295,210 @@ fn lying_configs_are_refused_before_allocation() {
         assert!(e.contains(&format!("decoding.{field}")), "{field}: {e}");
     }
 }
+
+/// An int8 bundle's file with one tensor replaced: `edit(name, dtype, shape, bytes)` may
+/// change any of them (or drop the tensor by returning `None`).
+fn edit_int8(
+    files: &BundleFiles,
+    edit: impl Fn(
+        &str,
+        safetensors::Dtype,
+        Vec<usize>,
+        Vec<u8>,
+    ) -> Option<(safetensors::Dtype, Vec<usize>, Vec<u8>)>,
+) -> BundleFiles {
+    let file = safetensors::SafeTensors::deserialize(&files.weights).unwrap();
+    let tensors: Vec<(String, safetensors::Dtype, Vec<usize>, Vec<u8>)> = file
+        .tensors()
+        .into_iter()
+        .filter_map(|(name, view)| {
+            edit(
+                &name,
+                view.dtype(),
+                view.shape().to_vec(),
+                view.data().to_vec(),
+            )
+            .map(|(dtype, shape, data)| (name, dtype, shape, data))
+        })
+        .collect();
+    let views: Vec<(String, safetensors::tensor::TensorView)> = tensors
+        .iter()
+        .map(|(n, dtype, s, d)| {
+            (
+                n.clone(),
+                safetensors::tensor::TensorView::new(*dtype, s.clone(), d).unwrap(),
+            )
+        })
+        .collect();
+    BundleFiles {
+        weights: safetensors::serialize(views, None).unwrap(),
+        ..files.clone()
+    }
+}
+
+/// int8 storage: matrices as I8 with a scale per row, the rest f32; about a quarter of
+/// f32's size; loaded weights within half a step of the originals; the CPU decoder then
+/// multiplies in int8; and saving the loaded bundle again gives back the same integers.
+#[test]
+fn int8_quarters_the_matrices_and_round_trips() {
+    let b = bundle(ModelConfig::tiny());
+    let f32_files = b.to_bytes(WeightDtype::F32).unwrap();
+    let files = b.to_bytes(WeightDtype::Int8).unwrap();
+    let ratio = files.weights.len() as f64 / f32_files.weights.len() as f64;
+    assert!(ratio < 0.3, "{ratio}");
+    assert!(String::from_utf8_lossy(&files.config).contains("\"weights\": \"int8\""));
+    let file = safetensors::SafeTensors::deserialize(&files.weights).unwrap();
+    let dtype = |n: &str| file.tensor(n).unwrap().dtype();
+    assert_eq!(dtype("embedding.weight"), safetensors::Dtype::I8);
+    assert_eq!(dtype("embedding.weight_scale"), safetensors::Dtype::F32);
+    assert_eq!(
+        dtype("decoder.layers.1.ffn.fc1.weight"),
+        safetensors::Dtype::I8
+    );
+    assert_eq!(
+        dtype("decoder.layers.1.ffn.fc1.bias"),
+        safetensors::Dtype::F32
+    );
+    assert_eq!(
+        dtype("encoder.layers.0.ffn_norm.weight"),
+        safetensors::Dtype::F32
+    );
+    assert_eq!(file.tensor("embedding.weight_scale").unwrap().shape(), [60]);
+
+    let loaded = Bundle::from_bytes(&files, &device()).unwrap();
+    assert_eq!(loaded.config.weights, Some(WeightDtype::Int8));
+    assert!(loaded.host().unwrap().is_int8());
+    // Each weight within half a step (its row's scale / 2) of the original.
+    let original = load_weights(b.model.config(), &f32_files.weights, &device()).unwrap();
+    let (a, q) = (
+        values(original.embedding.weight.val()),
+        values(loaded.model.embedding.weight.val()),
+    );
+    for (row, (a, q)) in a.chunks(64).zip(q.chunks(64)).enumerate() {
+        let step = a.iter().fold(0f32, |m, v| m.max(v.abs())) / 127.0;
+        for (x, y) in a.iter().zip(q) {
+            assert!((x - y).abs() <= step * 0.5 * 1.0001, "row {row}: {x} {y}");
+        }
+    }
+    // Quantizing the loaded (q·scale) weights again finds the same integers.
+    let again = loaded.to_bytes(WeightDtype::Int8).unwrap();
+    let again = safetensors::SafeTensors::deserialize(&again.weights).unwrap();
+    for (name, view) in file.tensors() {
+        let other = again.tensor(&name).unwrap();
+        if view.dtype() == safetensors::Dtype::I8 {
+            assert_eq!(view.data(), other.data(), "{name}");
+        } else if name.ends_with("_scale") {
+            let floats = |d: &[u8]| -> Vec<f32> {
+                d.chunks(4)
+                    .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                    .collect()
+            };
+            for (s, t) in floats(view.data()).iter().zip(floats(other.data())) {
+                assert!((s - t).abs() <= s * 2e-7, "{name}: {s} {t}");
+            }
+        }
+    }
+    // And it still translates, close to the f32 model.
+    let source = loaded.tokenizer.encode("a small dog runs").unwrap();
+    let options = transduce::DecodeOptions::default();
+    let outputs = transduce::decode::best_outputs(loaded.scorer(), &[source], &options, None);
+    assert!(outputs.is_ok());
+}
+
+/// Each way an int8 bundle can be wrong gives one error naming the tensor.
+#[test]
+fn bad_int8_bundles_name_the_tensor() {
+    let files = unchecked(
+        bundle(ModelConfig::tiny())
+            .to_bytes(WeightDtype::Int8)
+            .unwrap(),
+    );
+    let scale = "decoder.layers.0.ffn.fc2.weight_scale";
+    // What is wrong, the damaged bundle, and whether an error is the one expected.
+    type Case = (&'static str, BundleFiles, fn(&Error) -> bool);
+    let cases: Vec<Case> = vec![
+        (
+            "a scale too few",
+            edit_int8(&files, |n, d, mut s, mut b| {
+                if n == scale {
+                    s[0] -= 1;
+                    b.truncate(b.len() - 4);
+                }
+                Some((d, s, b))
+            }),
+            |e| matches!(e, Error::ShapeMismatch { .. }),
+        ),
+        (
+            "a NaN scale",
+            edit_int8(&files, |n, d, s, mut b| {
+                if n == scale {
+                    b[4..8].copy_from_slice(&f32::NAN.to_le_bytes());
+                }
+                Some((d, s, b))
+            }),
+            |e| matches!(e, Error::CorruptWeights(_)),
+        ),
+        (
+            "a negative scale",
+            edit_int8(&files, |n, d, s, mut b| {
+                if n == scale {
+                    b[0..4].copy_from_slice(&(-1.0f32).to_le_bytes());
+                }
+                Some((d, s, b))
+            }),
+            |e| matches!(e, Error::CorruptWeights(_)),
+        ),
+        (
+            "scales in f16",
+            edit_int8(&files, |n, d, s, b| {
+                if n == scale {
+                    let half: Vec<u8> = b
+                        .chunks(4)
+                        .flat_map(|c| {
+                            half::f16::from_f32(f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                                .to_le_bytes()
+                        })
+                        .collect();
+                    return Some((safetensors::Dtype::F16, s, half));
+                }
+                Some((d, s, b))
+            }),
+            |e| matches!(e, Error::UnsupportedDtype { .. }),
+        ),
+        (
+            "no scales",
+            edit_int8(&files, |n, d, s, b| (n != scale).then_some((d, s, b))),
+            |e| matches!(e, Error::MissingTensor(_)),
+        ),
+    ];
+    for (what, bad, expected) in cases {
+        let e = err(&bad);
+        assert!(expected(&e), "{what}: {e}");
+        assert!(e.to_string().contains(scale), "{what}: {e}");
+    }
+    // int8 where the format keeps f32 (a LayerNorm gain).
+    let norm = "encoder.layers.0.ffn_norm.weight";
+    let bad = edit_int8(&files, |n, d, s, b| {
+        if n == norm {
+            return Some((safetensors::Dtype::I8, s, vec![1; b.len() / 4]));
+        }
+        Some((d, s, b))
+    });
+    let e = err(&bad);
+    assert!(
+        matches!(e, Error::UnsupportedDtype { .. }) && e.to_string().contains(norm),
+        "{e}"
+    );
+    // A config that says int8 over f16 weights.
+    let mut lying = unchecked(
+        bundle(ModelConfig::tiny())
+            .to_bytes(WeightDtype::F16)
+            .unwrap(),
+    );
+    lying.config = String::from_utf8(lying.config)
+        .unwrap()
+        .replace("\"weights\": \"f16\"", "\"weights\": \"int8\"")
+        .into_bytes();
+    let e = err(&lying);
+    assert!(e.to_string().contains("weights"), "{e}");
+}

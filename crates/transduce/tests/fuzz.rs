@@ -126,7 +126,7 @@ fn fuzz_tokenizer() {
 #[test]
 fn fuzz_weights() {
     let config = ModelConfig::tiny().with_vocab(60);
-    let seeds = [WeightDtype::F32, WeightDtype::F16]
+    let seeds = [WeightDtype::F32, WeightDtype::F16, WeightDtype::Int8]
         .map(|dtype| tiny_files(ModelConfig::tiny(), dtype).weights);
     let device = device();
     Target::new("weights", seeds)
@@ -134,6 +134,8 @@ fn fuzz_weights() {
             [
                 "\"dtype\":\"F16\"",
                 "\"dtype\":\"I64\"",
+                "\"dtype\":\"I8\"",
+                "_scale",
                 "\"shape\":[",
                 "\"data_offsets\":[",
                 "\"__metadata__\"",
@@ -148,8 +150,11 @@ fn fuzz_weights() {
         .run(|input| {
             let loaded = load_weights(&config, input, &device);
             if let Ok(model) = &loaded {
-                // Loaded weights go to the host decoder (what the CPU path decodes with).
-                let _ = transduce::HostModel::new(model);
+                // Loaded weights go to the host decoder (what the CPU path decodes with),
+                // in f32 and in int8.
+                if let Ok(mut host) = transduce::HostModel::new(model) {
+                    host.quantize();
+                }
             }
             Outcome::from(&loaded)
         });

@@ -42,6 +42,31 @@ pub struct EnsembleArgs {
     pub checkpoints: Vec<PathBuf>,
     #[arg(long, value_enum, default_value = "cpu")]
     pub backend: Backend,
+    /// Arithmetic of the CPU decoder's matrix products: int8 (weights per output row,
+    /// activations per row on the fly, int32 sums) or f32. Default: int8 for int8 bundles,
+    /// f32 for f16 and f32 ones (int8 then quantizes them at load).
+    #[arg(long, value_enum)]
+    pub compute: Option<Compute>,
+}
+
+/// The CPU decoder's arithmetic (`--compute`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Compute {
+    Int8,
+    F32,
+}
+
+impl EnsembleArgs {
+    /// Sets each bundle's CPU arithmetic as `--compute` asks (no change without it).
+    pub fn apply_compute(&self, bundles: &mut [transduce::Bundle]) {
+        for bundle in bundles {
+            match self.compute {
+                Some(Compute::Int8) => bundle.quantize(),
+                Some(Compute::F32) => bundle.dequantize(),
+                None => {}
+            }
+        }
+    }
 }
 
 #[derive(Args)]

@@ -74,13 +74,14 @@ pub fn run(cmd: ParseCmd) -> Result<()> {
                 "--model is required (or --right-branching)".into(),
             ));
         }
-        let bundles = source::load_ensemble(
+        let mut bundles = source::load_ensemble(
             &cmd.model.models,
             &cmd.model.checkpoints,
             Task::Parse,
             &device,
             cmd.combine == parse::Combine::Mean,
         )?;
+        cmd.model.apply_compute(&mut bundles);
         let method = parse::Method::Model {
             constrained: !cmd.no_constraint,
             options: DecodeOptions {

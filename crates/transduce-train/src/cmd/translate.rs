@@ -50,13 +50,14 @@ pub fn run(cmd: TranslateCmd) -> Result<()> {
         source: String::new(),
         target: String::new(),
     };
-    let bundles = source::load_ensemble(
+    let mut bundles = source::load_ensemble(
         &cmd.model.models,
         &cmd.model.checkpoints,
         task,
         &device,
         true,
     )?;
+    cmd.model.apply_compute(&mut bundles);
     let lines = read_input(cmd.input.as_deref())?;
     let defaults = &bundles[0].config.decoding;
     let options = DecodeOptions {

@@ -6,21 +6,50 @@
 //! compiler may not reorder (floating-point addition is not associative), eight are eight
 //! SIMD lanes.
 
+use super::int8::{Int8Matrix, quantize_row};
+
 const LANES: usize = 8;
 
-/// A weight matrix `[rows, cols]`, row-major, with an optional bias of `cols`.
+/// A weight matrix `[rows, cols]`, row-major, with an optional bias of `cols`, and
+/// optionally its int8 form ([`Matrix::quantize`]), which products then use.
 #[derive(Clone, Debug)]
 pub struct Matrix {
     pub rows: usize,
     pub cols: usize,
     pub data: Vec<f32>,
     pub bias: Option<Vec<f32>>,
+    pub int8: Option<Int8Matrix>,
 }
 
 impl Matrix {
+    /// An f32 matrix.
+    pub fn new(rows: usize, cols: usize, data: Vec<f32>, bias: Option<Vec<f32>>) -> Matrix {
+        Matrix {
+            rows,
+            cols,
+            data,
+            bias,
+            int8: None,
+        }
+    }
+
+    /// Adds the int8 form (per output column): products quantize their input per row and
+    /// multiply in int8 from now on.
+    pub fn quantize(&mut self) {
+        self.int8 = Some(Int8Matrix::quantize(
+            self.rows,
+            self.cols,
+            &self.data,
+            self.bias.as_deref(),
+        ));
+    }
+
     /// `out[m, cols] = x[m, rows] · self (+ bias)`.
     pub fn apply(&self, x: &[f32], m: usize, out: &mut Vec<f32>) {
         assert_eq!(x.len(), m * self.rows);
+        if let Some(int8) = &self.int8 {
+            return int8.apply(x, m, out);
+        }
         let len = m * self.cols;
         out.clear();
         out.reserve(len);
@@ -126,14 +155,14 @@ impl Columns {
             .step_by(Self::BLOCK)
             .map(|start| {
                 let width = Self::BLOCK.min(cols - start);
-                Matrix {
+                Matrix::new(
                     rows,
-                    cols: width,
-                    data: (0..rows * width)
+                    width,
+                    (0..rows * width)
                         .map(|i| at(i / width, start + i % width))
                         .collect(),
-                    bias: bias.map(|b| b[start..start + width].to_vec()),
-                }
+                    bias.map(|b| b[start..start + width].to_vec()),
+                )
             })
             .collect();
         Columns { rows, cols, blocks }
@@ -176,13 +205,39 @@ pub struct Projection {
     /// `[vocab, d_model]`.
     table: Vec<f32>,
     columns: Columns,
+    /// The int8 form, per vocabulary row, once quantized.
+    int8: Option<Int8Matrix>,
 }
 
 impl Projection {
     /// From the transposed weight `table` `[vocab, d_model]` (the shared embedding).
     pub fn from_table(table: Vec<f32>, vocab: usize) -> Projection {
         let columns = Columns::transposed(&table, vocab);
-        Projection { table, columns }
+        Projection {
+            table,
+            columns,
+            int8: None,
+        }
+    }
+
+    /// Adds the int8 form (per vocabulary row, as the tied embedding is stored): products
+    /// use it from now on.
+    pub fn quantize(&mut self) {
+        let vocab = self.columns.cols;
+        let d = self.columns.rows;
+        let mut rows = vec![0i8; self.table.len()];
+        let scales = self
+            .table
+            .chunks_exact(d.max(1))
+            .zip(rows.chunks_exact_mut(d.max(1)))
+            .map(|(row, q)| quantize_row(row, q))
+            .collect();
+        self.int8 = Some(Int8Matrix::from_rows(d, vocab, &rows, scales, None));
+    }
+
+    /// Drops the int8 form: f32 products again.
+    pub fn dequantize(&mut self) {
+        self.int8 = None;
     }
 
     /// The table `[vocab, d_model]`.
@@ -192,7 +247,9 @@ impl Projection {
 
     /// `out[m, vocab] = x[m, d_model] · self`.
     pub fn apply(&self, x: &[f32], m: usize, out: &mut Vec<f32>) {
-        if m == 1 {
+        if let Some(int8) = &self.int8 {
+            int8.apply(x, m, out);
+        } else if m == 1 {
             times_transposed(x, m, &self.table, self.columns.cols, out);
         } else {
             self.columns.apply(x, m, out);
@@ -273,6 +330,7 @@ pub fn axpy(y: &mut [f32], a: f32, x: &[f32]) {
     }
 }
 
+#[inline]
 fn sum(x: &[f32]) -> f32 {
     let mut acc = [0.0f32; LANES];
     let (chunks, rest) = x.split_at(x.len() - x.len() % LANES);
@@ -300,9 +358,40 @@ pub fn max(x: &[f32]) -> f32 {
         .fold(f32::NEG_INFINITY, |m, &v| m.max(v))
 }
 
+/// The largest magnitude in `x` (0 if empty; NaN if any value is NaN is not promised:
+/// callers check finiteness of the result).
+#[inline]
+pub fn max_abs(x: &[f32]) -> f32 {
+    let mut acc = [0.0f32; LANES];
+    let (chunks, rest) = x.split_at(x.len() - x.len() % LANES);
+    for c in chunks.chunks_exact(LANES) {
+        for i in 0..LANES {
+            acc[i] = acc[i].max(c[i].abs());
+        }
+    }
+    rest.iter().map(|v| v.abs()).chain(acc).fold(0.0, f32::max)
+}
+
 /// LayerNorm over each row of `x` `[.., d]` in place (ε = 10⁻⁵, burn's default; the
 /// variance is the biased one, as in Ba et al. 2016).
 pub fn layer_norm(x: &mut [f32], gamma: &[f32], beta: &[f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2 (just checked); the same code, the same bits (see
+        // `log_softmax_shift`).
+        return unsafe { layer_norm_avx2(x, gamma, beta) };
+    }
+    layer_norm_lanes(x, gamma, beta)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn layer_norm_avx2(x: &mut [f32], gamma: &[f32], beta: &[f32]) {
+    layer_norm_lanes(x, gamma, beta)
+}
+
+#[inline(always)]
+fn layer_norm_lanes(x: &mut [f32], gamma: &[f32], beta: &[f32]) {
     const EPSILON: f32 = 1e-5;
     let d = gamma.len();
     for row in x.chunks_exact_mut(d) {
@@ -326,6 +415,7 @@ pub fn layer_norm(x: &mut [f32], gamma: &[f32], beta: &[f32]) {
 }
 
 /// Softmax of one row in place.
+#[inline]
 pub fn softmax(row: &mut [f32]) {
     let m = max(row);
     for v in row.iter_mut() {
@@ -466,12 +556,7 @@ mod tests {
                 .map(|i| ((i * 5) % 11) as f32 * 0.5 - 2.0)
                 .collect();
             let bias: Vec<f32> = (0..n).map(|j| j as f32).collect();
-            let matrix = Matrix {
-                rows: k,
-                cols: n,
-                data: w.clone(),
-                bias: Some(bias.clone()),
-            };
+            let matrix = Matrix::new(k, n, w.clone(), Some(bias.clone()));
             // Stale contents must not leak into the products.
             let mut out = vec![f32::NAN; 2 * m * n];
             matrix.apply(&x, m, &mut out);

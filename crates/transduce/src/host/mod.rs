@@ -13,6 +13,7 @@
 //! Used for models on burn's CPU backend (native and wasm); other backends decode through
 //! [`crate::model::Transformer`] on their device.
 
+pub mod int8;
 pub mod kernels;
 mod state;
 
@@ -82,6 +83,8 @@ pub struct HostModel {
     sinusoid: Vec<f32>,
     encoder: Vec<EncoderLayer>,
     decoder: Vec<DecoderLayer>,
+    /// Products in int8 ([`HostModel::quantize`]).
+    int8: bool,
 }
 
 fn values<const D: usize>(param: &Param<Tensor<D>>) -> Result<Vec<f32>> {
@@ -94,12 +97,12 @@ fn values<const D: usize>(param: &Param<Tensor<D>>) -> Result<Vec<f32>> {
 
 fn matrix(linear: &Linear) -> Result<Matrix> {
     let [rows, cols] = linear.weight.val().dims();
-    Ok(Matrix {
+    Ok(Matrix::new(
         rows,
         cols,
-        data: values(&linear.weight)?,
-        bias: linear.bias.as_ref().map(values).transpose()?,
-    })
+        values(&linear.weight)?,
+        linear.bias.as_ref().map(values).transpose()?,
+    ))
 }
 
 /// Side-by-side columns of matrices with the same rows: `[rows, Σ cols]`.
@@ -118,12 +121,7 @@ fn concat(parts: &[&Linear]) -> Result<Matrix> {
     } else {
         None
     };
-    Ok(Matrix {
-        rows,
-        cols,
-        data,
-        bias,
-    })
+    Ok(Matrix::new(rows, cols, data, bias))
 }
 
 fn norm(layer_norm: &LayerNorm) -> Result<Norm> {
@@ -213,7 +211,66 @@ impl HostModel {
             encoder,
             decoder,
             config,
+            int8: false,
         })
+    }
+
+    /// Switches the products to int8 (weights per output column, activations per row on
+    /// the fly; [`int8`]): every projection of the encoder and decoder and the output
+    /// projection. Embedding lookups, attention over the caches, LayerNorm and softmax stay
+    /// f32. Weights read from an int8 bundle are `q·s` exactly, so quantizing them again
+    /// gives back the stored integers.
+    pub fn quantize(&mut self) {
+        for layer in &mut self.encoder {
+            for m in [&mut layer.qkv, &mut layer.o, &mut layer.fc1, &mut layer.fc2] {
+                m.quantize();
+            }
+        }
+        for layer in &mut self.decoder {
+            for m in [
+                &mut layer.qkv,
+                &mut layer.o,
+                &mut layer.cross_q,
+                &mut layer.cross_kv,
+                &mut layer.cross_o,
+                &mut layer.fc1,
+                &mut layer.fc2,
+            ] {
+                m.quantize();
+            }
+        }
+        self.output.quantize();
+        self.int8 = true;
+    }
+
+    /// Back to f32 products over the same weights (for an int8 bundle: `q·scale`, exactly
+    /// what a GPU or burn decodes with).
+    pub fn dequantize(&mut self) {
+        for layer in &mut self.encoder {
+            for m in [&mut layer.qkv, &mut layer.o, &mut layer.fc1, &mut layer.fc2] {
+                m.int8 = None;
+            }
+        }
+        for layer in &mut self.decoder {
+            for m in [
+                &mut layer.qkv,
+                &mut layer.o,
+                &mut layer.cross_q,
+                &mut layer.cross_kv,
+                &mut layer.cross_o,
+                &mut layer.fc1,
+                &mut layer.fc2,
+            ] {
+                m.int8 = None;
+            }
+        }
+        self.output.dequantize();
+        self.int8 = false;
+    }
+
+    /// Whether the products run in int8 ([`HostModel::quantize`]).
+    pub fn is_int8(&self) -> bool {
+        self.int8
     }
 
     /// The hyper-parameters of the model.
@@ -293,15 +350,55 @@ impl HostModel {
 
 /// Multi-head attention (§3.2.2) of one query over `n` keys and values.
 ///
-/// `q` holds the query's heads side by side (`h·d_k`); key j of head i is
-/// `keys[j·stride + i·d_k..][..d_k]`, its value `values[j·stride + i·d_v..][..d_v]`.
-/// Writes the heads' contexts side by side into `out` (`h·d_v`); `scores` is scratch.
+/// `q` holds the query's heads side by side (`h·d_k`); position j's keys and values start
+/// at `at(j)` in `cache`: key j of head i is `cache[at(j) + i·d_k..][..d_k]`, its value
+/// `cache[at(j) + values + i·d_v..][..d_v]`. Writes the heads' contexts side by side into
+/// `out` (`h·d_v`); `scores` is scratch.
+///
+/// On x86-64 CPUs with AVX2 the same code runs compiled for AVX2 (as
+/// [`kernels::log_softmax_shift`] does): the same bits, twice the lanes.
 #[allow(clippy::too_many_arguments)]
 fn attend(
     q: &[f32],
-    keys: &[f32],
-    values: &[f32],
-    stride: usize,
+    cache: &[f32],
+    values: usize,
+    at: impl Fn(usize) -> usize,
+    n: usize,
+    config: &ModelConfig,
+    scores: &mut Vec<f32>,
+    out: &mut [f32],
+) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2 (just checked).
+        return unsafe { attend_avx2(q, cache, values, at, n, config, scores, out) };
+    }
+    attend_lanes(q, cache, values, at, n, config, scores, out)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[allow(clippy::too_many_arguments)]
+fn attend_avx2(
+    q: &[f32],
+    cache: &[f32],
+    values: usize,
+    at: impl Fn(usize) -> usize,
+    n: usize,
+    config: &ModelConfig,
+    scores: &mut Vec<f32>,
+    out: &mut [f32],
+) {
+    attend_lanes(q, cache, values, at, n, config, scores, out)
+}
+
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn attend_lanes(
+    q: &[f32],
+    cache: &[f32],
+    values: usize,
+    at: impl Fn(usize) -> usize,
     n: usize,
     config: &ModelConfig,
     scores: &mut Vec<f32>,
@@ -313,13 +410,11 @@ fn attend(
     for head in 0..h {
         let q = &q[head * d_k..(head + 1) * d_k];
         scores.clear();
-        scores.extend(
-            (0..n).map(|j| kernels::dot(q, &keys[j * stride + head * d_k..][..d_k]) / scale),
-        );
+        scores.extend((0..n).map(|j| kernels::dot(q, &cache[at(j) + head * d_k..][..d_k]) / scale));
         kernels::softmax(scores);
         let context = &mut out[head * d_v..(head + 1) * d_v];
         for (j, &w) in scores.iter().enumerate() {
-            kernels::axpy(context, w, &values[j * stride + head * d_v..][..d_v]);
+            kernels::axpy(context, w, &cache[at(j) + values + head * d_v..][..d_v]);
         }
     }
 }

@@ -11,7 +11,8 @@ struct Scratch {
     projected: Vec<f32>,
     hidden: Vec<f32>,
     scores: Vec<f32>,
-    gathered: Vec<f32>,
+    /// Where each position's keys and values start in a layer's cache, for one row.
+    at: Vec<usize>,
 }
 
 /// An incremental decode of a batch on the host: the encoder's output and per-layer
@@ -28,9 +29,14 @@ pub struct HostState {
     cross: Vec<Vec<f32>>,
     row_source: Vec<usize>,
     /// Per decoder layer: keys and values of the positions fed so far,
-    /// `[rows, capacity, h·d_k + h·d_v]`.
+    /// `[slots, capacity, h·d_k + h·d_v]`. At step t row r writes position t of slot r;
+    /// where its earlier positions are is in `ancestry`.
     own: Vec<Vec<f32>>,
+    slots: usize,
     capacity: usize,
+    /// `[rows, capacity]`: the slot holding each fed position of each row. Re-ranking beams
+    /// (§6.1) copies these indices, not the cached keys and values.
+    ancestry: Vec<u32>,
     /// Target positions already fed.
     position: usize,
     scratch: Scratch,
@@ -55,32 +61,16 @@ impl HostState {
         self.row_source.len()
     }
 
-    /// Keeps (or repeats) rows: row i of the result is row `parents[i]` now.
+    /// Keeps (or repeats) rows: row i of the result is row `parents[i]` now. Only the
+    /// rows' ancestry moves (`position` indices a row); cached keys and values stay put.
     pub fn select(&mut self, parents: &[usize]) {
-        let width = self.own.first().map_or(0, |c| c.len() / self.rows().max(1));
-        let used = self.position * (width / self.capacity.max(1));
-        let in_place = parents.iter().enumerate().all(|(i, &p)| p >= i)
-            && parents.windows(2).all(|w| w[0] < w[1]);
-        for cache in &mut self.own {
-            if in_place {
-                // Rows only move forward: each is read before anything overwrites it.
-                for (i, &p) in parents.iter().enumerate() {
-                    if p != i {
-                        cache.copy_within(p * width..p * width + used, i * width);
-                    }
-                }
-                cache.truncate(parents.len() * width);
-            } else {
-                let gathered = &mut self.scratch.gathered;
-                gathered.clear();
-                gathered.resize(parents.len() * width, 0.0);
-                for (i, &p) in parents.iter().enumerate() {
-                    gathered[i * width..i * width + used]
-                        .copy_from_slice(&cache[p * width..p * width + used]);
-                }
-                std::mem::swap(cache, gathered);
-            }
+        let (t, stride) = (self.position, self.capacity);
+        let mut ancestry = vec![0u32; parents.len() * stride];
+        for (i, &p) in parents.iter().enumerate() {
+            ancestry[i * stride..i * stride + t]
+                .copy_from_slice(&self.ancestry[p * stride..p * stride + t]);
         }
+        self.ancestry = ancestry;
         self.row_source = parents.iter().map(|&p| self.row_source[p]).collect();
     }
 }
@@ -129,9 +119,9 @@ impl HostModel {
                 for p in 0..len {
                     attend(
                         &rows[p * width..p * width + hk],
-                        &rows[hk..],
-                        &rows[2 * hk..],
-                        width,
+                        rows,
+                        hk,
+                        |j| hk + j * width,
                         len,
                         c,
                         scores,
@@ -160,7 +150,9 @@ impl HostModel {
             cross,
             row_source: (0..sources.len()).collect(),
             own: vec![Vec::new(); self.decoder.len()],
+            slots: 0,
             capacity: 0,
+            ancestry: Vec::new(),
             position: 0,
             scratch,
             spare: Vec::new(),
@@ -215,10 +207,18 @@ impl HostModel {
         let t = state.position;
         let width = hk + hk + hv;
         let kv_width = hk + hv;
-        if t >= state.capacity {
-            grow(state, kv_width, (2 * state.capacity).max(16));
+        if t >= state.capacity || rows > state.slots {
+            let capacity = if t >= state.capacity {
+                (2 * state.capacity).max(16)
+            } else {
+                state.capacity
+            };
+            grow(state, kv_width, rows.max(state.slots), capacity);
         }
-        let per_row = state.capacity * kv_width;
+        let per_slot = state.capacity * kv_width;
+        for r in 0..rows {
+            state.ancestry[r * state.capacity + t] = r as u32;
+        }
 
         let mut x = Vec::with_capacity(rows * d);
         for &token in tokens {
@@ -253,7 +253,7 @@ impl HostModel {
                 projected,
                 hidden,
                 scores,
-                ..
+                at,
             } = &mut state.scratch;
             // Masked self-attention: the new position sees itself and every earlier one.
             layer.qkv.apply(&x, rows, qkv);
@@ -261,13 +261,20 @@ impl HostModel {
             context.resize(rows * hv, 0.0);
             for r in 0..rows {
                 let row = &qkv[r * width..(r + 1) * width];
-                let cached = &mut cache[r * per_row..(r + 1) * per_row];
-                cached[t * kv_width..(t + 1) * kv_width].copy_from_slice(&row[hk..]);
+                cache[r * per_slot + t * kv_width..][..kv_width].copy_from_slice(&row[hk..]);
+                let ancestry = &state.ancestry[r * state.capacity..][..t + 1];
+                at.clear();
+                at.extend(
+                    ancestry
+                        .iter()
+                        .enumerate()
+                        .map(|(j, &slot)| slot as usize * per_slot + j * kv_width),
+                );
                 attend(
                     &row[..hk],
-                    cached,
-                    &cached[hk..],
-                    kv_width,
+                    cache,
+                    hk,
+                    |j| at[j],
                     t + 1,
                     c,
                     scores,
@@ -281,13 +288,12 @@ impl HostModel {
             layer.cross_q.apply(&x, rows, qkv);
             for r in 0..rows {
                 let s = state.row_source[r];
-                let keys = &cross
-                    [state.offsets[s] * kv_width..(state.offsets[s] + state.lengths[s]) * kv_width];
+                let first = state.offsets[s] * kv_width;
                 attend(
                     &qkv[r * hk..(r + 1) * hk],
-                    keys,
-                    &keys[hk..],
-                    kv_width,
+                    cross,
+                    hk,
+                    |j| first + j * kv_width,
                     state.lengths[s],
                     c,
                     scores,
@@ -312,20 +318,29 @@ impl HostModel {
     }
 }
 
-/// Re-lays the self-attention caches out with room for `capacity` positions per row.
-fn grow(state: &mut HostState, kv_width: usize, capacity: usize) {
-    let rows = state.rows();
+/// Re-lays the self-attention caches out as `slots` slots of `capacity` positions, and
+/// the ancestry with the new row stride.
+fn grow(state: &mut HostState, kv_width: usize, slots: usize, capacity: usize) {
     let used = state.position * kv_width;
+    let old = state.capacity * kv_width;
     for cache in &mut state.own {
-        let mut bigger = vec![0.0; rows * capacity * kv_width];
+        let mut bigger = vec![0.0; slots * capacity * kv_width];
         if used > 0 {
-            let old = state.capacity * kv_width;
-            for r in 0..rows {
+            for r in 0..state.slots {
                 bigger[r * capacity * kv_width..][..used]
                     .copy_from_slice(&cache[r * old..][..used]);
             }
         }
         *cache = bigger;
     }
+    let rows = state.row_source.len();
+    let t = state.position;
+    let mut ancestry = vec![0u32; rows * capacity];
+    for r in 0..rows {
+        ancestry[r * capacity..r * capacity + t]
+            .copy_from_slice(&state.ancestry[r * state.capacity..r * state.capacity + t]);
+    }
+    state.ancestry = ancestry;
+    state.slots = slots;
     state.capacity = capacity;
 }

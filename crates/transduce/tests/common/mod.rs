@@ -66,6 +66,7 @@ pub fn translation_bundle(tokenizer: Tokenizer, model: Transformer) -> Bundle {
             model: model.config().clone(),
             decoding: DecodeOptions::default(),
             provenance: Provenance::default(),
+            weights: None,
             metrics: Default::default(),
             sha256: Default::default(),
         },

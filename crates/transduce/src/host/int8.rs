@@ -1,0 +1,623 @@
+//! int8 products for the host decoder: weights quantized per output column, activations
+//! per row on the fly, int8 × int8 summed exactly in int32, then scaled back to f32.
+//!
+//! `y[i, j] = sx[i]·sw[j]·Σₖ qx[i, k]·qw[k, j] + b[j]` with `qx = round(x / sx)`,
+//! `sx = max|x[i, ·]| / 127` (symmetric, as CTranslate2 and intgemm quantize activations),
+//! and `qw`, `sw` the same per output column of the weight (per row of the bundle's
+//! `[out, in]` tensor). Values stay in −127..=127, never −128, so every kernel's sum is
+//! exact: the kernels differ in speed only, and native and wasm builds give the same bits.
+//!
+//! Kernels, chosen at run time where the CPU varies:
+//! - x86-64 with AVX-512 VNNI: `vpdpbusd` (64 multiply-adds an instruction) on unsigned
+//!   activations `qx + 128`, the `128·Σₖ qw[k, j]` this adds taken off per column;
+//! - x86-64 with AVX2: `vpmaddubsw` on |qx| and qw carrying qx's sign (at most
+//!   2·127·127 = 32,258 per pair, inside i16), widened by `vpmaddwd`;
+//! - wasm32 (built with SIMD128): `i32x4.dot_i16x8_s` over weights kept widened to i16;
+//! - elsewhere, plain loops.
+
+thread_local! {
+    /// Quantized activations and their scales, reused across products.
+    static SCRATCH: std::cell::RefCell<(Vec<i8>, Vec<f32>)> = const {
+        std::cell::RefCell::new((Vec::new(), Vec::new()))
+    };
+}
+
+/// The largest quantized magnitude.
+pub const QMAX: f32 = 127.0;
+
+/// Quantizes one row symmetrically into `out` (`row.len()` values; the rest of `out` is
+/// left as it is) and returns its scale `s`: `row ≈ s·out`. A row of zeros has scale 0.
+pub fn quantize_row(row: &[f32], out: &mut [i8]) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2 (just checked); the same code, the same values.
+        return unsafe { quantize_row_avx2(row, out) };
+    }
+    quantize_row_lanes(row, out)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn quantize_row_avx2(row: &[f32], out: &mut [i8]) -> f32 {
+    quantize_row_lanes(row, out)
+}
+
+#[inline(always)]
+fn quantize_row_lanes(row: &[f32], out: &mut [i8]) -> f32 {
+    let big = super::kernels::max_abs(row);
+    if big == 0.0 || !big.is_finite() {
+        out[..row.len()].fill(0);
+        return if big.is_finite() { 0.0 } else { f32::NAN };
+    }
+    let inverse = QMAX / big;
+    // Round to nearest, ties to even, by adding and taking off 1.5·2²³ (exact for
+    // |v| ≤ 2²²): plain SSE2 arithmetic that vectorizes, where `round_ties_even` is a
+    // libm call on CPUs without SSE4.1's `roundps` in the baseline.
+    const ROUND: f32 = 12_582_912.0;
+    for (q, &v) in out.iter_mut().zip(row) {
+        let rounded = (v * inverse).clamp(-QMAX, QMAX) + ROUND - ROUND;
+        // SAFETY: `rounded` is a whole number in −127..=127 (every value is finite: their
+        // largest magnitude is), so the conversion is exact; the unchecked form spares
+        // the saturating one's checks, which keep the loop from vectorizing.
+        *q = unsafe { rounded.to_int_unchecked::<i32>() } as i8;
+    }
+    big / QMAX
+}
+
+/// Values in the packed weight layout: native kernels read int8 quads
+/// (`[k/4][n][4]`), the wasm kernel int16 pairs (`[k/2][n][2]`).
+#[cfg(not(target_arch = "wasm32"))]
+type Packed = i8;
+#[cfg(target_arch = "wasm32")]
+type Packed = i16;
+
+/// Inner-dimension values per packed group.
+#[cfg(not(target_arch = "wasm32"))]
+const GROUP: usize = 4;
+#[cfg(target_arch = "wasm32")]
+const GROUP: usize = 2;
+
+/// Columns are padded to a multiple of this (one 512-bit register of int32 sums).
+const COLUMN_PAD: usize = 16;
+
+/// A weight matrix `[k, n]` (`x·W`) quantized per output column and packed for the
+/// kernels, with its bias.
+#[derive(Clone, Debug)]
+pub struct Int8Matrix {
+    /// Inner dimension (input features) and output columns.
+    pub k: usize,
+    pub n: usize,
+    /// `k` rounded up to a whole group, `n` to [`COLUMN_PAD`].
+    k_padded: usize,
+    n_padded: usize,
+    /// `[k_padded / GROUP][n_padded][GROUP]`; padding is zero.
+    packed: Vec<Packed>,
+    /// Per output column: the scale, and Σₖ qw (the VNNI kernel's correction).
+    scales: Vec<f32>,
+    #[cfg_attr(target_arch = "wasm32", allow(dead_code))]
+    sums: Vec<i32>,
+    pub bias: Option<Vec<f32>>,
+}
+
+impl Int8Matrix {
+    /// Quantizes a row-major `[k, n]` f32 matrix per output column.
+    pub fn quantize(k: usize, n: usize, data: &[f32], bias: Option<&[f32]>) -> Int8Matrix {
+        assert_eq!(data.len(), k * n);
+        let mut column = vec![0.0f32; k];
+        let mut q = vec![0i8; k];
+        let mut quantized = vec![0i8; n * k];
+        let mut scales = Vec::with_capacity(n);
+        for j in 0..n {
+            for (i, c) in column.iter_mut().enumerate() {
+                *c = data[i * n + j];
+            }
+            scales.push(quantize_row(&column, &mut q));
+            quantized[j * k..(j + 1) * k].copy_from_slice(&q);
+        }
+        Int8Matrix::from_rows(k, n, &quantized, scales, bias.map(<[f32]>::to_vec))
+    }
+
+    /// From quantized rows `[n, k]` (one per output column, the bundle's `[out, in]`
+    /// layout) and their scales.
+    pub fn from_rows(
+        k: usize,
+        n: usize,
+        rows: &[i8],
+        scales: Vec<f32>,
+        bias: Option<Vec<f32>>,
+    ) -> Int8Matrix {
+        assert_eq!(rows.len(), n * k);
+        assert_eq!(scales.len(), n);
+        let k_padded = k.div_ceil(GROUP) * GROUP;
+        let n_padded = n.div_ceil(COLUMN_PAD) * COLUMN_PAD;
+        let mut packed = vec![0 as Packed; k_padded * n_padded];
+        let mut sums = vec![0i32; n];
+        for j in 0..n {
+            for i in 0..k {
+                let q = rows[j * k + i];
+                packed[(i / GROUP * n_padded + j) * GROUP + i % GROUP] = q as Packed;
+                sums[j] += q as i32;
+            }
+        }
+        Int8Matrix {
+            k,
+            n,
+            k_padded,
+            n_padded,
+            packed,
+            scales,
+            sums,
+            bias,
+        }
+    }
+
+    /// The quantized weight of input `i`, output `j`.
+    // The packed lanes are i16 in wasm (for `i32x4_dot_i16x8`), i8 natively.
+    #[allow(clippy::unnecessary_cast)]
+    pub fn at(&self, i: usize, j: usize) -> i8 {
+        self.packed[(i / GROUP * self.n_padded + j) * GROUP + i % GROUP] as i8
+    }
+
+    /// Output column `j`'s scale.
+    pub fn scale(&self, j: usize) -> f32 {
+        self.scales[j]
+    }
+
+    /// `out[m, n] = x[m, k] · W (+ bias)`, activations quantized per row.
+    pub fn apply(&self, x: &[f32], m: usize, out: &mut Vec<f32>) {
+        assert_eq!(x.len(), m * self.k);
+        SCRATCH.with_borrow_mut(|(quantized, row_scales)| {
+            // Only the padding past k must be zero: quantize_row writes the rest.
+            quantized.resize(m * self.k_padded, 0);
+            if self.k_padded > self.k {
+                for row in quantized.chunks_exact_mut(self.k_padded) {
+                    row[self.k..].fill(0);
+                }
+            }
+            row_scales.clear();
+            for (row, q) in x
+                .chunks_exact(self.k.max(1))
+                .zip(quantized.chunks_exact_mut(self.k_padded.max(1)))
+            {
+                row_scales.push(quantize_row(row, q));
+            }
+            // Every element is written by the kernels: resizing a reused buffer zeroes
+            // only what it grows by.
+            out.truncate(m * self.n);
+            out.resize(m * self.n, 0.0);
+            self.apply_quantized(&mut quantized[..m * self.k_padded], row_scales, out);
+        })
+    }
+
+    /// `out[m, n]` from activations already quantized: `m` rows of `k_padded` (zero past
+    /// `k`) and their scales. `x` may be changed (the VNNI kernel flips its sign bits).
+    fn apply_quantized(&self, x: &mut [i8], row_scales: &[f32], out: &mut [f32]) {
+        let m = row_scales.len();
+        if m == 0 || self.n == 0 {
+            return;
+        }
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::arch::is_x86_feature_detected!("avx512vnni")
+                && std::arch::is_x86_feature_detected!("avx512bw")
+            {
+                // qx + 128 as unsigned bytes, once here rather than in the inner loop.
+                for q in x.iter_mut() {
+                    *q ^= i8::MIN;
+                }
+                // SAFETY: the CPU has the features (just checked); shapes as documented.
+                return unsafe { x86::vnni(self, x, row_scales, out) };
+            }
+            if std::arch::is_x86_feature_detected!("avx2") {
+                // SAFETY: as above.
+                return unsafe { x86::avx2(self, x, row_scales, out) };
+            }
+        }
+        #[cfg(target_arch = "wasm32")]
+        {
+            wasm::simd128(self, x, row_scales, out)
+        }
+        #[cfg(not(target_arch = "wasm32"))]
+        self.apply_portable(x, row_scales, out)
+    }
+
+    /// The plain loops, over the same packed layout.
+    #[cfg_attr(target_arch = "wasm32", allow(dead_code))]
+    fn apply_portable(&self, x: &[i8], row_scales: &[f32], out: &mut [f32]) {
+        let mut sums = vec![0i32; self.n];
+        for (i, &sx) in row_scales.iter().enumerate() {
+            sums.fill(0);
+            let row = &x[i * self.k_padded..(i + 1) * self.k_padded];
+            for (g, group) in row.chunks_exact(GROUP).enumerate() {
+                let block = &self.packed[g * self.n_padded * GROUP..][..self.n * GROUP];
+                for (sum, w) in sums.iter_mut().zip(block.chunks_exact(GROUP)) {
+                    for (&a, &b) in group.iter().zip(w) {
+                        *sum += a as i32 * b as i32;
+                    }
+                }
+            }
+            self.finish_row(&sums, sx, &mut out[i * self.n..(i + 1) * self.n]);
+        }
+    }
+
+    /// One output row from its exact sums: `sum·(sx·sw) + b`, in the order every kernel
+    /// uses (so all give the same bits).
+    fn finish_row(&self, sums: &[i32], sx: f32, out: &mut [f32]) {
+        for (j, (y, &s)) in out.iter_mut().zip(sums).enumerate() {
+            *y = s as f32 * (sx * self.scales[j]);
+        }
+        if let Some(bias) = &self.bias {
+            for (y, b) in out.iter_mut().zip(bias) {
+                *y += b;
+            }
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use super::{GROUP, Int8Matrix};
+    use std::arch::x86_64::*;
+
+    /// Rows of activations one tile covers; its columns are up to four registers (sixteen
+    /// registers of sums: six rows measured a third slower, spilling).
+    const ROWS: usize = 4;
+
+    /// # Safety
+    /// The CPU must have AVX-512 F, BW and VNNI; `x` holds `scales.len()` rows of
+    /// `w.k_padded` values qx + 128 (unsigned), `out` as many rows of `w.n`.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    pub unsafe fn vnni(w: &Int8Matrix, x: &[i8], scales: &[f32], out: &mut [f32]) {
+        let m = scales.len();
+        for n0 in (0..w.n_padded).step_by(64) {
+            let blocks = ((w.n_padded - n0) / 16).min(4);
+            let mut i = 0;
+            while i < m {
+                let rows = (m - i).min(ROWS);
+                // SAFETY: forwarded from the caller.
+                unsafe {
+                    match (rows, blocks) {
+                        (4, 4) => vnni_tile::<4, 4>(w, x, scales, out, i, n0),
+                        (4, 3) => vnni_tile::<4, 3>(w, x, scales, out, i, n0),
+                        (4, 2) => vnni_tile::<4, 2>(w, x, scales, out, i, n0),
+                        (4, _) => vnni_tile::<4, 1>(w, x, scales, out, i, n0),
+                        (3, 4) => vnni_tile::<3, 4>(w, x, scales, out, i, n0),
+                        (3, 3) => vnni_tile::<3, 3>(w, x, scales, out, i, n0),
+                        (3, 2) => vnni_tile::<3, 2>(w, x, scales, out, i, n0),
+                        (3, _) => vnni_tile::<3, 1>(w, x, scales, out, i, n0),
+                        (2, 4) => vnni_tile::<2, 4>(w, x, scales, out, i, n0),
+                        (2, 3) => vnni_tile::<2, 3>(w, x, scales, out, i, n0),
+                        (2, 2) => vnni_tile::<2, 2>(w, x, scales, out, i, n0),
+                        (2, _) => vnni_tile::<2, 1>(w, x, scales, out, i, n0),
+                        (_, 4) => vnni_tile::<1, 4>(w, x, scales, out, i, n0),
+                        (_, 3) => vnni_tile::<1, 3>(w, x, scales, out, i, n0),
+                        (_, 2) => vnni_tile::<1, 2>(w, x, scales, out, i, n0),
+                        (_, _) => vnni_tile::<1, 1>(w, x, scales, out, i, n0),
+                    }
+                }
+                i += rows;
+            }
+        }
+    }
+
+    /// Rows `i..i + R` × columns `n0..n0 + 16·B`: the sums in `R·B` registers of 16
+    /// columns, one 4-value group of the inner dimension per instruction.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    #[inline]
+    unsafe fn vnni_tile<const R: usize, const B: usize>(
+        w: &Int8Matrix,
+        x: &[i8],
+        scales: &[f32],
+        out: &mut [f32],
+        i: usize,
+        n0: usize,
+    ) {
+        // SAFETY: forwarded from the caller (`vnni`).
+        unsafe {
+            let mut acc = [[_mm512_setzero_si512(); B]; R];
+            let groups = w.k_padded / GROUP;
+            let stride = w.n_padded * GROUP;
+            let weights = w.packed.as_ptr().add(n0 * GROUP);
+            let rows = x.as_ptr().add(i * w.k_padded);
+            for g in 0..groups {
+                let mut b = [_mm512_setzero_si512(); B];
+                for (c, b) in b.iter_mut().enumerate() {
+                    *b = _mm512_loadu_si512(weights.add(g * stride + c * 64) as *const _);
+                }
+                for (r, acc) in acc.iter_mut().enumerate() {
+                    let quad =
+                        (rows.add(r * w.k_padded + g * GROUP) as *const i32).read_unaligned();
+                    let a = _mm512_set1_epi32(quad);
+                    for (acc, &b) in acc.iter_mut().zip(&b) {
+                        *acc = _mm512_dpbusd_epi32(*acc, a, b);
+                    }
+                }
+            }
+            for (r, acc) in acc.iter().enumerate() {
+                let sx = _mm512_set1_ps(scales[i + r]);
+                for (c, &acc) in acc.iter().enumerate() {
+                    let j = n0 + c * 16;
+                    if j >= w.n {
+                        break;
+                    }
+                    let lanes = (w.n - j).min(16);
+                    let mask: __mmask16 = if lanes == 16 { !0 } else { (1 << lanes) - 1 };
+                    let sums = _mm512_maskz_loadu_epi32(mask, w.sums.as_ptr().add(j));
+                    let exact = _mm512_sub_epi32(acc, _mm512_slli_epi32::<7>(sums));
+                    let scale =
+                        _mm512_mul_ps(sx, _mm512_maskz_loadu_ps(mask, w.scales.as_ptr().add(j)));
+                    let mut y = _mm512_mul_ps(_mm512_cvtepi32_ps(exact), scale);
+                    if let Some(bias) = &w.bias {
+                        y = _mm512_add_ps(y, _mm512_maskz_loadu_ps(mask, bias.as_ptr().add(j)));
+                    }
+                    _mm512_mask_storeu_ps(out.as_mut_ptr().add((i + r) * w.n + j), mask, y);
+                }
+            }
+        }
+    }
+
+    /// # Safety
+    /// The CPU must have AVX2; shapes as for [`vnni`].
+    #[target_feature(enable = "avx2")]
+    pub unsafe fn avx2(w: &Int8Matrix, x: &[i8], scales: &[f32], out: &mut [f32]) {
+        // SAFETY: forwarded from the caller.
+        unsafe {
+            let mut sums = vec![0i32; w.n_padded];
+            let groups = w.k_padded / GROUP;
+            let stride = w.n_padded * GROUP;
+            let ones = _mm256_set1_epi16(1);
+            for (i, &sx) in scales.iter().enumerate() {
+                let row = x.as_ptr().add(i * w.k_padded);
+                for n0 in (0..w.n_padded).step_by(32) {
+                    let blocks = ((w.n_padded - n0) / 8).min(4);
+                    let mut acc = [_mm256_setzero_si256(); 4];
+                    for g in 0..groups {
+                        let quad = (row.add(g * GROUP) as *const i32).read_unaligned();
+                        let a = _mm256_set1_epi32(quad);
+                        let magnitude = _mm256_abs_epi8(a);
+                        for (c, acc) in acc.iter_mut().enumerate().take(blocks) {
+                            let b = _mm256_loadu_si256(
+                                w.packed.as_ptr().add(g * stride + (n0 + c * 8) * GROUP)
+                                    as *const _,
+                            );
+                            let pairs = _mm256_maddubs_epi16(magnitude, _mm256_sign_epi8(b, a));
+                            *acc = _mm256_add_epi32(*acc, _mm256_madd_epi16(pairs, ones));
+                        }
+                    }
+                    for (c, acc) in acc.iter().enumerate().take(blocks) {
+                        _mm256_storeu_si256(sums.as_mut_ptr().add(n0 + c * 8) as *mut _, *acc);
+                    }
+                }
+                w.finish_row(&sums[..w.n], sx, &mut out[i * w.n..(i + 1) * w.n]);
+            }
+        }
+    }
+}
+
+#[cfg(target_arch = "wasm32")]
+mod wasm {
+    use super::{GROUP, Int8Matrix};
+    use std::arch::wasm32::*;
+
+    /// Rows of activations one pass over a column block covers.
+    const ROWS: usize = 4;
+    /// Columns per block: two vectors of four int32 sums per row.
+    const COLUMNS: usize = 8;
+
+    /// `i32x4.dot_i16x8_s` over the int16 pairs: four columns × two inner values per
+    /// instruction; each weight load serves up to [`ROWS`] rows, each activation pair
+    /// (splatted once) [`COLUMNS`] columns.
+    pub fn simd128(w: &Int8Matrix, x: &[i8], scales: &[f32], out: &mut [f32]) {
+        let m = scales.len();
+        let groups = w.k_padded / GROUP;
+        // Each row's activations as int16 pairs, one u32 per pair: the splatted operand,
+        // made once instead of at every product.
+        let pairs: Vec<u32> = x[..m * w.k_padded]
+            .chunks_exact(GROUP)
+            .map(|p| (p[0] as i16 as u16 as u32) | ((p[1] as i16 as u16 as u32) << 16))
+            .collect();
+        let mut sums = vec![0i32; ROWS * w.n_padded];
+        let mut i = 0;
+        while i < m {
+            let rows = (m - i).min(ROWS);
+            let xs = &pairs[i * groups..(i + rows) * groups];
+            match rows {
+                4 => block::<4>(w, xs, &mut sums),
+                3 => block::<3>(w, xs, &mut sums),
+                2 => block::<2>(w, xs, &mut sums),
+                _ => block::<1>(w, xs, &mut sums),
+            }
+            for r in 0..rows {
+                let row = &sums[r * w.n_padded..][..w.n];
+                w.finish_row(
+                    row,
+                    scales[i + r],
+                    &mut out[(i + r) * w.n..(i + r + 1) * w.n],
+                );
+            }
+            i += rows;
+        }
+    }
+
+    /// The int32 sums of `R` rows (`xs`: `[R][groups]` pairs) over every column, into
+    /// `sums[r * n_padded + j]`. `R` is a constant so the accumulators stay in registers.
+    #[inline(always)]
+    fn block<const R: usize>(w: &Int8Matrix, xs: &[u32], sums: &mut [i32]) {
+        let groups = w.k_padded / GROUP;
+        let stride = w.n_padded * GROUP;
+        debug_assert_eq!(xs.len(), R * groups);
+        debug_assert_eq!(w.n_padded % COLUMNS, 0);
+        for n0 in (0..w.n_padded).step_by(COLUMNS) {
+            let mut lo = [i32x4_splat(0); R];
+            let mut hi = [i32x4_splat(0); R];
+            for g in 0..groups {
+                // SAFETY: group g's columns n0..n0 + 8 lie inside `packed` (n_padded is a
+                // multiple of COLUMN_PAD, itself a multiple of COLUMNS).
+                let (b0, b1) = unsafe {
+                    let p = w.packed.as_ptr().add(g * stride + n0 * GROUP);
+                    (
+                        v128_load(p as *const v128),
+                        v128_load(p.add(4 * GROUP) as *const v128),
+                    )
+                };
+                for r in 0..R {
+                    let a = u32x4_splat(xs[r * groups + g]);
+                    lo[r] = i32x4_add(lo[r], i32x4_dot_i16x8(b0, a));
+                    hi[r] = i32x4_add(hi[r], i32x4_dot_i16x8(b1, a));
+                }
+            }
+            for r in 0..R {
+                // SAFETY: row r's columns n0..n0 + 8 lie inside `sums` (ROWS × n_padded).
+                unsafe {
+                    let at = sums.as_mut_ptr().add(r * w.n_padded + n0);
+                    v128_store(at as *mut v128, lo[r]);
+                    v128_store(at.add(4) as *mut v128, hi[r]);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn random(len: usize, state: &mut u64, spread: f32) -> Vec<f32> {
+        (0..len)
+            .map(|_| {
+                *state = state
+                    .wrapping_mul(6_364_136_223_846_793_005)
+                    .wrapping_add(1_442_695_040_888_963_407);
+                ((*state >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0) * spread
+            })
+            .collect()
+    }
+
+    /// Quantize → dequantize stays within half a step of each value's scale.
+    #[test]
+    fn round_trip_within_half_a_step() {
+        let mut state = 7;
+        for len in [1, 3, 16, 17, 192, 769] {
+            let row = random(len, &mut state, 3.5);
+            let mut q = vec![0i8; len];
+            let s = quantize_row(&row, &mut q);
+            assert!(q.iter().all(|&q| q != i8::MIN));
+            assert_eq!(q.iter().map(|q| q.unsigned_abs()).max(), Some(127));
+            for (&v, &q) in row.iter().zip(&q) {
+                assert!(
+                    (v - q as f32 * s).abs() <= s * 0.5 * (1.0 + 1e-5),
+                    "{v} {q} {s}"
+                );
+            }
+        }
+        // Rounding is to nearest, ties to even: 127 is the largest, so row / 127 · 127 holds
+        // the values themselves.
+        let row: Vec<f32> = (-254..=254).map(|i| i as f32 * 0.5).collect();
+        let mut q = vec![0i8; row.len()];
+        assert_eq!(quantize_row(&row, &mut q), 1.0);
+        for (&v, &q) in row.iter().zip(&q) {
+            assert_eq!(q as f32, v.round_ties_even(), "{v}");
+        }
+        let mut q = [5i8; 3];
+        assert_eq!(quantize_row(&[0.0; 3], &mut q), 0.0);
+        assert_eq!(q, [0; 3]);
+    }
+
+    /// Every kernel this CPU runs against the definition computed from the quantized
+    /// values, over odd and tail sizes in both dimensions and every row count a tile
+    /// covers; and the result within the quantization's bound of the f32 product.
+    #[test]
+    fn products_match_the_definition_at_every_size() {
+        let mut state = 11;
+        for (m, k, n) in [
+            (1, 1, 1),
+            (1, 5, 3),
+            (2, 7, 17),
+            (3, 192, 576),
+            (4, 33, 65),
+            (5, 64, 80),
+            (7, 768, 192),
+            (9, 19, 130),
+            (1, 192, 8000),
+            (13, 3, 31),
+        ] {
+            let x = random(m * k, &mut state, 2.0);
+            let w = random(k * n, &mut state, 0.3);
+            let bias = random(n, &mut state, 0.5);
+            let matrix = Int8Matrix::quantize(k, n, &w, Some(&bias));
+            let mut out = vec![f32::NAN; 3];
+            matrix.apply(&x, m, &mut out);
+            assert_eq!(out.len(), m * n);
+            let mut qx = vec![0i8; k];
+            for i in 0..m {
+                let sx = quantize_row(&x[i * k..(i + 1) * k], &mut qx);
+                for j in 0..n {
+                    let sum: i32 = (0..k).map(|l| qx[l] as i32 * matrix.at(l, j) as i32).sum();
+                    let want = sum as f32 * (sx * matrix.scale(j)) + bias[j];
+                    assert_eq!(
+                        out[i * n + j].to_bits(),
+                        want.to_bits(),
+                        "{m}×{k}×{n} at {i},{j}"
+                    );
+                    let exact: f32 =
+                        (0..k).map(|l| x[i * k + l] * w[l * n + j]).sum::<f32>() + bias[j];
+                    // Each product errs by at most half a step of each factor.
+                    let bound: f32 = (0..k)
+                        .map(|l| {
+                            (x[i * k + l].abs() * matrix.scale(j) + w[l * n + j].abs() * sx) * 0.5
+                                + sx * matrix.scale(j) * 0.25
+                        })
+                        .sum();
+                    assert!(
+                        (out[i * n + j] - exact).abs() <= bound * 1.001 + 1e-5,
+                        "{m}×{k}×{n}"
+                    );
+                }
+            }
+            // The portable loops give the same bits as the kernel this CPU chose.
+            #[cfg(not(target_arch = "wasm32"))]
+            {
+                let mut quantized = vec![0i8; m * matrix.k_padded];
+                let scales: Vec<f32> = (0..m)
+                    .map(|i| {
+                        quantize_row(
+                            &x[i * k..(i + 1) * k],
+                            &mut quantized[i * matrix.k_padded..],
+                        )
+                    })
+                    .collect();
+                let mut portable = vec![0.0; m * n];
+                matrix.apply_portable(&quantized, &scales, &mut portable);
+                assert_eq!(portable, out);
+                #[cfg(target_arch = "x86_64")]
+                if std::arch::is_x86_feature_detected!("avx2") {
+                    let mut avx2 = vec![0.0; m * n];
+                    // SAFETY: the CPU has AVX2.
+                    unsafe { x86::avx2(&matrix, &quantized, &scales, &mut avx2) };
+                    assert_eq!(avx2, out);
+                }
+            }
+        }
+    }
+
+    /// Extreme values: ±127 everywhere is the largest sum a pair of rows can make; no
+    /// kernel saturates.
+    #[test]
+    fn extreme_values_do_not_saturate() {
+        let (m, k, n) = (3, 256, 40);
+        for sign in [1.0f32, -1.0] {
+            let x: Vec<f32> = (0..m * k)
+                .map(|i| if i % 2 == 0 { sign } else { -sign })
+                .collect();
+            let w: Vec<f32> = (0..k * n)
+                .map(|i| if (i / n) % 2 == 0 { 1.0 } else { -1.0 })
+                .collect();
+            let matrix = Int8Matrix::quantize(k, n, &w, None);
+            let mut out = Vec::new();
+            matrix.apply(&x, m, &mut out);
+            for &y in &out {
+                assert_eq!(y, sign * k as f32);
+            }
+        }
+    }
+}
