@@ -7,6 +7,8 @@
 #   scripts/gpu-agreement.sh web/models/en-de ../shared/data/multi30k/test2016.en.gz [1000] [BIN]
 #
 # BIN defaults to $CARGO_TARGET_DIR/debug/transduce (a carried binary on a GPU machine).
+# Both run `--compute f32`: the GPU decoder multiplies in f32 (an int8 bundle's weights as
+# q·scale), and the host's f32 arithmetic is its reference, not the host's int8 products.
 set -euo pipefail
 bundle=${1:?usage: scripts/gpu-agreement.sh BUNDLE INPUT [LINES] [BIN]}
 input=${2:?usage: scripts/gpu-agreement.sh BUNDLE INPUT [LINES] [BIN]}
@@ -22,7 +24,7 @@ status=0
 for beam in 1 4; do
     for backend in cpu wgpu; do
         start=$(date +%s%N)
-        "$bin" translate --model "$bundle" --backend "$backend" --beam "$beam" \
+        "$bin" translate --model "$bundle" --backend "$backend" --compute f32 --beam "$beam" \
             --input "$dir/in" --output "$dir/$backend.$beam" --quiet 2>"$dir/log" ||
             { cat "$dir/log" >&2; exit 1; }
         echo "$backend beam $beam: $((($(date +%s%N) - start) / 1000000)) ms"

@@ -27,22 +27,26 @@ const repo = resolve(new URL("../..", import.meta.url).pathname);
 const dist = resolve(arg("dist", join(repo, "dist")));
 const artifacts = resolve(arg("artifacts", join(repo, "test-artifacts", "browser")));
 const expected = await expectations(arg("bin"));
+// The GPU decoder multiplies in f32 (an int8 bundle's weights as q·scale), and so does the
+// CPU of an engine that carries it: the WebGPU tests expect native's `--compute f32`.
+const expectedF32 = await expectations(arg("bin"), "f32");
 const chromiumPath = process.env.CHROMIUM ?? "/usr/bin/chromium";
 const TIMEOUT = 240_000;
 
 /** The native CLI's outputs for the inputs the browser gets: the independent reference. */
-async function expectations(bin) {
+async function expectations(bin, compute) {
   if (!bin) throw new Error("--bin (the native transduce binary) is required");
   const data = join(repo, "..", "shared", "data", "multi30k", "test2016.en.gz");
   let lines;
   try {
     lines = gunzipSync(await readFile(data)).toString("utf8").split("\n");
   } catch {
-    console.log(`SKIP: ${data} not found; using the committed fixture sentences`);
+    if (!compute) console.log(`SKIP: ${data} not found; using the committed fixture sentences`);
     lines = (await readFile(join(repo, "tests", "fixtures", "browser-sentences.en"), "utf8")).split("\n");
   }
   const run = (args, input) => {
-    const r = spawnSync(bin, [...args, "--quiet"], { input, encoding: "utf8" });
+    const arithmetic = compute ? ["--compute", compute] : [];
+    const r = spawnSync(bin, [...args, ...arithmetic, "--quiet"], { input, encoding: "utf8" });
     if (r.status !== 0) throw new Error(`${bin} ${args.join(" ")} failed: ${r.stderr}`);
     return r.stdout;
   };
@@ -84,7 +88,7 @@ async function expectations(bin) {
     try {
       text = gunzipSync(await readFile(file)).toString("utf8");
     } catch {
-      console.log(`SKIP: ${file} not found; ${m.id} is tested on tests/fixtures/browser-sentences.${m.source}`);
+      if (!compute) console.log(`SKIP: ${file} not found; ${m.id} is tested on tests/fixtures/browser-sentences.${m.source}`);
       text = await readFile(join(repo, "tests", "fixtures", `browser-sentences.${m.source}`), "utf8");
     }
     const eight = text.split("\n").slice(1, 9).map((l) => l.trim());
@@ -542,15 +546,15 @@ async function translateWith(page, text, beam) {
     assertModules(page, [WEBGPU_WASM]);
   });
   await test("webgpu: greedy translation equals the CPU's and native", async () => {
-    assertEqual(await translateGreedy(page, expected.sentence), expected.greedy, "translation");
+    assertEqual(await translateGreedy(page, expectedF32.sentence), expectedF32.greedy, "translation");
     await page.screenshot({ path: join(artifacts, "webgpu-translate.png"), fullPage: true });
   });
   await test("webgpu: eight sentences as one text, beam 4, equal native beam 4 (GPU decoder's beam search)", async () => {
-    assertEqual(await translateWith(page, expected.eight.join(" "), 4), expected.longText4, "beam 4 paragraph");
+    assertEqual(await translateWith(page, expectedF32.eight.join(" "), 4), expectedF32.longText4, "beam 4 paragraph");
     const badge = await page.getAttribute("#badge", "data-backend");
     assertEqual(badge, "webgpu", "backend after the paragraph");
   });
-  for (const other of expected.others) {
+  for (const other of expectedF32.others) {
     await test(`webgpu: ${other.id} decodes a paragraph on the GPU as native does, greedy`, async () => {
       const p = await openPage(b.context, `backend=webgpu&model=${other.id}`);
       await waitReady(p, "webgpu");
@@ -558,19 +562,19 @@ async function translateWith(page, text, beam) {
       await p.close();
     });
   }
-  if (expected.parseNodes) {
+  if (expectedF32.parseNodes) {
     await test("webgpu: parse (constrained, beam 21 on the GPU) draws the tree native gives", async () => {
-      await page.fill("#parse-input", expected.parseSentence);
+      await page.fill("#parse-input", expectedF32.parseSentence);
       await page.click("#parse");
       await page.waitForSelector("#tree svg", { timeout: TIMEOUT });
-      assertEqual((await page.textContent("#bracketed")).trim(), expected.parseBracketed, "bracketed tree");
+      assertEqual((await page.textContent("#bracketed")).trim(), expectedF32.parseBracketed, "bracketed tree");
       const time = await page.textContent("#parse-time");
       if (!/WebGPU/.test(time)) throw new Error(`the parse did not run on WebGPU: ${time}`);
     });
   }
   await test("webgpu: the GPU lost mid-paragraph: the paragraph comes back whole, equal to the CPU's, badge on CPU", async () => {
     await page.fill("#beam", "1");
-    const text = Array.from({ length: 3 }, () => expected.eight.join(" ")).join(" ");
+    const text = Array.from({ length: 3 }, () => expectedF32.eight.join(" ")).join(" ");
     const { result, before } = await page.evaluate(async (text) => {
       const engine = window.transduceDemo.translator.engine;
       const before = engine.backend;
@@ -580,11 +584,11 @@ async function translateWith(page, text, beam) {
       return { result: await translating, before };
     }, text);
     assertEqual(before, "webgpu", "backend before the loss");
-    assertEqual(result.text, Array.from({ length: 3 }, () => expected.longText1).join(" "), "paragraph");
+    assertEqual(result.text, Array.from({ length: 3 }, () => expectedF32.longText1).join(" "), "paragraph");
     assertEqual(result.backend, "cpu", "backend after the loss");
     if (!/GPU failed/.test(result.why ?? "")) throw new Error(`no reason given: ${result.why}`);
     // The page's own next request shows the change on the badge.
-    await translateGreedy(page, expected.sentence);
+    await translateGreedy(page, expectedF32.sentence);
     const badge = await page.textContent("#badge");
     if (!/^CPU · the GPU failed/.test(badge)) throw new Error(`badge: ${badge}`);
   });
@@ -598,7 +602,7 @@ async function translateWith(page, text, beam) {
       if (!(ms.cpu < ms.webgpu)) throw new Error(`${n} sentence(s): CPU ${ms.cpu} ms, WebGPU ${ms.webgpu} ms`);
     }
     console.log(`    calibration: ${calibration.reason}`);
-    assertEqual(await translateGreedy(auto, expected.sentence), expected.greedy, "translation");
+    assertEqual(await translateGreedy(auto, expectedF32.sentence), expectedF32.greedy, "translation");
   });
   await test("auto with only a software WebGPU adapter: the CPU is used, and the page says why", async () => {
     const auto = await openPage(b.context, "backend=auto");

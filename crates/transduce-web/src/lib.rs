@@ -206,7 +206,7 @@ impl Engine {
         };
         // Always read on the CPU: the host decoder is the fallback, and the GPU decoder
         // uploads from its arrays.
-        let bundle = Bundle::from_bytes(&files, &Device::flex()).map_err(js_error)?;
+        let mut bundle = Bundle::from_bytes(&files, &Device::flex()).map_err(js_error)?;
         let gpu = match choice {
             BackendChoice::WebGpu => Some(
                 backend::Gpu::load(&bundle)
@@ -215,6 +215,12 @@ impl Engine {
             ),
             BackendChoice::Cpu => None,
         };
+        if gpu.is_some() {
+            // The GPU decoder multiplies in f32 (an int8 bundle's weights as q·scale); the
+            // CPU beside it does too, so that a request gives the same output whichever of
+            // the two runs it (and a lost GPU's paragraph is finished identically).
+            bundle.dequantize();
+        }
         let parser = match bundle.config.task {
             Task::Parse => Some(Parser::new(&bundle).map_err(js_error)?),
             Task::Translate { .. } => None,
@@ -239,7 +245,14 @@ impl Engine {
     pub fn device(&self) -> String {
         match (self.active.get(), &self.gpu) {
             (BackendChoice::WebGpu, Some(gpu)) => gpu.description.clone(),
-            _ => backend::CPU_DEVICE.to_string(),
+            _ => {
+                let int8 = self.bundle.host().is_some_and(|h| h.is_int8());
+                format!(
+                    "{} ({})",
+                    backend::CPU_DEVICE,
+                    if int8 { "int8" } else { "f32" }
+                )
+            }
         }
     }
 
