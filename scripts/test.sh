@@ -34,6 +34,10 @@ step() { # step NAME COMMAND...: a check that counts as one test
 
 step "cargo fmt --check" cargo fmt --all -- --check
 step "cargo clippy" cargo clippy --workspace --all-targets --locked -- -D warnings
+# The CUDA trainer, type-checked: DOCS_RS=1 skips cubecl-llvm's LLVM build (a full build
+# needs scripts/setup-cuda-build.sh first; README "CUDA").
+step "cargo check --features cuda (type-check)" \
+    env DOCS_RS=1 cargo check -p transduce-train --features cuda --locked
 
 log "cargo test --workspace"
 test_log=$(mktemp)

@@ -191,6 +191,21 @@ pub(crate) fn wgpu_devices(indices: &[usize]) -> Result<Vec<Device>> {
 
 #[cfg(feature = "cuda")]
 fn cuda(index: usize) -> Result<Device> {
+    // cudarc loads the driver library on first use and panics in a worker thread when it
+    // is missing: look for it first, so a machine without one gets an error.
+    const DRIVER: [&str; 2] = ["libcuda.so.1", "libcuda.so"];
+    // SAFETY: loading the NVIDIA driver library runs its initialisers, as cudarc's own
+    // load would a moment later.
+    let found = DRIVER
+        .iter()
+        .any(|name| unsafe { libloading::Library::new(name) }.is_ok());
+    if !found {
+        return Err(CliError::Usage(format!(
+            "--backend cuda: no NVIDIA driver here ({} not found); \
+             CUDA needs an NVIDIA GPU and its driver",
+            DRIVER.join(" or ")
+        )));
+    }
     Ok(Device::cuda(index))
 }
 

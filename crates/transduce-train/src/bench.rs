@@ -1,6 +1,7 @@
 //! `transduce bench`: training tokens/s and decoding sentences/s on a fixed synthetic
 //! workload, next to the backend's plain matmul GFLOP/s.
 
+use std::path::Path;
 use std::time::Instant;
 
 use transduce::burn::optim::{AdamConfig, GradientsParams};
@@ -10,11 +11,35 @@ use transduce::decode::{DecodeOptions, Ensemble, beam_search};
 use transduce::{HostModel, ModelConfig, Precision, Transformer};
 
 use crate::data::cache::Pairs;
-use crate::error::Result;
+use crate::error::{Result, io};
 use crate::train::precision::{LossScale, unscale};
 use crate::train::{batch_tensors, loss, rng::Rng};
 
+/// What the training benchmark does besides timing.
+#[derive(Clone, Debug, Default)]
+pub struct BenchOptions {
+    /// Time training only: no matmul chain, no decoding.
+    pub training_only: bool,
+    /// Writes the initial weights (`init.safetensors`, the bundle's names) and the batch
+    /// (`batch.safetensors`: `src`, `tgt_in`, `tgt_out` as I64) here, so that another
+    /// framework (`scripts/bench-pytorch.py --exchange`) trains the same model from the
+    /// same start on the same batch.
+    pub exchange: Option<std::path::PathBuf>,
+    /// Starts from these weights (an exchange folder's `init.safetensors`) instead of a
+    /// random draw, which differs between backends: every row of a side-by-side then
+    /// trains the same model from the same start.
+    pub init: Option<std::path::PathBuf>,
+}
+
 pub struct BenchReport {
+    /// Target tokens (EOS included, fairseq's count) per step, and rows per step.
+    pub tokens_per_step: usize,
+    pub rows: usize,
+    /// Mean time of a timed step.
+    pub step_ms: f64,
+    /// Label-smoothed loss per target token of the last timed step: with dropout 0, the
+    /// same in any framework that computes the same thing from the same start.
+    pub final_loss: f64,
     pub matmul_gflops: f64,
     /// Largest difference between the timed chain of 1024² products and the same chain on
     /// burn-flex, relative to the largest entry: a fast wrong result is no benchmark.
@@ -72,13 +97,83 @@ fn train_flops(config: &ModelConfig, tokens: usize) -> f64 {
     6.0 * config.num_params() as f64 * tokens as f64
 }
 
+/// The batch as an I64 tensor for the exchange file.
+fn id_tensor(rows: &[Vec<u32>]) -> (Vec<usize>, Vec<u8>) {
+    let shape = vec![rows.len(), rows.first().map_or(0, Vec::len)];
+    let bytes = rows
+        .iter()
+        .flatten()
+        .flat_map(|&id| (id as i64).to_le_bytes())
+        .collect();
+    (shape, bytes)
+}
+
+/// `init.safetensors` and `batch.safetensors` in `dir` (see [`BenchOptions::exchange`]).
+fn write_exchange(dir: &Path, model: &Transformer, pairs: &Pairs) -> Result<()> {
+    use transduce::tokenizer::{BOS, EOS};
+    std::fs::create_dir_all(dir).map_err(io(dir))?;
+    let init = transduce::bundle::save_weights(model, transduce::WeightDtype::F32)?;
+    let path = dir.join("init.safetensors");
+    std::fs::write(&path, init).map_err(io(&path))?;
+    let tgt_in: Vec<Vec<u32>> = pairs
+        .tgt
+        .iter()
+        .map(|t| std::iter::once(BOS).chain(t.iter().copied()).collect())
+        .collect();
+    let tgt_out: Vec<Vec<u32>> = pairs
+        .tgt
+        .iter()
+        .map(|t| t.iter().copied().chain(std::iter::once(EOS)).collect())
+        .collect();
+    let tensors = [
+        ("src", id_tensor(&pairs.src)),
+        ("tgt_in", id_tensor(&tgt_in)),
+        ("tgt_out", id_tensor(&tgt_out)),
+    ];
+    let views: Vec<(&str, safetensors::tensor::TensorView<'_>)> = tensors
+        .iter()
+        .map(|(name, (shape, bytes))| {
+            safetensors::tensor::TensorView::new(safetensors::Dtype::I64, shape.clone(), bytes)
+                .map(|v| (*name, v))
+        })
+        .collect::<std::result::Result<_, _>>()
+        .map_err(|e| crate::error::CliError::Usage(format!("batch.safetensors: {e}")))?;
+    let bytes = safetensors::tensor::serialize(views, None)
+        .map_err(|e| crate::error::CliError::Usage(format!("batch.safetensors: {e}")))?;
+    let path = dir.join("batch.safetensors");
+    std::fs::write(&path, bytes).map_err(io(&path))?;
+    Ok(())
+}
+
 pub fn run(
     config: &ModelConfig,
     device: &Device,
     batch_tokens: usize,
     steps: usize,
     precision: Precision,
+    options: &BenchOptions,
 ) -> Result<BenchReport> {
+    let (matmul_gflops, matmul_error) = if options.training_only {
+        (f64::NAN, 0.0)
+    } else {
+        matmul(device)?
+    };
+    let train = train(config, device, batch_tokens, steps, precision, options)?;
+    let decode_sentences_per_sec = if options.training_only {
+        f64::NAN
+    } else {
+        decode(config, device)?
+    };
+    Ok(BenchReport {
+        matmul_gflops,
+        matmul_error,
+        decode_sentences_per_sec,
+        ..train
+    })
+}
+
+/// GFLOP/s of a chain of 1024² products, and its error against burn-flex.
+fn matmul(device: &Device) -> Result<(f64, f64)> {
     // Plain matmul throughput.
     let n = 1024;
     let a = Tensor::<2>::random(
@@ -110,7 +205,18 @@ pub fn run(
     let matmul_gflops =
         2.0 * (n as f64).powi(3) * reps as f64 / start.elapsed().as_secs_f64() / 1e9;
     let matmul_error = matmul_error(product, a, b, reps)?;
+    Ok((matmul_gflops, matmul_error))
+}
 
+/// The timed training steps (the report's training fields; the rest NaN).
+fn train(
+    config: &ModelConfig,
+    device: &Device,
+    batch_tokens: usize,
+    steps: usize,
+    precision: Precision,
+    options: &BenchOptions,
+) -> Result<BenchReport> {
     // Training: fixed batches of 25-token sentences.
     let len = 25;
     let rows = (batch_tokens / (len + 1)).max(1);
@@ -118,7 +224,17 @@ pub fn run(
     let batch: Vec<usize> = (0..rows).collect();
     let ad = device.clone().autodiff();
     ad.seed(1);
-    let mut model = Transformer::new(config, &ad)?.with_precision(precision);
+    let model = match &options.init {
+        Some(path) => {
+            let bytes = std::fs::read(path).map_err(io(path))?;
+            transduce::bundle::load_weights(config, &bytes, &ad)?
+        }
+        None => Transformer::new(config, &ad)?,
+    };
+    let model = model.with_precision(precision);
+    if let Some(dir) = &options.exchange {
+        write_exchange(dir, &model, &pairs)?;
+    }
     // As `train` does: f16 scales the loss, and every half-precision step unscales and
     // checks its gradients (one read).
     let scale = LossScale::initial(precision).map(|s| s.scale);
@@ -127,9 +243,11 @@ pub fn run(
         .with_beta_2(0.98)
         .with_epsilon(1e-9)
         .init();
-    let mut step = |model: Transformer| -> Result<Transformer> {
+    // Each step returns its loss sum, read only after the timed loop.
+    let mut step = |model: Transformer| -> Result<(Transformer, Tensor<1>)> {
         let (logits, tgt_out) = batch_tensors(&pairs, &batch, None, &ad)?.logits(&model);
         let l = loss::label_smoothed(logits, tgt_out, config.label_smoothing).smoothed;
+        let value = l.clone().detach();
         let grads =
             GradientsParams::from_grads(l.mul_scalar(scale.unwrap_or(1.0)).backward(), &model);
         let grads = match scale {
@@ -138,18 +256,35 @@ pub fn run(
         };
         let model = optim.step(1e-4, model, grads);
         ad.sync().ok();
-        Ok(model)
+        Ok((model, value))
     };
-    model = step(model)?; // warm-up
+    let (mut model, mut last) = step(model)?; // warm-up
     let start = Instant::now();
     for _ in 0..steps.max(1) {
-        model = step(model)?;
+        (model, last) = step(model)?;
     }
     let secs = start.elapsed().as_secs_f64();
-    let tokens = rows * (len + 1) * steps.max(1);
+    let tokens_per_step = rows * (len + 1);
+    let tokens = tokens_per_step * steps.max(1);
     let train_tokens_per_sec = tokens as f64 / secs;
     let train_gflops = train_flops(config, tokens) / secs / 1e9;
+    let final_loss = read(last.into_data())?[0] as f64 / tokens_per_step as f64;
+    drop(model);
+    Ok(BenchReport {
+        tokens_per_step,
+        rows,
+        step_ms: 1e3 * secs / steps.max(1) as f64,
+        final_loss,
+        matmul_gflops: f64::NAN,
+        matmul_error: 0.0,
+        train_tokens_per_sec,
+        train_gflops,
+        decode_sentences_per_sec: f64::NAN,
+    })
+}
 
+/// Beam-4 sentences/s of a random model of `config`.
+fn decode(config: &ModelConfig, device: &Device) -> Result<f64> {
     // Decoding: beam 4 over 16 sentences of 20 tokens, 20 output tokens each, through
     // what `translate` uses on this device (the host decoder on the CPU).
     let eval = Transformer::new(config, device)?;
@@ -171,12 +306,5 @@ pub fn run(
     beam_search(&eval, &sources[..2], &options, None)?;
     let start = Instant::now();
     beam_search(&eval, &sources, &options, None)?;
-    let decode_sentences_per_sec = sources.len() as f64 / start.elapsed().as_secs_f64();
-    Ok(BenchReport {
-        matmul_gflops,
-        matmul_error,
-        train_tokens_per_sec,
-        train_gflops,
-        decode_sentences_per_sec,
-    })
+    Ok(sources.len() as f64 / start.elapsed().as_secs_f64())
 }

@@ -30,6 +30,24 @@ pub struct BenchCmd {
     /// Without kernel fusion (GPU backends), to measure what it gives.
     #[arg(long)]
     pub no_fusion: bool,
+    /// Dropout of the trained model (default: the preset's). 0 makes the loss after N
+    /// steps comparable across frameworks (`scripts/bench-gpu.sh`).
+    #[arg(long, value_parser = options::probability)]
+    pub dropout: Option<f64>,
+    /// Time training only (no matmul chain, no decoding).
+    #[arg(long)]
+    pub training_only: bool,
+    /// Write the initial weights and the batch here (`init.safetensors`,
+    /// `batch.safetensors`) for `scripts/bench-pytorch.py --exchange`.
+    #[arg(long)]
+    pub exchange: Option<PathBuf>,
+    /// Start from these weights (e.g. an exchange folder's `init.safetensors`), not a
+    /// random draw (which differs between backends).
+    #[arg(long)]
+    pub init: Option<PathBuf>,
+    /// Print the training figures as one JSON object.
+    #[arg(long)]
+    pub json: bool,
     /// Benchmark decoding with this bundle (or run folder) instead of training: batch 1, 32
     /// and 128, greedy and beam 4, on `--input`'s lines. With `--backend wgpu` the GPU
     /// decoder runs and prints its dispatches, submits and readback bytes per step.
@@ -60,13 +78,62 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
     crate::backend::set_fusion(!cmd.no_fusion)?;
     let device = cmd.backend.device()?;
     crate::train::precision::check(cmd.precision, std::slice::from_ref(&device))?;
-    let config = ModelConfig::preset(&cmd.preset)?;
+    let mut config = ModelConfig::preset(&cmd.preset)?;
+    if let Some(p) = cmd.dropout {
+        config.dropout = p;
+    }
     eprintln!(
         "device: {device:?}; preset {} ({} parameters)",
         cmd.preset,
         config.num_params()
     );
-    let r = bench::run(&config, &device, cmd.batch_tokens, cmd.steps, cmd.precision)?;
+    let options = bench::BenchOptions {
+        training_only: cmd.training_only,
+        exchange: cmd.exchange.clone(),
+        init: cmd.init.clone(),
+    };
+    let r = bench::run(
+        &config,
+        &device,
+        cmd.batch_tokens,
+        cmd.steps,
+        cmd.precision,
+        &options,
+    )?;
+    if cmd.json {
+        // A build with `spirv` compiles wgpu's kernels to SPIR-V instead of WGSL.
+        let backend = match cmd.backend {
+            Backend::Wgpu if cfg!(feature = "spirv") => "wgpu-spirv".to_string(),
+            Backend::Wgpu => "wgpu-wgsl".to_string(),
+            other => format!("{other:?}").to_lowercase(),
+        };
+        let json = serde_json::json!({
+            "framework": "transduce",
+            "backend": backend,
+            "preset": cmd.preset,
+            "precision": cmd.precision.name(),
+            "parameters": config.num_params(),
+            "rows": r.rows,
+            "tokens_per_step": r.tokens_per_step,
+            "steps": cmd.steps,
+            "tokens_per_sec": r.train_tokens_per_sec,
+            "step_ms": r.step_ms,
+            "final_loss": r.final_loss,
+        });
+        println!("{json}");
+        return Ok(());
+    }
+    if cmd.training_only {
+        println!(
+            "training ({}):      {:>10.0} tokens/s, {:.1} ms per step of {} target tokens; loss {:.4} per token after the last",
+            cmd.precision.name(),
+            r.train_tokens_per_sec,
+            r.step_ms,
+            r.tokens_per_step,
+            r.final_loss
+        );
+        return Ok(());
+    }
     println!(
         "matmul 1024×1024:   {:>10.1} GFLOP/s (result within {:.1e} of the CPU result)",
         r.matmul_gflops, r.matmul_error
