@@ -10,14 +10,20 @@ use transduce::burn::tensor::TensorData;
 use transduce::decode::{DecodeOptions, Ensemble, beam_search};
 use transduce::{HostModel, ModelConfig, Precision, Transformer};
 
+use crate::data::batch::Batch;
 use crate::data::cache::Pairs;
 use crate::error::{Result, io};
 use crate::train::precision::{LossScale, unscale};
-use crate::train::{batch_tensors, loss, rng::Rng};
+use crate::train::{batch_tensors, loss, rng::Rng, teacher_forced};
 
-/// What the training benchmark does besides timing.
-#[derive(Clone, Debug, Default)]
+/// The training workload and what the benchmark does besides timing it.
+#[derive(Clone, Debug)]
 pub struct BenchOptions {
+    /// Target tokens per step (rows of 25 tokens, as many as fit).
+    pub batch_tokens: usize,
+    /// Timed steps, after one untimed warm-up step.
+    pub steps: usize,
+    pub precision: Precision,
     /// Time training only: no matmul chain, no decoding.
     pub training_only: bool,
     /// Writes the initial weights (`init.safetensors`, the bundle's names) and the batch
@@ -109,24 +115,14 @@ fn id_tensor(rows: &[Vec<u32>]) -> (Vec<usize>, Vec<u8>) {
 }
 
 /// `init.safetensors` and `batch.safetensors` in `dir` (see [`BenchOptions::exchange`]).
-fn write_exchange(dir: &Path, model: &Transformer, pairs: &Pairs) -> Result<()> {
-    use transduce::tokenizer::{BOS, EOS};
+fn write_exchange(dir: &Path, model: &Transformer, pairs: &Pairs, batch: &Batch) -> Result<()> {
     std::fs::create_dir_all(dir).map_err(io(dir))?;
     let init = transduce::bundle::save_weights(model, transduce::WeightDtype::F32)?;
     let path = dir.join("init.safetensors");
     std::fs::write(&path, init).map_err(io(&path))?;
-    let tgt_in: Vec<Vec<u32>> = pairs
-        .tgt
-        .iter()
-        .map(|t| std::iter::once(BOS).chain(t.iter().copied()).collect())
-        .collect();
-    let tgt_out: Vec<Vec<u32>> = pairs
-        .tgt
-        .iter()
-        .map(|t| t.iter().copied().chain(std::iter::once(EOS)).collect())
-        .collect();
+    let (src, tgt_in, tgt_out) = teacher_forced(pairs, batch);
     let tensors = [
-        ("src", id_tensor(&pairs.src)),
+        ("src", id_tensor(&src)),
         ("tgt_in", id_tensor(&tgt_in)),
         ("tgt_out", id_tensor(&tgt_out)),
     ];
@@ -145,20 +141,13 @@ fn write_exchange(dir: &Path, model: &Transformer, pairs: &Pairs) -> Result<()> 
     Ok(())
 }
 
-pub fn run(
-    config: &ModelConfig,
-    device: &Device,
-    batch_tokens: usize,
-    steps: usize,
-    precision: Precision,
-    options: &BenchOptions,
-) -> Result<BenchReport> {
+pub fn run(config: &ModelConfig, device: &Device, options: &BenchOptions) -> Result<BenchReport> {
     let (matmul_gflops, matmul_error) = if options.training_only {
         (f64::NAN, 0.0)
     } else {
         matmul(device)?
     };
-    let train = train(config, device, batch_tokens, steps, precision, options)?;
+    let train = train(config, device, options)?;
     let decode_sentences_per_sec = if options.training_only {
         f64::NAN
     } else {
@@ -209,14 +198,13 @@ fn matmul(device: &Device) -> Result<(f64, f64)> {
 }
 
 /// The timed training steps (the report's training fields; the rest NaN).
-fn train(
-    config: &ModelConfig,
-    device: &Device,
-    batch_tokens: usize,
-    steps: usize,
-    precision: Precision,
-    options: &BenchOptions,
-) -> Result<BenchReport> {
+fn train(config: &ModelConfig, device: &Device, options: &BenchOptions) -> Result<BenchReport> {
+    let &BenchOptions {
+        batch_tokens,
+        steps,
+        precision,
+        ..
+    } = options;
     // Training: fixed batches of 25-token sentences.
     let len = 25;
     let rows = (batch_tokens / (len + 1)).max(1);
@@ -233,7 +221,7 @@ fn train(
     };
     let model = model.with_precision(precision);
     if let Some(dir) = &options.exchange {
-        write_exchange(dir, &model, &pairs)?;
+        write_exchange(dir, &model, &pairs, &batch)?;
     }
     // As `train` does: f16 scales the loss, and every half-precision step unscales and
     // checks its gradients (one read).

@@ -376,13 +376,7 @@ pub fn save_weights(model: &Transformer, dtype: WeightDtype) -> Result<Vec<u8>> 
     for (name, shape, values, quantizable) in collector.tensors {
         match dtype {
             WeightDtype::Int8 if quantizable => {
-                let cols = shape[1].max(1);
-                let mut q = vec![0i8; values.len()];
-                let scales: Vec<f32> = values
-                    .chunks_exact(cols)
-                    .zip(q.chunks_exact_mut(cols))
-                    .map(|(row, q)| crate::host::int8::quantize_row(row, q))
-                    .collect();
+                let (q, scales) = crate::host::int8::quantize_rows(&values, shape[1]);
                 let scale_bytes = scales.iter().flat_map(|v| v.to_le_bytes()).collect();
                 buffers.push((
                     format!("{name}{SCALE_SUFFIX}"),

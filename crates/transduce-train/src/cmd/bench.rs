@@ -88,18 +88,14 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
         config.num_params()
     );
     let options = bench::BenchOptions {
+        batch_tokens: cmd.batch_tokens,
+        steps: cmd.steps,
+        precision: cmd.precision,
         training_only: cmd.training_only,
         exchange: cmd.exchange.clone(),
         init: cmd.init.clone(),
     };
-    let r = bench::run(
-        &config,
-        &device,
-        cmd.batch_tokens,
-        cmd.steps,
-        cmd.precision,
-        &options,
-    )?;
+    let r = bench::run(&config, &device, &options)?;
     if cmd.json {
         // A build with `spirv` compiles wgpu's kernels to SPIR-V instead of WGSL.
         let backend = match cmd.backend {

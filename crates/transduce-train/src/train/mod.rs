@@ -161,6 +161,21 @@ pub fn batch_tensors(
     focus: Option<&WordFocus>,
     device: &Device,
 ) -> Result<BatchTensors> {
+    let (src, tgt_in, tgt_out) = teacher_forced(pairs, batch);
+    Ok(BatchTensors {
+        focus: focus.map(|rule| rule.tensor(&src, &tgt_in, device)),
+        src: token_tensor(&src, device)?,
+        tgt_in: token_tensor(&tgt_in, device)?,
+        tgt_out: token_tensor(&tgt_out, device)?,
+    })
+}
+
+/// A batch's sources, decoder inputs (BOS + target) and decoder outputs (target + EOS).
+pub type TeacherForced = (Vec<Vec<u32>>, Vec<Vec<u32>>, Vec<Vec<u32>>);
+
+/// The token ids a batch trains on (§5: teacher forcing): sources, BOS + target as the
+/// decoder's input, target + EOS as what it must predict.
+pub fn teacher_forced(pairs: &Pairs, batch: &Batch) -> TeacherForced {
     let src: Vec<Vec<u32>> = batch.iter().map(|&i| pairs.src[i].clone()).collect();
     let tgt_in: Vec<Vec<u32>> = batch
         .iter()
@@ -180,12 +195,7 @@ pub fn batch_tensors(
                 .collect()
         })
         .collect();
-    Ok(BatchTensors {
-        focus: focus.map(|rule| rule.tensor(&src, &tgt_in, device)),
-        src: token_tensor(&src, device)?,
-        tgt_in: token_tensor(&tgt_in, device)?,
-        tgt_out: token_tensor(&tgt_out, device)?,
-    })
+    (src, tgt_in, tgt_out)
 }
 
 /// Target tokens (EOS included) of a batch: what the loss is averaged over.

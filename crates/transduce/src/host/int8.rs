@@ -64,6 +64,19 @@ fn quantize_row_lanes(row: &[f32], out: &mut [i8]) -> f32 {
     big / QMAX
 }
 
+/// Quantizes a row-major matrix of `cols` columns row by row ([`quantize_row`]): the int8
+/// values and one scale per row, the bundle's `[out, in]` layout.
+pub fn quantize_rows(values: &[f32], cols: usize) -> (Vec<i8>, Vec<f32>) {
+    let cols = cols.max(1);
+    let mut q = vec![0i8; values.len()];
+    let scales = values
+        .chunks_exact(cols)
+        .zip(q.chunks_exact_mut(cols))
+        .map(|(row, q)| quantize_row(row, q))
+        .collect();
+    (q, scales)
+}
+
 /// Values in the packed weight layout: native kernels read int8 quads
 /// (`[k/4][n][4]`), the wasm kernel int16 pairs (`[k/2][n][2]`).
 #[cfg(not(target_arch = "wasm32"))]

@@ -6,7 +6,7 @@
 //! compiler may not reorder (floating-point addition is not associative), eight are eight
 //! SIMD lanes.
 
-use super::int8::{Int8Matrix, quantize_row};
+use super::int8::{Int8Matrix, quantize_rows};
 
 const LANES: usize = 8;
 
@@ -42,6 +42,11 @@ impl Matrix {
             &self.data,
             self.bias.as_deref(),
         ));
+    }
+
+    /// Drops the int8 form: f32 products again.
+    pub fn dequantize(&mut self) {
+        self.int8 = None;
     }
 
     /// `out[m, cols] = x[m, rows] · self (+ bias)`.
@@ -223,21 +228,19 @@ impl Projection {
     /// Adds the int8 form (per vocabulary row, as the tied embedding is stored): products
     /// use it from now on.
     pub fn quantize(&mut self) {
-        let vocab = self.columns.cols;
-        let d = self.columns.rows;
-        let mut rows = vec![0i8; self.table.len()];
-        let scales = self
-            .table
-            .chunks_exact(d.max(1))
-            .zip(rows.chunks_exact_mut(d.max(1)))
-            .map(|(row, q)| quantize_row(row, q))
-            .collect();
+        let (vocab, d) = (self.columns.cols, self.columns.rows);
+        let (rows, scales) = quantize_rows(&self.table, d);
         self.int8 = Some(Int8Matrix::from_rows(d, vocab, &rows, scales, None));
     }
 
     /// Drops the int8 form: f32 products again.
     pub fn dequantize(&mut self) {
         self.int8 = None;
+    }
+
+    /// Whether products run in int8.
+    pub fn is_int8(&self) -> bool {
+        self.int8.is_some()
     }
 
     /// The table `[vocab, d_model]`.

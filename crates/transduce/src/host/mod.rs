@@ -83,8 +83,6 @@ pub struct HostModel {
     sinusoid: Vec<f32>,
     encoder: Vec<EncoderLayer>,
     decoder: Vec<DecoderLayer>,
-    /// Products in int8 ([`HostModel::quantize`]).
-    int8: bool,
 }
 
 fn values<const D: usize>(param: &Param<Tensor<D>>) -> Result<Vec<f32>> {
@@ -211,7 +209,6 @@ impl HostModel {
             encoder,
             decoder,
             config,
-            int8: false,
         })
     }
 
@@ -221,56 +218,40 @@ impl HostModel {
     /// f32. Weights read from an int8 bundle are `q·s` exactly, so quantizing them again
     /// gives back the stored integers.
     pub fn quantize(&mut self) {
-        for layer in &mut self.encoder {
-            for m in [&mut layer.qkv, &mut layer.o, &mut layer.fc1, &mut layer.fc2] {
-                m.quantize();
-            }
-        }
-        for layer in &mut self.decoder {
-            for m in [
-                &mut layer.qkv,
-                &mut layer.o,
-                &mut layer.cross_q,
-                &mut layer.cross_kv,
-                &mut layer.cross_o,
-                &mut layer.fc1,
-                &mut layer.fc2,
-            ] {
-                m.quantize();
-            }
-        }
+        self.layer_matrices().for_each(Matrix::quantize);
         self.output.quantize();
-        self.int8 = true;
     }
 
     /// Back to f32 products over the same weights (for an int8 bundle: `q·scale`, exactly
     /// what a GPU or burn decodes with).
     pub fn dequantize(&mut self) {
-        for layer in &mut self.encoder {
-            for m in [&mut layer.qkv, &mut layer.o, &mut layer.fc1, &mut layer.fc2] {
-                m.int8 = None;
-            }
-        }
-        for layer in &mut self.decoder {
-            for m in [
-                &mut layer.qkv,
-                &mut layer.o,
-                &mut layer.cross_q,
-                &mut layer.cross_kv,
-                &mut layer.cross_o,
-                &mut layer.fc1,
-                &mut layer.fc2,
-            ] {
-                m.int8 = None;
-            }
-        }
+        self.layer_matrices().for_each(Matrix::dequantize);
         self.output.dequantize();
-        self.int8 = false;
     }
 
     /// Whether the products run in int8 ([`HostModel::quantize`]).
     pub fn is_int8(&self) -> bool {
-        self.int8
+        self.output.is_int8()
+    }
+
+    /// Every projection matrix of the encoder and decoder layers.
+    fn layer_matrices(&mut self) -> impl Iterator<Item = &mut Matrix> {
+        let encoder = self
+            .encoder
+            .iter_mut()
+            .flat_map(|l| [&mut l.qkv, &mut l.o, &mut l.fc1, &mut l.fc2]);
+        let decoder = self.decoder.iter_mut().flat_map(|l| {
+            [
+                &mut l.qkv,
+                &mut l.o,
+                &mut l.cross_q,
+                &mut l.cross_kv,
+                &mut l.cross_o,
+                &mut l.fc1,
+                &mut l.fc2,
+            ]
+        });
+        encoder.chain(decoder)
     }
 
     /// The hyper-parameters of the model.
