@@ -71,7 +71,7 @@ async function loadIndex() {
   state.models = models;
   const select = $("model");
   select.replaceChildren(
-    ...models.map((m) => new Option(`${m.title}`, m.id)),
+    ...models.map((m) => new Option(m.licence ? `${m.title} · ${m.licence}` : m.title, m.id)),
   );
   return models;
 }
@@ -156,10 +156,14 @@ function showExamples(language) {
   }
 }
 
-/** The listed translator for the other direction, if any (languages from index.json or the loaded config). */
+/**
+ * The listed translator for the other direction, if any (languages from index.json or the
+ * loaded config), under the same licence when there is one.
+ */
 function reverseOf(entry) {
   if (!entry?.source || !entry?.target) return null;
-  return state.models.find((m) => m.task === "translate" && m.source === entry.target && m.target === entry.source) ?? null;
+  const reverse = state.models.filter((m) => m.task === "translate" && m.source === entry.target && m.target === entry.source);
+  return reverse.find((m) => m.licence === entry.licence) ?? reverse[0] ?? null;
 }
 
 async function swap() {

@@ -145,9 +145,14 @@ impl Gpu {
     }
 
     /// Waits for `buffer` (MAP_READ) to map and copies its first `size` bytes out. Natively
-    /// the device is polled until the copy that filled it is done; in the browser the
-    /// mapping resolves on the event loop.
-    pub(crate) async fn read(&self, buffer: &wgpu::Buffer, size: u64) -> Result<Vec<u8>> {
+    /// the device is polled until `submission` (the one whose copy filled it) is done, not
+    /// the later ones; in the browser the mapping resolves on the event loop.
+    pub(crate) async fn read(
+        &self,
+        buffer: &wgpu::Buffer,
+        size: u64,
+        submission: wgpu::SubmissionIndex,
+    ) -> Result<Vec<u8>> {
         if let Some(fault) = self.fault() {
             return Err(Error::Device(fault));
         }
@@ -166,8 +171,13 @@ impl Gpu {
         });
         #[cfg(not(target_arch = "wasm32"))]
         self.device
-            .poll(wgpu::PollType::wait_indefinitely())
+            .poll(wgpu::PollType::Wait {
+                submission_index: Some(submission),
+                timeout: None,
+            })
             .map_err(|e| device_error("waiting for the GPU", e))?;
+        #[cfg(target_arch = "wasm32")]
+        let _ = submission;
         poll_fn(|cx| {
             let mut slot = slot.lock().unwrap_or_else(|e| e.into_inner());
             match slot.0.take() {

@@ -8,6 +8,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 
 use crate::device::Gpu;
+use crate::weights::WeightStorage;
 
 const COMMON: &str = include_str!("kernels/common.wgsl");
 const EMBED: &str = include_str!("kernels/embed.wgsl");
@@ -31,6 +32,54 @@ pub(crate) const NORM_ROWS: u32 = 2;
 /// An f32 as a WGSL literal that reads back to the same value.
 pub(crate) fn float(x: f32) -> String {
     format!("{x:e}f")
+}
+
+/// The products' weight access for each storage: declarations (`column_scale(j)`, the
+/// factor of column `j`'s sum) and the loop over the inner dimension that adds
+/// `x[row r, k] · w[k, col0 + c·WG]` to `acc[r][c]`.
+fn weights_access(storage: WeightStorage) -> (&'static str, &'static str) {
+    match storage {
+        WeightStorage::F32 | WeightStorage::F16 => (
+            "fn column_scale(j: u32) -> f32 { return 1.0; }",
+            "for (var k = 0u; k < K; k++) {
+        var wv: array<f32, CPT>;
+        for (var c = 0u; c < CPT; c++) {
+            let j = min(col0 + c * WG, N - 1u);
+            wv[c] = f32(w[k * N + j]);
+        }
+        for (var r = 0u; r < RB; r++) {
+            let xv = x[xrow[r] + k];
+            for (var c = 0u; c < CPT; c++) {
+                acc[r][c] = fma(xv, wv[c], acc[r][c]);
+            }
+        }
+    }",
+        ),
+        // Word (i, j) holds the int8 weights of inputs 4i..4i+3 of column j; the biases are
+        // followed by the column scales (weights.rs). Integers times x are summed, and the
+        // sum scaled once.
+        WeightStorage::Int8 => (
+            "fn column_scale(j: u32) -> f32 { return b[N + j]; }
+fn widen(word: u32) -> vec4<f32> {
+    let s = bitcast<i32>(word);
+    return vec4<f32>(f32((s << 24u) >> 24u), f32((s << 16u) >> 24u), f32((s << 8u) >> 24u), f32(s >> 24u));
+}",
+            "for (var k4 = 0u; k4 < K / 4u; k4++) {
+        var wv: array<vec4<f32>, CPT>;
+        for (var c = 0u; c < CPT; c++) {
+            let j = min(col0 + c * WG, N - 1u);
+            wv[c] = widen(w[k4 * N + j]);
+        }
+        for (var r = 0u; r < RB; r++) {
+            let o = xrow[r] + 4u * k4;
+            let xv = vec4<f32>(x[o], x[o + 1u], x[o + 2u], x[o + 3u]);
+            for (var c = 0u; c < CPT; c++) {
+                acc[r][c] += dot(xv, wv[c]);
+            }
+        }
+    }",
+        ),
+    }
 }
 
 /// A kernel's source: the shared declarations, then `template` with each `{NAME}` replaced.
@@ -85,16 +134,15 @@ pub(crate) struct AttentionLayout {
 /// Compiled pipelines by source: the same kernel serves every layer of its shape.
 pub(crate) struct Kernels {
     gpu: Gpu,
-    /// Weights are stored as f16 (read as f32).
-    f16: bool,
+    storage: WeightStorage,
     pipelines: RefCell<HashMap<String, wgpu::ComputePipeline>>,
 }
 
 impl Kernels {
-    pub(crate) fn new(gpu: &Gpu, f16: bool) -> Kernels {
+    pub(crate) fn new(gpu: &Gpu, storage: WeightStorage) -> Kernels {
         Kernels {
             gpu: gpu.clone(),
-            f16,
+            storage,
             pipelines: RefCell::new(HashMap::new()),
         }
     }
@@ -120,15 +168,48 @@ impl Kernels {
         pipeline
     }
 
-    fn weight_type(&self) -> String {
-        if self.f16 { "f16" } else { "f32" }.to_string()
+    fn f16(&self) -> bool {
+        self.storage == WeightStorage::F16
+    }
+
+    /// The products' weight variables and their access (`weights_access`).
+    fn weight_vars(&self) -> [(&'static str, String); 3] {
+        let (decls, loop_) = weights_access(self.storage);
+        let ty = match self.storage {
+            WeightStorage::F32 => "f32",
+            WeightStorage::F16 => "f16",
+            WeightStorage::Int8 => "u32",
+        };
+        [
+            ("WTYPE", ty.to_string()),
+            ("WEIGHTS", decls.to_string()),
+            ("ACCUMULATE", loop_.to_string()),
+        ]
     }
 
     /// Embedding × scale + position (+ focus).
-    pub(crate) fn embed(&self, d: usize, scale: f32) -> wgpu::ComputePipeline {
+    pub(crate) fn embed(&self, d: usize, vocab: usize, scale: f32) -> wgpu::ComputePipeline {
+        // An int8 table is `[vocab, d/4]` words, then the row scales (weights.rs).
+        let table = match self.storage {
+            WeightStorage::Int8 => format!(
+                "@group(0) @binding(2) var<storage, read> table: array<u32>;
+fn embedding(v: u32, i: u32) -> f32 {{
+    let word = bitcast<i32>(table[v * (D / 4u) + i / 4u]);
+    let q = (word << (24u - 8u * (i % 4u))) >> 24u;
+    return f32(q) * bitcast<f32>(table[{vocab}u * (D / 4u) + v]);
+}}"
+            ),
+            _ => "@group(0) @binding(2) var<storage, read> table: array<f32>;
+fn embedding(v: u32, i: u32) -> f32 { return table[v * D + i]; }"
+                .to_string(),
+        };
         self.pipeline(fill(
             EMBED,
-            &[("D", d.to_string()), ("SCALE", float(scale))],
+            &[
+                ("TABLE", table),
+                ("D", d.to_string()),
+                ("SCALE", float(scale)),
+            ],
             false,
         ))
     }
@@ -165,11 +246,13 @@ impl Kernels {
                 ("N", n.to_string()),
                 ("RB", LINEAR_ROWS.to_string()),
                 ("CPT", LINEAR_COLUMNS.to_string()),
-                ("WTYPE", self.weight_type()),
                 ("BINDINGS", bindings),
                 ("STORE", body),
-            ],
-            self.f16,
+            ]
+            .into_iter()
+            .chain(self.weight_vars())
+            .collect::<Vec<_>>(),
+            self.f16(),
         ))
     }
 
@@ -182,9 +265,11 @@ impl Kernels {
                 ("N", n.to_string()),
                 ("RB", NORM_ROWS.to_string()),
                 ("CPT", (n as u32).div_ceil(WG).to_string()),
-                ("WTYPE", self.weight_type()),
-            ],
-            self.f16,
+            ]
+            .into_iter()
+            .chain(self.weight_vars())
+            .collect::<Vec<_>>(),
+            self.f16(),
         ))
     }
 
@@ -246,6 +331,7 @@ impl Kernels {
                 ("WORDS", vocab.div_ceil(32).to_string()),
                 ("PAD", transduce::tokenizer::PAD.to_string()),
                 ("BOS", transduce::tokenizer::BOS.to_string()),
+                ("EOS", transduce::tokenizer::EOS.to_string()),
             ],
             false,
         ))

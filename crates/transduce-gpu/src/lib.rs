@@ -9,7 +9,10 @@
 //! projection with residual and LayerNorm, the FFN's ReLU in its first product); the output
 //! projection, log-softmax and per-row top-k on the GPU. A step is one command encoder and
 //! one submit, and the only read back is each row's k candidates (token, log-probability).
-//! Sentences × beams are the rows of one step. The search itself (which beams live on,
+//! Greedy decoding without a constraint keeps two steps in flight: the top-k kernel writes
+//! each row's next input token itself, so step t + 1 is submitted before the host reads
+//! step t's candidates (read from one of two staging buffers while the other fills), and
+//! the GPU does not sit idle while the host reads. Sentences × beams are the rows of one step. The search itself (which beams live on,
 //! finished hypotheses, the length penalty, early stopping) is the host's
 //! [`transduce::decode::BeamSearch`], so both decoders choose alike from alike scores.
 //!
@@ -24,6 +27,7 @@ mod workspace;
 use std::cell::{Cell, RefCell};
 
 pub use device::{AdapterSummary, Gpu};
+pub use weights::WeightStorage;
 pub use workspace::Counts;
 
 use transduce::config::Positional;
@@ -54,8 +58,8 @@ pub struct GpuModel {
 }
 
 impl GpuModel {
-    /// Uploads `host`'s weights to `gpu` (f16 where the device has `shader-f16` and the
-    /// weights are f16 values, as in f16 bundles).
+    /// Uploads `host`'s weights to `gpu` in the narrowest form that holds them exactly:
+    /// int8 for int8 bundles, f16 for f16 bundles where the device has `shader-f16`.
     pub fn new(gpu: &Gpu, host: &HostModel) -> GpuModel {
         let weights = Weights::upload(gpu, host, gpu.f16);
         let config = host.config().clone();
@@ -67,7 +71,7 @@ impl GpuModel {
             Positional::Sinusoid => Positions::Sinusoid,
         };
         GpuModel {
-            kernels: Kernels::new(gpu, weights.f16),
+            kernels: Kernels::new(gpu, weights.storage),
             gpu: gpu.clone(),
             config,
             weights,
@@ -87,9 +91,9 @@ impl GpuModel {
         &self.gpu
     }
 
-    /// Weights are held in f16.
-    pub fn f16(&self) -> bool {
-        self.weights.f16
+    /// How the weights are held.
+    pub fn storage(&self) -> WeightStorage {
+        self.weights.storage
     }
 
     /// Bytes of weights on the GPU.

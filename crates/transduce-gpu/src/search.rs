@@ -10,7 +10,7 @@ use transduce::{Error, Result};
 
 use crate::GpuModel;
 use crate::kernels::MAX_KEYS;
-use crate::workspace::{Candidate, Counts, NONE, Row, Shape, Workspace};
+use crate::workspace::{Candidate, Counts, Input, NO_LIMIT, NONE, Row, Shape, Workspace};
 
 /// A batch's decoding on the GPU: its workspace and counters.
 struct Run<'a> {
@@ -89,6 +89,7 @@ impl<'a> Run<'a> {
                 pos: t as u32,
                 parent: parents[r] as u32,
                 focus: focus.as_ref().map_or(-1, |f| f[r]),
+                limit: NO_LIMIT,
             })
             .collect();
         let masks: Vec<Option<Vec<bool>>> = views
@@ -114,6 +115,95 @@ impl<'a> Run<'a> {
         self.ws
             .step(self.model, t, &rows, &bits, &mut self.counts)
             .await
+    }
+
+    /// Greedy decoding with two steps in flight: step t + 1, fed by the GPU from step t's
+    /// choices, is submitted before step t's candidates are read. Finished rows stay in the
+    /// batch (their outputs are ignored) until fewer than half the rows are live; then the
+    /// host waits for the step in flight and uploads the live rows alone. Same choices as
+    /// the step-by-step loop: the GPU applies each row's length limit itself.
+    async fn pipelined_greedy(
+        &mut self,
+        sources: &[Vec<u32>],
+        limits: &[usize],
+        alpha: f64,
+    ) -> Result<Vec<Hypothesis>> {
+        let mut outputs: Vec<Hypothesis> = sources
+            .iter()
+            .map(|_| Hypothesis {
+                tokens: Vec::new(),
+                log_prob: 0.0,
+                score: 0.0,
+            })
+            .collect();
+        let cap = self.ws.shape.cap;
+        // The sentence each GPU row decodes; None once it has finished.
+        let mut batch: Vec<Option<usize>> = (0..sources.len()).map(Some).collect();
+        let row = |s: usize, token: u32, t: usize, parent: usize| Row {
+            token,
+            src: s as u32,
+            pos: t as u32,
+            parent: parent as u32,
+            focus: -1,
+            limit: limits[s] as u32,
+        };
+        let mut upload: Option<Vec<Row>> =
+            Some((0..sources.len()).map(|s| row(s, BOS, 0, s)).collect());
+        let mut in_flight = std::collections::VecDeque::new();
+        let mut next_t = 0;
+        let mut ahead = true;
+        loop {
+            // Keep two steps in flight while the batch is mostly live; a step after a
+            // compaction starts from the host's rows.
+            while next_t < cap && (in_flight.is_empty() || (ahead && in_flight.len() < 2)) {
+                let input = match &upload {
+                    Some(rows) => Input::Host(rows),
+                    None => Input::Gpu(batch.len()),
+                };
+                let step = self
+                    .ws
+                    .submit(self.model, next_t, input, &[], &mut self.counts);
+                upload = None;
+                in_flight.push_back(step);
+                next_t += 1;
+            }
+            let Some(step) = in_flight.pop_front() else {
+                break;
+            };
+            let picks = self.ws.read(self.model, step).await?;
+            for (slot, pick) in batch.iter_mut().zip(picks) {
+                let Some(s) = *slot else { continue };
+                let (token, lp) = match pick.id {
+                    NONE => (EOS, f64::NEG_INFINITY),
+                    id => (id, pick.log_prob as f64),
+                };
+                if !decode::greedy_extend(&mut outputs[s], token, lp, alpha) {
+                    *slot = None;
+                }
+            }
+            let live = batch.iter().flatten().count();
+            if live == 0 {
+                break;
+            }
+            ahead = 2 * live >= batch.len();
+            if !ahead && in_flight.is_empty() {
+                // The live rows alone, each continuing its row of the last step read.
+                let t = next_t;
+                let mut rows = Vec::with_capacity(live);
+                let mut kept = Vec::with_capacity(live);
+                for (r, slot) in batch.iter().enumerate() {
+                    if let Some(s) = *slot {
+                        let last = *outputs[s].tokens.last().expect("a live row has output");
+                        rows.push(row(s, last, t, r));
+                        kept.push(Some(s));
+                    }
+                }
+                batch = kept;
+                upload = Some(rows);
+                ahead = true;
+            }
+        }
+        Ok(outputs)
     }
 
     fn finish(self) {
@@ -159,6 +249,13 @@ impl GpuModel {
             ..options.clone()
         };
         let (mut run, limits) = Run::start(self, sources, &greedy, constraint, 1)?;
+        // Without a constraint or word focus, each step's input is the previous step's
+        // choice, which the GPU writes itself: the next step runs while the host reads.
+        if constraint.is_none() && !self.config.word_focus {
+            let outputs = run.pipelined_greedy(sources, &limits, options.alpha).await;
+            run.finish();
+            return outputs;
+        }
         let mut outputs: Vec<Hypothesis> = sources
             .iter()
             .map(|_| Hypothesis {

@@ -1,8 +1,14 @@
 //! The model's weights in GPU buffers, uploaded once from the host decoder's arrays.
 //!
-//! Matrices are stored in f16 when the device has `shader-f16` and every weight is exactly
-//! an f16 (as in the f16 bundles the page ships): half the memory and bandwidth, and the
-//! same values the host decoder computes with. Biases, LayerNorm and embeddings stay f32.
+//! Matrices and embedding tables are stored in the narrowest form that holds every weight
+//! exactly, so the GPU computes with the very values the host decoder's f32 arithmetic does:
+//! - int8 with one scale per output column (per vocabulary row for the tables) when every
+//!   weight is `q·scale` (the int8 bundles the page ships): a quarter of f32's memory and
+//!   bandwidth; the kernels widen four packed weights at a time and scale the sum once;
+//! - else f16 when the device has `shader-f16` and every weight is an f16 (f16 bundles);
+//! - else f32.
+//!
+//! Biases, LayerNorm and learned positions stay f32.
 
 use transduce::HostModel;
 use transduce::host::kernels::Matrix;
@@ -10,7 +16,29 @@ use transduce::host::{DecoderLayer, EncoderLayer, Norm};
 
 use crate::device::Gpu;
 
-/// A weight matrix `[k, n]` and its bias (zeros where the layer has none).
+/// How matrices and embedding tables are held on the GPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum WeightStorage {
+    F32,
+    /// Needs `shader-f16`.
+    F16,
+    /// Four weights per `u32`, with per-column scales (kernels.rs says where).
+    Int8,
+}
+
+impl std::fmt::Display for WeightStorage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            WeightStorage::F32 => "f32",
+            WeightStorage::F16 => "f16",
+            WeightStorage::Int8 => "int8",
+        })
+    }
+}
+
+/// A weight matrix `[k, n]` and its bias (zeros where the layer has none). In int8 storage
+/// `w` is `[k/4, n]` words of four weights (inputs 4i..4i+3 of a column, lowest byte first)
+/// and `b` holds the `n` biases followed by the `n` column scales.
 pub(crate) struct Linear {
     pub k: usize,
     pub n: usize,
@@ -46,6 +74,8 @@ pub(crate) struct DecoderWeights {
 }
 
 pub(crate) struct Weights {
+    /// `[vocab, d_model]`; in int8 storage `[vocab, d_model/4]` words followed by the
+    /// `vocab` row scales (as f32 bits).
     pub src_embedding: wgpu::Buffer,
     pub tgt_embedding: wgpu::Buffer,
     /// The pre-softmax projection `[d_model, vocab]` (the table transposed, so a thread's
@@ -53,8 +83,7 @@ pub(crate) struct Weights {
     pub output: Linear,
     pub encoder: Vec<EncoderWeights>,
     pub decoder: Vec<DecoderWeights>,
-    /// Matrices are f16.
-    pub f16: bool,
+    pub storage: WeightStorage,
     /// Bytes uploaded.
     pub bytes: u64,
 }
@@ -66,9 +95,55 @@ fn f16_exact(values: &[f32]) -> bool {
         .all(|&v| half::f16::from_f32(v).to_f32().to_bits() == v.to_bits())
 }
 
+/// Per column of a row-major `[k, n]` matrix: the scale `s` and integers `q` (`[n, k]`,
+/// one row per column) with `q·s` equal to every weight, if there are such (an int8
+/// bundle's weights). The scale is searched next to max|w|/127, where the bundle writer put it.
+fn int8_exact(values: &[f32], k: usize, n: usize) -> Option<(Vec<i8>, Vec<f32>)> {
+    if !k.is_multiple_of(4) {
+        return None;
+    }
+    let mut q = vec![0i8; n * k];
+    let mut scales = Vec::with_capacity(n);
+    for j in 0..n {
+        let column = (0..k).map(|i| values[i * n + j]);
+        let max = column.clone().fold(0.0f32, |m, v| m.max(v.abs()));
+        if !max.is_finite() {
+            return None;
+        }
+        let row = &mut q[j * k..(j + 1) * k];
+        let fits = |s: f32, row: &mut [i8]| {
+            column.clone().zip(row.iter_mut()).all(|(v, q)| {
+                let r = if s == 0.0 { 0.0 } else { (v / s).round() };
+                *q = r as i8;
+                r.abs() <= 127.0 && r * s == v
+            })
+        };
+        let guess = max / 127.0;
+        let s = [0i32, 1, -1, 2, -2]
+            .into_iter()
+            .map(|d| f32::from_bits(guess.to_bits().wrapping_add_signed(d)))
+            .find(|&s| s.is_finite() && s >= 0.0 && fits(s, row))?;
+        scales.push(s);
+    }
+    Some((q, scales))
+}
+
+/// `[n, k]` signed bytes (`k` a multiple of 4) as `[k/4, n]` words: word (i, j) holds
+/// `q[j][4i..4i+4]`, lowest byte first.
+fn pack_columns(q: &[i8], k: usize, n: usize) -> Vec<u32> {
+    let mut words = vec![0u32; k / 4 * n];
+    for j in 0..n {
+        for i in 0..k / 4 {
+            let b = &q[j * k + 4 * i..j * k + 4 * i + 4];
+            words[i * n + j] = u32::from_le_bytes([b[0] as u8, b[1] as u8, b[2] as u8, b[3] as u8]);
+        }
+    }
+    words
+}
+
 struct Uploader<'a> {
     gpu: &'a Gpu,
-    f16: bool,
+    storage: WeightStorage,
     bytes: u64,
 }
 
@@ -82,33 +157,51 @@ impl Uploader<'_> {
         self.buffer(bytemuck::cast_slice(values))
     }
 
-    fn matrix_values(&mut self, values: &[f32]) -> wgpu::Buffer {
-        if self.f16 {
-            let halves: Vec<half::f16> = values.iter().map(|&v| half::f16::from_f32(v)).collect();
-            // WGSL's array<f16> has a 2-byte stride; pad to 4 bytes for the binding size.
-            let mut bytes = bytemuck::cast_slice::<half::f16, u8>(&halves).to_vec();
-            bytes.resize(bytes.len().next_multiple_of(4), 0);
-            self.buffer(&bytes)
-        } else {
-            self.floats(values)
-        }
+    fn halves(&mut self, values: &[f32]) -> wgpu::Buffer {
+        let halves: Vec<half::f16> = values.iter().map(|&v| half::f16::from_f32(v)).collect();
+        // WGSL's array<f16> has a 2-byte stride; pad to 4 bytes for the binding size.
+        let mut bytes = bytemuck::cast_slice::<half::f16, u8>(&halves).to_vec();
+        bytes.resize(bytes.len().next_multiple_of(4), 0);
+        self.buffer(&bytes)
     }
 
     fn linear(&mut self, m: &Matrix) -> Linear {
-        let zeros;
-        let bias = match &m.bias {
-            Some(b) => b.as_slice(),
-            None => {
-                zeros = vec![0.0; m.cols];
-                &zeros
+        let mut bias = m.bias.clone().unwrap_or_else(|| vec![0.0; m.cols]);
+        let w = match self.storage {
+            WeightStorage::F32 => self.floats(&m.data),
+            WeightStorage::F16 => self.halves(&m.data),
+            WeightStorage::Int8 => {
+                let (q, scales) =
+                    int8_exact(&m.data, m.rows, m.cols).expect("checked by Weights::upload");
+                bias.extend_from_slice(&scales);
+                let words = pack_columns(&q, m.rows, m.cols);
+                self.buffer(bytemuck::cast_slice(&words))
             }
         };
         Linear {
             k: m.rows,
             n: m.cols,
-            w: self.matrix_values(&m.data),
-            b: self.floats(bias),
+            w,
+            b: self.floats(&bias),
         }
+    }
+
+    /// An embedding table `[vocab, d]`: f32, or int8 rows then their scales.
+    fn table(&mut self, table: &[f32], d: usize) -> wgpu::Buffer {
+        if self.storage != WeightStorage::Int8 {
+            return self.floats(table);
+        }
+        // A table's rows are the columns of its transpose `[d, vocab]`.
+        let vocab = table.len() / d;
+        let (q, scales) =
+            int8_exact(&transpose(table, vocab, d), d, vocab).expect("checked by Weights::upload");
+        // q is `[vocab, d]`: each row's bytes, four to a word.
+        let mut words: Vec<u32> = q
+            .chunks_exact(4)
+            .map(|b| u32::from_le_bytes([b[0] as u8, b[1] as u8, b[2] as u8, b[3] as u8]))
+            .collect();
+        words.extend(scales.iter().map(|s| s.to_bits()));
+        self.buffer(bytemuck::cast_slice(&words))
     }
 
     fn norm(&mut self, n: &Norm) -> LayerNorm {
@@ -138,29 +231,56 @@ fn matrices(host: &HostModel) -> impl Iterator<Item = &Matrix> {
     enc.chain(dec)
 }
 
+/// `[rows, cols]` → `[cols, rows]`.
+fn transpose(values: &[f32], rows: usize, cols: usize) -> Vec<f32> {
+    let mut t = vec![0.0f32; rows * cols];
+    for r in 0..rows {
+        for c in 0..cols {
+            t[c * rows + r] = values[r * cols + c];
+        }
+    }
+    t
+}
+
+/// The narrowest storage that holds every weight of `host` exactly (module docs).
+fn storage(host: &HostModel, output: &Matrix, f16: bool) -> WeightStorage {
+    let (src, tgt) = host.embeddings();
+    let d = host.config().d_model;
+    let table_int8 = |t: &[f32]| int8_exact(&transpose(t, t.len() / d, d), d, t.len() / d);
+    let int8 = int8_exact(&output.data, output.rows, output.cols).is_some()
+        && matrices(host).all(|m| int8_exact(&m.data, m.rows, m.cols).is_some())
+        && table_int8(tgt).is_some()
+        && (std::ptr::eq(src, tgt) || table_int8(src).is_some());
+    if int8 {
+        WeightStorage::Int8
+    } else if f16 && f16_exact(&output.data) && matrices(host).all(|m| f16_exact(&m.data)) {
+        WeightStorage::F16
+    } else {
+        WeightStorage::F32
+    }
+}
+
 impl Weights {
-    /// Uploads `host`'s weights; matrices in f16 if `f16` is allowed and loses nothing.
+    /// Uploads `host`'s weights in the narrowest exact storage (f16 only if `f16`: the
+    /// device has `shader-f16`).
     pub(crate) fn upload(gpu: &Gpu, host: &HostModel, f16: bool) -> Weights {
-        let f16 =
-            f16 && f16_exact(host.output_table()) && matrices(host).all(|m| f16_exact(&m.data));
-        let mut up = Uploader { gpu, f16, bytes: 0 };
+        let c = host.config();
+        let (vocab, d) = (c.vocab_size, c.d_model);
+        let output = Matrix::new(d, vocab, transpose(host.output_table(), vocab, d), None);
+        let storage = storage(host, &output, f16);
+        let mut up = Uploader {
+            gpu,
+            storage,
+            bytes: 0,
+        };
         let (src, tgt) = host.embeddings();
-        let src_embedding = up.floats(src);
+        let src_embedding = up.table(src, d);
         let tgt_embedding = if std::ptr::eq(src, tgt) {
             src_embedding.clone()
         } else {
-            up.floats(tgt)
+            up.table(tgt, d)
         };
-        let c = host.config();
-        let (vocab, d) = (c.vocab_size, c.d_model);
-        let table = host.output_table();
-        let mut transposed = vec![0.0f32; vocab * d];
-        for v in 0..vocab {
-            for i in 0..d {
-                transposed[i * vocab + v] = table[v * d + i];
-            }
-        }
-        let output = up.linear(&Matrix::new(d, vocab, transposed, None));
+        let output = up.linear(&output);
         let encoder = host
             .encoder_layers()
             .iter()
@@ -195,8 +315,43 @@ impl Weights {
             output,
             encoder,
             decoder,
-            f16,
+            storage,
             bytes: up.bytes,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn int8_exact_finds_the_integers_and_scales_of_q_times_scale() {
+        use transduce::host::int8::quantize_rows;
+        // A [k, n] matrix, its columns quantized as the bundle writer does (per row of the
+        // transpose), and those dequantized: q·s.
+        let quantized = |k: usize, n: usize| {
+            let w: Vec<f32> = (0..k * n)
+                .map(|i| ((i * 37 % 23) as f32 - 11.0) * 0.013)
+                .collect();
+            let (q, s) = quantize_rows(&transpose(&w, k, n), k);
+            let dequantized: Vec<f32> = (0..k * n)
+                .map(|i| q[(i % n) * k + i / n] as f32 * s[i % n])
+                .collect();
+            (w, q, s, dequantized)
+        };
+        let (w, q, s, dequantized) = quantized(8, 5);
+        assert_eq!(int8_exact(&dequantized, 8, 5), Some((q, s)));
+        // Weights that are not q·s are not int8; nor is a k the kernels' words do not divide.
+        assert_eq!(int8_exact(&w, 8, 5), None);
+        let (_, _, _, odd) = quantized(6, 5);
+        assert_eq!(int8_exact(&odd, 6, 5), None);
+    }
+
+    #[test]
+    fn packed_words_hold_four_inputs_of_a_column_lowest_byte_first() {
+        // q [n = 2, k = 4]: column 0 is 1, -2, 3, -128; column 1 is 127, 0, -1, 5.
+        let q = [1i8, -2, 3, -128, 127, 0, -1, 5];
+        assert_eq!(pack_columns(&q, 4, 2), vec![0x80_03_FE_01, 0x05_FF_00_7F]);
     }
 }

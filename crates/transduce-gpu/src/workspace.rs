@@ -33,6 +33,7 @@ pub(crate) struct Row {
     pub pos: u32,
     pub parent: u32,
     pub focus: i32,
+    pub limit: u32,
 }
 
 /// Mirrors `Source` in common.wgsl.
@@ -53,6 +54,9 @@ pub(crate) struct Candidate {
 
 /// The id of "no candidate left".
 pub(crate) const NONE: u32 = u32::MAX;
+
+/// A row's `limit` when the host's masks apply the length limit.
+pub(crate) const NO_LIMIT: u32 = u32::MAX;
 
 /// The sizes a workspace was made for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -162,8 +166,11 @@ pub(crate) struct Workspace {
     masks: wgpu::Buffer,
     history: wgpu::Buffer,
     next_history: wgpu::Buffer,
+    /// The rows greedy's top-k writes for the next step.
+    next_rows: wgpu::Buffer,
     candidates: wgpu::Buffer,
-    staging: wgpu::Buffer,
+    /// Two, so that a step's candidates can be read while the next step runs.
+    staging: [wgpu::Buffer; 2],
     encoder: Vec<Dispatch>,
     history_step: Dispatch,
     step: Vec<Dispatch>,
@@ -263,11 +270,18 @@ impl Workspace {
         let next_history = storage(gpu, rows * cap * 4, wgpu::BufferUsages::COPY_SRC);
         let cand_bytes = rows * shape.k * std::mem::size_of::<Candidate>();
         let candidates = storage(gpu, cand_bytes, wgpu::BufferUsages::COPY_SRC);
-        let staging = gpu.device.create_buffer(&wgpu::BufferDescriptor {
-            label: None,
-            size: (cand_bytes.max(4) as u64).next_multiple_of(4),
-            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
+        let next_rows = storage(
+            gpu,
+            rows * std::mem::size_of::<Row>(),
+            wgpu::BufferUsages::COPY_SRC,
+        );
+        let staging = [(); 2].map(|_| {
+            gpu.device.create_buffer(&wgpu::BufferDescriptor {
+                label: None,
+                size: (cand_bytes.max(4) as u64).next_multiple_of(4),
+                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            })
         });
         let memory = storage(gpu, f32s(srows * d), none);
         let x = storage(gpu, f32s(rows * d), none);
@@ -291,7 +305,7 @@ impl Workspace {
         };
 
         let scale = (d as f64).sqrt() as f32;
-        let embed = k.embed(d, scale);
+        let embed = k.embed(d, vocab, scale);
         // The three shapes of dispatch a layer is made of.
         let linear = |params: &wgpu::Buffer,
                       l: &Linear,
@@ -415,7 +429,7 @@ impl Workspace {
         step.push(bind(
             gpu,
             &k.select(vocab, shape.k),
-            &[p, &logits, &masks, &candidates],
+            &[p, &logits, &masks, &candidates, &dec_rows, &next_rows],
             Grid::Rows,
         ));
         Ok(Workspace {
@@ -428,6 +442,7 @@ impl Workspace {
             masks,
             history,
             next_history,
+            next_rows,
             candidates,
             staging,
             encoder,
@@ -458,6 +473,7 @@ impl Workspace {
                 pos: i as u32,
                 parent: 0,
                 focus: -1,
+                limit: NO_LIMIT,
             }));
         }
         let n = rows.len() as u32;
@@ -492,44 +508,101 @@ impl Workspace {
         masks: &[u32],
         counts: &mut Counts,
     ) -> Result<Vec<Candidate>> {
+        let step = self.submit(model, t, Input::Host(rows), masks, counts);
+        self.read(model, step).await
+    }
+
+    /// Records and submits the step at position `t` (nothing is read): its candidates go to
+    /// staging buffer `t % 2`.
+    pub(crate) fn submit(
+        &self,
+        model: &GpuModel,
+        t: usize,
+        input: Input<'_>,
+        masks: &[u32],
+        counts: &mut Counts,
+    ) -> Submitted {
         let gpu = &model.gpu;
-        let n = rows.len() as u32;
+        let n = match input {
+            Input::Host(rows) => rows.len(),
+            Input::Gpu(n) => n,
+        };
         let params = Params {
-            rows: n,
+            rows: n as u32,
             t: t as u32,
             flags: u32::from(!masks.is_empty()),
             pad: 0,
         };
         gpu.queue
             .write_buffer(&self.dec_params, 0, bytemuck::bytes_of(&params));
-        gpu.queue
-            .write_buffer(&self.dec_rows, 0, bytemuck::cast_slice(rows));
-        let mut uploaded = std::mem::size_of_val(&params) + std::mem::size_of_val(rows);
+        let mut uploaded = std::mem::size_of_val(&params);
+        let row_bytes = (n * std::mem::size_of::<Row>()) as u64;
+        if let Input::Host(rows) = input {
+            gpu.queue
+                .write_buffer(&self.dec_rows, 0, bytemuck::cast_slice(rows));
+            uploaded += std::mem::size_of_val(rows);
+        }
         if !masks.is_empty() {
             gpu.queue
                 .write_buffer(&self.masks, 0, bytemuck::cast_slice(masks));
             uploaded += std::mem::size_of_val(masks);
         }
-        let history_bytes = (rows.len() * self.shape.cap * 4) as u64;
-        let cand_bytes = (rows.len() * self.shape.k * std::mem::size_of::<Candidate>()) as u64;
+        let history_bytes = (n * self.shape.cap * 4) as u64;
+        let cand_bytes = (n * self.shape.k * std::mem::size_of::<Candidate>()) as u64;
+        let slot = t % 2;
         let mut encoder = gpu.device.create_command_encoder(&Default::default());
+        if let Input::Gpu(_) = input {
+            encoder.copy_buffer_to_buffer(&self.next_rows, 0, &self.dec_rows, 0, row_bytes);
+        }
         {
             let mut pass = encoder.begin_compute_pass(&Default::default());
-            record(&mut pass, std::slice::from_ref(&self.history_step), n);
+            record(
+                &mut pass,
+                std::slice::from_ref(&self.history_step),
+                n as u32,
+            );
         }
         encoder.copy_buffer_to_buffer(&self.next_history, 0, &self.history, 0, history_bytes);
         {
             let mut pass = encoder.begin_compute_pass(&Default::default());
-            record(&mut pass, &self.step, n);
+            record(&mut pass, &self.step, n as u32);
         }
-        encoder.copy_buffer_to_buffer(&self.candidates, 0, &self.staging, 0, cand_bytes);
-        gpu.queue.submit([encoder.finish()]);
-        let bytes = gpu.read(&self.staging, cand_bytes).await?;
+        encoder.copy_buffer_to_buffer(&self.candidates, 0, &self.staging[slot], 0, cand_bytes);
+        let index = gpu.queue.submit([encoder.finish()]);
         counts.steps += 1;
         counts.submits += 1;
         counts.dispatches += 1 + self.step.len() as u64;
         counts.readback_bytes += cand_bytes;
         counts.upload_bytes += uploaded as u64;
+        Submitted {
+            slot,
+            bytes: cand_bytes,
+            index,
+        }
+    }
+
+    /// A submitted step's candidates (`shape.k` per row).
+    pub(crate) async fn read(&self, model: &GpuModel, step: Submitted) -> Result<Vec<Candidate>> {
+        let bytes = model
+            .gpu
+            .read(&self.staging[step.slot], step.bytes, step.index)
+            .await?;
         Ok(bytemuck::pod_collect_to_vec(&bytes))
     }
+}
+
+/// Where a step's input rows come from.
+#[derive(Clone, Copy)]
+pub(crate) enum Input<'a> {
+    /// Written by the host.
+    Host(&'a [Row]),
+    /// The previous step's greedy choices for its `n` rows, written by the GPU.
+    Gpu(usize),
+}
+
+/// A step in flight.
+pub(crate) struct Submitted {
+    slot: usize,
+    bytes: u64,
+    index: wgpu::SubmissionIndex,
 }

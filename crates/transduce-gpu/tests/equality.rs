@@ -7,11 +7,12 @@
 
 use std::path::{Path, PathBuf};
 
+use transduce::bundle::{WeightDtype, load_weights, save_weights};
 use transduce::burn::prelude::*;
 use transduce::decode::{self, DecodeOptions};
 use transduce::task::Parser;
 use transduce::{Bundle, BundleFiles, HostModel, ModelConfig, Positional, Transformer};
-use transduce_gpu::{Gpu, GpuModel};
+use transduce_gpu::{Gpu, GpuModel, WeightStorage};
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -85,6 +86,8 @@ fn shipped_translators_decode_as_the_host_does() {
         let bundle = bundle(id);
         let host = bundle.host().unwrap();
         let model = GpuModel::new(&gpu, host);
+        // The shipped bundles are int8: the GPU holds them as int8 too.
+        assert_eq!(model.storage(), WeightStorage::Int8, "{id}");
         let sources: Vec<Vec<u32>> = lines(input)
             .iter()
             .map(|l| bundle.tokenizer.encode(l).unwrap())
@@ -105,6 +108,7 @@ fn parser_decodes_under_its_constraint_as_the_host_does() {
     let bundle = bundle("ptb-parser");
     let host = bundle.host().unwrap();
     let model = GpuModel::new(&gpu, host);
+    assert_eq!(model.storage(), WeightStorage::Int8);
     let parser = Parser::new(&bundle).unwrap();
     let sentences: Vec<Vec<String>> = [
         "The dog saw a man in the park .",
@@ -161,22 +165,28 @@ fn random_models_of_other_shapes_decode_as_the_host_does() {
     for (i, config) in configs.iter().enumerate() {
         device.seed(7 + i as u64);
         let model = Transformer::new(config, &device).unwrap();
-        let host = HostModel::new(&model).unwrap();
-        let gpu_model = GpuModel::new(&gpu, &host);
-        let vocab = config.vocab_size as u32;
-        let sources: Vec<Vec<u32>> = (0..6)
-            .map(|s| {
-                (0..3 + 2 * s)
-                    .map(|j| 4 + ((s * 31 + j * 17) as u32 % (vocab - 4)))
-                    .collect()
-            })
-            .collect();
-        assert_same(
-            &host,
-            &gpu_model,
-            &sources,
-            0.6,
-            &format!("random model {i}"),
-        );
+        // The f32 weights, and the same model through an int8 bundle (weights q·scale).
+        let int8 = save_weights(&model, WeightDtype::Int8).unwrap();
+        let int8 = load_weights(config, &int8, &device).unwrap();
+        for (model, storage) in [(model, WeightStorage::F32), (int8, WeightStorage::Int8)] {
+            let host = HostModel::new(&model).unwrap();
+            let gpu_model = GpuModel::new(&gpu, &host);
+            assert_eq!(gpu_model.storage(), storage, "random model {i}");
+            let vocab = config.vocab_size as u32;
+            let sources: Vec<Vec<u32>> = (0..6)
+                .map(|s| {
+                    (0..3 + 2 * s)
+                        .map(|j| 4 + ((s * 31 + j * 17) as u32 % (vocab - 4)))
+                        .collect()
+                })
+                .collect();
+            assert_same(
+                &host,
+                &gpu_model,
+                &sources,
+                0.6,
+                &format!("random model {i}, {storage} weights"),
+            );
+        }
     }
 }

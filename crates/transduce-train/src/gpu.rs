@@ -39,7 +39,7 @@ pub fn upload_host(gpu: &Gpu, host: &transduce::HostModel) -> GpuModel {
     eprintln!(
         "GPU decoder: {:.1} MB of weights ({})",
         model.weight_bytes() as f64 / 1e6,
-        if model.f16() { "f16" } else { "f32" }
+        model.storage()
     );
     model
 }

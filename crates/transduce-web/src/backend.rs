@@ -110,10 +110,7 @@ async fn load(bundle: &Bundle) -> Result<Gpu, String> {
         (true, _) => "GPU".to_string(),
     };
     Ok(Gpu {
-        description: format!(
-            "{name} · GPU decoder{}",
-            if model.f16() { ", f16 weights" } else { "" }
-        ),
+        description: format!("{name} · GPU decoder, {} weights", model.storage()),
         model,
     })
 }

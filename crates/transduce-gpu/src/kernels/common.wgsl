@@ -12,13 +12,15 @@ struct Params {
 }
 
 // One row of the batch: its input token, its source, its position, the row of the previous
-// step it continues (beam reordering), and its word focus (-1: none).
+// step it continues (beam reordering), its word focus (-1: none), and its length limit
+// (the top-k allows EOS alone once the output reaches it; 0xffffffff: the host's masks say).
 struct Row {
     token: u32,
     src: u32,
     pos: u32,
     parent: u32,
     focus: i32,
+    limit: u32,
 }
 
 // A source's first encoder row and its length (sources are stored unpadded).

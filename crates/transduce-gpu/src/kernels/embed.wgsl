@@ -5,7 +5,7 @@ const SCALE: f32 = {SCALE};
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> rows: array<Row>;
-@group(0) @binding(2) var<storage, read> table: array<f32>;
+{TABLE}
 @group(0) @binding(3) var<storage, read> positions: array<f32>;
 @group(0) @binding(4) var<storage, read> sources: array<Source>;
 @group(0) @binding(5) var<storage, read> memory: array<f32>;
@@ -23,7 +23,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
         focus = i32(sources[row.src].offset) + row.focus;
     }
     for (var i = lid.x; i < D; i += 64u) {
-        var v = table[row.token * D + i] * SCALE + positions[row.pos * D + i];
+        var v = embedding(row.token, i) * SCALE + positions[row.pos * D + i];
         if (focus >= 0) {
             v += memory[u32(focus) * D + i];
         }

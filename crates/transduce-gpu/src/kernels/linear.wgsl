@@ -11,6 +11,8 @@ const WG: u32 = 64u;
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read> w: array<{WTYPE}>;
 @group(0) @binding(3) var<storage, read> b: array<f32>;
+
+{WEIGHTS}
 {BINDINGS}
 
 {STORE}
@@ -27,25 +29,13 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     for (var r = 0u; r < RB; r++) {
         xrow[r] = min(row0 + r, p.rows - 1u) * K;
     }
-    for (var k = 0u; k < K; k++) {
-        var wv: array<f32, CPT>;
-        for (var c = 0u; c < CPT; c++) {
-            let j = min(col0 + c * WG, N - 1u);
-            wv[c] = f32(w[k * N + j]);
-        }
-        for (var r = 0u; r < RB; r++) {
-            let xv = x[xrow[r] + k];
-            for (var c = 0u; c < CPT; c++) {
-                acc[r][c] = fma(xv, wv[c], acc[r][c]);
-            }
-        }
-    }
+    {ACCUMULATE}
     for (var r = 0u; r < RB; r++) {
         let row = row0 + r;
         for (var c = 0u; c < CPT; c++) {
             let j = col0 + c * WG;
             if (row < p.rows && j < N) {
-                store(row, j, acc[r][c] + b[j]);
+                store(row, j, acc[r][c] * column_scale(j) + b[j]);
             }
         }
     }

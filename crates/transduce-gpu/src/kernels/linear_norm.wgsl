@@ -12,6 +12,8 @@ const EPSILON: f32 = 1e-5;
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read> w: array<{WTYPE}>;
 @group(0) @binding(3) var<storage, read> b: array<f32>;
+
+{WEIGHTS}
 @group(0) @binding(4) var<storage, read> gamma: array<f32>;
 @group(0) @binding(5) var<storage, read> beta: array<f32>;
 @group(0) @binding(6) var<storage, read_write> res: array<f32>;
@@ -40,23 +42,12 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
         return;
     }
     var acc: array<array<f32, CPT>, RB>;
+    let col0 = lid.x;
     var xrow: array<u32, RB>;
     for (var r = 0u; r < RB; r++) {
         xrow[r] = min(row0 + r, p.rows - 1u) * K;
     }
-    for (var k = 0u; k < K; k++) {
-        var wv: array<f32, CPT>;
-        for (var c = 0u; c < CPT; c++) {
-            let j = min(lid.x + c * WG, N - 1u);
-            wv[c] = f32(w[k * N + j]);
-        }
-        for (var r = 0u; r < RB; r++) {
-            let xv = x[xrow[r] + k];
-            for (var c = 0u; c < CPT; c++) {
-                acc[r][c] = fma(xv, wv[c], acc[r][c]);
-            }
-        }
-    }
+    {ACCUMULATE}
     for (var r = 0u; r < RB; r++) {
         let row = min(row0 + r, p.rows - 1u);
         var v: array<f32, CPT>;
@@ -64,7 +55,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
         for (var c = 0u; c < CPT; c++) {
             let j = lid.x + c * WG;
             if (j < N) {
-                v[c] = res[row * N + j] + (acc[r][c] + b[j]);
+                v[c] = res[row * N + j] + (acc[r][c] * column_scale(j) + b[j]);
                 s += v[c];
             }
         }

@@ -2,11 +2,14 @@
 // row. PAD and BOS are never chosen but count in the normalisation; masked tokens (the
 // constraint of §6.3, or EOS alone at the length limit) are skipped. Candidates come best
 // first, ties to the smaller id: (log-probability, id), id 0xffffffff when none is left.
+// Greedy (KSEL = 1) also writes the row's next input: its choice (EOS when none) at the next
+// position, continuing itself, so the next step can run before the host reads this one.
 const V: u32 = {V}u;
 const KSEL: u32 = {KSEL}u;
 const WORDS: u32 = {WORDS}u;
 const PAD: u32 = {PAD}u;
 const BOS: u32 = {BOS}u;
+const EOS: u32 = {EOS}u;
 const WG: u32 = 256u;
 const NONE: u32 = 0xffffffffu;
 
@@ -19,6 +22,8 @@ struct Candidate {
 @group(0) @binding(1) var<storage, read> logits: array<f32>;
 @group(0) @binding(2) var<storage, read> masks: array<u32>;
 @group(0) @binding(3) var<storage, read_write> out: array<Candidate>;
+@group(0) @binding(4) var<storage, read> rows: array<Row>;
+@group(0) @binding(5) var<storage, read_write> next_rows: array<Row>;
 
 var<workgroup> best_v: array<f32, WG>;
 var<workgroup> best_i: array<u32, WG>;
@@ -60,6 +65,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     workgroupBarrier();
 
     let masked = (p.flags & 1u) != 0u;
+    let at_limit = p.t + 1u >= rows[r].limit;
     // The last candidate taken: the next must come strictly after it in the ranking.
     var prev_v = 3.0e38;
     var prev_i = NONE;
@@ -71,6 +77,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
                 continue;
             }
             if (masked && ((masks[r * WORDS + i / 32u] >> (i % 32u)) & 1u) == 0u) {
+                continue;
+            }
+            if (at_limit && i != EOS) {
                 continue;
             }
             let v = logits[base + i];
@@ -105,5 +114,12 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
                 out[r * KSEL + c] = Candidate(prev_v - shift, prev_i);
             }
         }
+    }
+    if (KSEL == 1u && lid.x == 0u) {
+        var next = rows[r];
+        next.token = select(prev_i, EOS, prev_i == NONE);
+        next.pos += 1u;
+        next.parent = r;
+        next_rows[r] = next;
     }
 }
