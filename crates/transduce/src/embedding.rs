@@ -9,10 +9,14 @@ use burn::prelude::*;
 /// computing it in f64 keeps large positions accurate.
 pub fn sinusoid_table(start: usize, len: usize, d_model: usize) -> Vec<f32> {
     let mut table = Vec::with_capacity(len * d_model);
+    // 10000^(2i/d_model) per dimension, once: the same values as computed per position
+    // (a thousand rows of d_model `powf` calls were a twentieth of loading a bundle in wasm).
+    let denominators: Vec<f64> = (0..d_model)
+        .map(|j| 10_000f64.powf(2.0 * (j / 2) as f64 / d_model as f64))
+        .collect();
     for pos in start..start + len {
-        for j in 0..d_model {
-            let i = (j / 2) as f64;
-            let angle = pos as f64 / 10_000f64.powf(2.0 * i / d_model as f64);
+        for (j, &denominator) in denominators.iter().enumerate() {
+            let angle = pos as f64 / denominator;
             table.push(if j % 2 == 0 { angle.sin() } else { angle.cos() } as f32);
         }
     }

@@ -419,7 +419,7 @@ fn feed_forward(
 ) {
     fc1.apply(x, rows, hidden);
     for v in hidden.iter_mut() {
-        *v = v.max(0.0);
+        *v = kernels::larger(*v, 0.0);
     }
     fc2.apply(hidden, rows, out);
 }
