@@ -368,14 +368,8 @@ impl Scores {
             Scores::Host(scores) => Ok((0..scores.values.len() / vocab)
                 .map(|r| {
                     let (row, shift) = scores.row(r);
-                    let mut best = (0u32, f32::NEG_INFINITY);
-                    for (id, &v) in row.iter().enumerate() {
-                        let lp = v - shift;
-                        if lp > best.1 {
-                            best = (id as u32, lp);
-                        }
-                    }
-                    (best.0, best.1 as f64)
+                    let (id, lp) = crate::host::kernels::first_best(row, shift);
+                    (id as u32, lp as f64)
                 })
                 .collect()),
         }
