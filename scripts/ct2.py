@@ -32,7 +32,9 @@ How CT2's search is made to give transduce's result:
     forces EOS at the last position; CT2's `max_decoding_length` counts generated tokens and
     at the last step keeps whatever was predicted. So CT2 gets src_len + max_extra - 1: the
     same tokens (exact for greedy); in beam search a hypothesis stopped there lacks the
-    forced EOS's log-probability, so such lines are counted ("hit the length limit").
+    forced EOS's log-probability, so such lines are counted ("hit the length limit"); a
+    line that differs for that reason alone does not fail `check`, and `--save` keeps
+    transduce's output there (says which lines).
     `check` batches sentences of equal source length together so each gets its own limit;
     `race` batches as transduce does, gives a batch its longest source's limit and cuts
     longer outputs back to each sentence's own limit (exact for greedy, not for beam).
@@ -439,12 +441,19 @@ def cmd_check(args):
                                               exact_limits=True)
         print(f"  {time.perf_counter() - t0:.2f} s ({spent:.2f} s in translate_batch)")
 
+    limited = set(stats["hit_limit"])
     if args.save:
+        # A line CT2 stopped at the length limit has no forced EOS and may differ for that
+        # reason alone (module docs): it keeps transduce's output, said so below.
         with open(args.save, "w", encoding="utf-8") as f:
-            f.write("".join(line + "\n" for line in ours))
-        print(f"CT2's outputs written to {args.save}")
+            f.write("".join((theirs[i] if i in limited else ours[i]) + "\n"
+                            for i in range(len(lines))))
+        kept = sorted(i + 1 for i in limited if ours[i] != theirs[i])
+        print(f"CT2's outputs written to {args.save}"
+              + (f" (transduce's on lines {kept}, where CT2 hit the length limit)" if kept else ""))
     same = [i for i in range(len(lines)) if ours[i] == theirs[i]]
     differ = [i for i in range(len(lines)) if ours[i] != theirs[i]]
+    unexplained = [i for i in differ if i not in limited]
     print(f"identical: {len(same)}/{len(lines)} lines")
     if stats["hit_limit"]:
         print(f"stopped by the length limit in CT2 (no EOS): {len(stats['hit_limit'])} "
@@ -465,7 +474,10 @@ def cmd_check(args):
               f"(log P {lp_theirs:.6f}, {len(their_tokens) + 1} tokens), "
               f"ct2's {s_ours:.6f} (log P {lp_ours:.6f}, {len(ct2_hyp) + 1} tokens), "
               f"difference {s_ours - s_theirs:+.2e}")
-    if differ:
+    if differ and not unexplained:
+        print(f"every differing line ({len(differ)}) is one CT2 stopped at the length limit")
+    if unexplained:
+        print(f"{len(unexplained)} differing lines that the length limit does not explain")
         sys.exit(1)
 
 

@@ -16,8 +16,10 @@
 # to resume the run where it stopped (`transduce train --resume`) instead of starting over.
 # The free translators (en-de-free, de-en-free; `free` is both) learn from Tatoeba alone
 # (CC-BY 2.0 FR), nothing non-commercial, with their own vocabulary, dropout FREE_DROPOUT
-# (default 0.2: a tenth of the mix's data), and validate and choose α on Tatoeba val;
-# FREE_STEPS and FREE_MINUTES bound their training.
+# (default 0.1, as the shipped en-de-free: a run of a few thousand steps is under-trained,
+# not over-fitted), the last FREE_AVERAGE_LAST (default 3) checkpoints averaged, and
+# validate and choose α on Tatoeba val; FREE_STEPS (default: the shipped bundle's) and
+# FREE_MINUTES bound their training.
 # BACKEND=wgpu trains on a GPU (the shipped de-en trained there: 12,500 steps in 15
 # minutes on an H100). TRAIN=0 skips training and averaging and goes on from
 # WORK/<src>-<tgt>/averaged.safetensors (e.g. averaged on the GPU machine and copied back).
@@ -47,7 +49,8 @@ PARSE_STEPS=${PARSE_STEPS:-$(shipped_steps ptb-parser)}
 PARSE_MINUTES=${PARSE_MINUTES:-60}
 FREE_STEPS=${FREE_STEPS:-$(shipped_steps en-de-free)}
 FREE_MINUTES=${FREE_MINUTES:-100000}
-FREE_DROPOUT=${FREE_DROPOUT:-0.2}
+FREE_DROPOUT=${FREE_DROPOUT:-0.1}
+FREE_AVERAGE_LAST=${FREE_AVERAGE_LAST:-3}
 what=${1:-all}
 case "$what" in
     en-de | de-en | translate | en-de-free | de-en-free | free | parse | all) ;;
@@ -113,11 +116,12 @@ bleu() {
 # the mixed translators, Tatoeba's for the free ones), export, test once.
 translator() {
     local src=$1 tgt=$2 variant=${3:-mixed}
-    local suffix="" data=mix gather=mix steps minutes=100000 regularise=()
+    local suffix="" data=mix gather=mix steps minutes=100000 regularise=() last=${AVERAGE_LAST:-8}
     local tatoeba="$DATA/tatoeba-en-de" multi30k="$DATA/multi30k"
     if [ "$variant" = free ]; then
         suffix=-free data=free gather=tatoeba_only steps=$FREE_STEPS minutes=$FREE_MINUTES
         regularise=(--dropout "$FREE_DROPOUT")
+        last=$FREE_AVERAGE_LAST
     elif [ "$src-$tgt" = de-en ]; then
         steps=$DE_EN_STEPS
     else
@@ -153,7 +157,7 @@ translator() {
         train "$W/run" "$minutes" "$steps" --data "$W/data" --preset compact \
             --max-tokens 4096 --warmup 1000 --lr-factor 0.5 "${regularise[@]}" \
             --checkpoint-steps 500 --checkpoint-minutes 100000 --keep 20
-        "$T" average --run "$W/run" --last "${AVERAGE_LAST:-8}" --out "$W/averaged.safetensors"
+        "$T" average --run "$W/run" --last "$last" --out "$W/averaged.safetensors"
     fi
     "$T" export --model "$W/run" --checkpoint "$W/averaged.safetensors" --int8 \
         --source "$src" --target "$tgt" --out "$W/bundle" "${provenance[@]}"
