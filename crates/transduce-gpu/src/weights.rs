@@ -10,6 +10,8 @@
 //!
 //! Biases, LayerNorm and learned positions stay f32.
 
+use std::collections::HashMap;
+
 use transduce::HostModel;
 use transduce::host::kernels::Matrix;
 use transduce::host::{DecoderLayer, EncoderLayer, Norm};
@@ -141,9 +143,19 @@ fn pack_columns(q: &[i8], k: usize, n: usize) -> Vec<u32> {
     words
 }
 
+/// A matrix's or table's int8 form ([`int8_exact`]), by the address of its f32 values in
+/// the host model: found once, when the storage is chosen, and uploaded from there.
+type Int8Forms = HashMap<usize, (Vec<i8>, Vec<f32>)>;
+
+fn key(values: &[f32]) -> usize {
+    values.as_ptr() as usize
+}
+
 struct Uploader<'a> {
     gpu: &'a Gpu,
     storage: WeightStorage,
+    /// Empty unless the storage is int8.
+    int8: Int8Forms,
     bytes: u64,
 }
 
@@ -166,13 +178,18 @@ impl Uploader<'_> {
     }
 
     fn linear(&mut self, m: &Matrix) -> Linear {
+        self.linear_from(m, key(&m.data))
+    }
+
+    /// A matrix whose int8 form is found under `source` (the output projection's: its
+    /// table's).
+    fn linear_from(&mut self, m: &Matrix, source: usize) -> Linear {
         let mut bias = m.bias.clone().unwrap_or_else(|| vec![0.0; m.cols]);
         let w = match self.storage {
             WeightStorage::F32 => self.floats(&m.data),
             WeightStorage::F16 => self.halves(&m.data),
             WeightStorage::Int8 => {
-                let (q, scales) =
-                    int8_exact(&m.data, m.rows, m.cols).expect("checked by Weights::upload");
+                let (q, scales) = self.int8.remove(&source).expect("found by Weights::upload");
                 bias.extend_from_slice(&scales);
                 let words = pack_columns(&q, m.rows, m.cols);
                 self.buffer(bytemuck::cast_slice(&words))
@@ -187,20 +204,17 @@ impl Uploader<'_> {
     }
 
     /// An embedding table `[vocab, d]`: f32, or int8 rows then their scales.
-    fn table(&mut self, table: &[f32], d: usize) -> wgpu::Buffer {
+    fn table(&mut self, table: &[f32]) -> wgpu::Buffer {
         if self.storage != WeightStorage::Int8 {
             return self.floats(table);
         }
-        // A table's rows are the columns of its transpose `[d, vocab]`.
-        let vocab = table.len() / d;
-        let (q, scales) =
-            int8_exact(&transpose(table, vocab, d), d, vocab).expect("checked by Weights::upload");
+        let (q, scales) = &self.int8[&key(table)];
         // q is `[vocab, d]`: each row's bytes, four to a word.
-        let mut words: Vec<u32> = q
+        let words: Vec<u32> = q
             .chunks_exact(4)
             .map(|b| u32::from_le_bytes([b[0] as u8, b[1] as u8, b[2] as u8, b[3] as u8]))
+            .chain(scales.iter().map(|s| s.to_bits()))
             .collect();
-        words.extend(scales.iter().map(|s| s.to_bits()));
         self.buffer(bytemuck::cast_slice(&words))
     }
 
@@ -242,21 +256,33 @@ fn transpose(values: &[f32], rows: usize, cols: usize) -> Vec<f32> {
     t
 }
 
-/// The narrowest storage that holds every weight of `host` exactly (module docs).
-fn storage(host: &HostModel, output: &Matrix, f16: bool) -> WeightStorage {
-    let (src, tgt) = host.embeddings();
+/// The int8 forms of every matrix and table of `host`, if each has one.
+fn int8_forms(host: &HostModel) -> Option<Int8Forms> {
     let d = host.config().d_model;
-    let table_int8 = |t: &[f32]| int8_exact(&transpose(t, t.len() / d, d), d, t.len() / d);
-    let int8 = int8_exact(&output.data, output.rows, output.cols).is_some()
-        && matrices(host).all(|m| int8_exact(&m.data, m.rows, m.cols).is_some())
-        && table_int8(tgt).is_some()
-        && (std::ptr::eq(src, tgt) || table_int8(src).is_some());
-    if int8 {
-        WeightStorage::Int8
+    let mut forms = Int8Forms::new();
+    for m in matrices(host) {
+        forms.insert(key(&m.data), int8_exact(&m.data, m.rows, m.cols)?);
+    }
+    let (src, tgt) = host.embeddings();
+    for table in [src, tgt, host.output_table()] {
+        if let std::collections::hash_map::Entry::Vacant(entry) = forms.entry(key(table)) {
+            // A table's rows are the columns of its transpose `[d, vocab]`.
+            let vocab = table.len() / d.max(1);
+            entry.insert(int8_exact(&transpose(table, vocab, d), d, vocab)?);
+        }
+    }
+    Some(forms)
+}
+
+/// The narrowest storage that holds every weight of `host` exactly (module docs), with
+/// the int8 forms when it is int8.
+fn storage(host: &HostModel, output: &Matrix, f16: bool) -> (WeightStorage, Int8Forms) {
+    if let Some(forms) = int8_forms(host) {
+        (WeightStorage::Int8, forms)
     } else if f16 && f16_exact(&output.data) && matrices(host).all(|m| f16_exact(&m.data)) {
-        WeightStorage::F16
+        (WeightStorage::F16, Int8Forms::new())
     } else {
-        WeightStorage::F32
+        (WeightStorage::F32, Int8Forms::new())
     }
 }
 
@@ -267,20 +293,22 @@ impl Weights {
         let c = host.config();
         let (vocab, d) = (c.vocab_size, c.d_model);
         let output = Matrix::new(d, vocab, transpose(host.output_table(), vocab, d), None);
-        let storage = storage(host, &output, f16);
+        let (storage, int8) = storage(host, &output, f16);
         let mut up = Uploader {
             gpu,
             storage,
+            int8,
             bytes: 0,
         };
         let (src, tgt) = host.embeddings();
-        let src_embedding = up.table(src, d);
+        let src_embedding = up.table(src);
         let tgt_embedding = if std::ptr::eq(src, tgt) {
             src_embedding.clone()
         } else {
-            up.table(tgt, d)
+            up.table(tgt)
         };
-        let output = up.linear(&output);
+        // The projection is the output table transposed: its columns are the table's rows.
+        let output = up.linear_from(&output, key(host.output_table()));
         let encoder = host
             .encoder_layers()
             .iter()
