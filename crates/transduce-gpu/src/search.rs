@@ -5,7 +5,7 @@
 use transduce::decode::{
     self, BeamSearch, Constraint, DecodeOptions, Hypothesis, RowView, search_mask,
 };
-use transduce::tokenizer::{BOS, EOS};
+use transduce::tokenizer::BOS;
 use transduce::{Error, Result};
 
 use crate::GpuModel;
@@ -128,14 +128,7 @@ impl<'a> Run<'a> {
         limits: &[usize],
         alpha: f64,
     ) -> Result<Vec<Hypothesis>> {
-        let mut outputs: Vec<Hypothesis> = sources
-            .iter()
-            .map(|_| Hypothesis {
-                tokens: Vec::new(),
-                log_prob: 0.0,
-                score: 0.0,
-            })
-            .collect();
+        let mut outputs = vec![Hypothesis::default(); sources.len()];
         let cap = self.ws.shape.cap;
         // The sentence each GPU row decodes; None once it has finished.
         let mut batch: Vec<Option<usize>> = (0..sources.len()).map(Some).collect();
@@ -173,10 +166,7 @@ impl<'a> Run<'a> {
             let picks = self.ws.read(self.model, step).await?;
             for (slot, pick) in batch.iter_mut().zip(picks) {
                 let Some(s) = *slot else { continue };
-                let (token, lp) = match pick.id {
-                    NONE => (EOS, f64::NEG_INFINITY),
-                    id => (id, pick.log_prob as f64),
-                };
+                let (token, lp) = pick.choice();
                 if !decode::greedy_extend(&mut outputs[s], token, lp, alpha) {
                     *slot = None;
                 }
@@ -256,14 +246,7 @@ impl GpuModel {
             run.finish();
             return outputs;
         }
-        let mut outputs: Vec<Hypothesis> = sources
-            .iter()
-            .map(|_| Hypothesis {
-                tokens: Vec::new(),
-                log_prob: 0.0,
-                score: 0.0,
-            })
-            .collect();
+        let mut outputs = vec![Hypothesis::default(); sources.len()];
         let mut active: Vec<usize> = (0..sources.len()).collect();
         let mut last = vec![BOS; sources.len()];
         let mut parents: Vec<usize> = (0..sources.len()).collect();
@@ -291,10 +274,7 @@ impl GpuModel {
             parents.clear();
             last.clear();
             for (r, (&s, pick)) in active.iter().zip(picks).enumerate() {
-                let (token, lp) = match pick.id {
-                    NONE => (EOS, f64::NEG_INFINITY),
-                    id => (id, pick.log_prob as f64),
-                };
+                let (token, lp) = pick.choice();
                 if decode::greedy_extend(&mut outputs[s], token, lp, options.alpha) {
                     parents.push(r);
                     next_active.push(s);

@@ -13,7 +13,7 @@
 use std::collections::HashMap;
 
 use transduce::HostModel;
-use transduce::host::kernels::Matrix;
+use transduce::host::kernels::{Matrix, transpose};
 use transduce::host::{DecoderLayer, EncoderLayer, Norm};
 
 use crate::device::Gpu;
@@ -243,17 +243,6 @@ fn matrices(host: &HostModel) -> impl Iterator<Item = &Matrix> {
         ]
     });
     enc.chain(dec)
-}
-
-/// `[rows, cols]` → `[cols, rows]`.
-fn transpose(values: &[f32], rows: usize, cols: usize) -> Vec<f32> {
-    let mut t = vec![0.0f32; rows * cols];
-    for r in 0..rows {
-        for c in 0..cols {
-            t[c * rows + r] = values[r * cols + c];
-        }
-    }
-    t
 }
 
 /// The int8 forms of every matrix and table of `host`, if each has one.

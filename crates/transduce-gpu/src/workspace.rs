@@ -55,6 +55,16 @@ pub(crate) struct Candidate {
 /// The id of "no candidate left".
 pub(crate) const NONE: u32 = u32::MAX;
 
+impl Candidate {
+    /// Greedy's token and log-probability: EOS with −∞ when no token was left.
+    pub(crate) fn choice(&self) -> (u32, f64) {
+        match self.id {
+            NONE => (transduce::tokenizer::EOS, f64::NEG_INFINITY),
+            id => (id, self.log_prob as f64),
+        }
+    }
+}
+
 /// A row's `limit` when the host's masks apply the length limit.
 pub(crate) const NO_LIMIT: u32 = u32::MAX;
 

@@ -24,6 +24,7 @@ use crate::config::ModelConfig;
 use crate::decode::{DecodeOptions, Ensemble};
 use crate::error::{Error, Result};
 use crate::host::HostModel;
+use crate::host::kernels::transpose;
 use crate::model::Transformer;
 use crate::tokenizer::Tokenizer;
 
@@ -309,17 +310,6 @@ impl Path {
         }
         (names.join("."), linear)
     }
-}
-
-/// `[r, c]` row-major → `[c, r]`.
-fn transpose(data: &[f32], r: usize, c: usize) -> Vec<f32> {
-    let mut out = vec![0.0; data.len()];
-    for i in 0..r {
-        for j in 0..c {
-            out[j * r + i] = data[i * c + j];
-        }
-    }
-    out
 }
 
 struct Collector {

@@ -35,14 +35,7 @@ pub async fn greedy_async<'m>(
         .map(|s| models.max_output_len(s.len(), options))
         .collect();
 
-    let mut outputs: Vec<Hypothesis> = sources
-        .iter()
-        .map(|_| Hypothesis {
-            tokens: Vec::new(),
-            log_prob: 0.0,
-            score: 0.0,
-        })
-        .collect();
+    let mut outputs = vec![Hypothesis::default(); sources.len()];
     // Row r of the batch decodes sentence active[r].
     let mut active: Vec<usize> = (0..sources.len()).collect();
     let mut last: Vec<u32> = vec![BOS; sources.len()];

@@ -113,8 +113,8 @@ impl DecodeOptions {
     }
 }
 
-/// One decoded output.
-#[derive(Clone, Debug, PartialEq)]
+/// One decoded output (empty, log-probability 0, before the first step).
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Hypothesis {
     /// Output ids, without BOS and EOS.
     pub tokens: Vec<u32>,

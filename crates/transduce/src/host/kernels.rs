@@ -352,6 +352,17 @@ fn sum(x: &[f32]) -> f32 {
     acc.iter().sum::<f32>() + rest.iter().sum::<f32>()
 }
 
+/// `[rows, cols]` row-major → `[cols, rows]`.
+pub fn transpose(values: &[f32], rows: usize, cols: usize) -> Vec<f32> {
+    let mut t = vec![0.0; values.len()];
+    for r in 0..rows {
+        for c in 0..cols {
+            t[c * rows + r] = values[r * cols + c];
+        }
+    }
+    t
+}
+
 /// The larger of `a` and `b` by one comparison (`a` when `b` is NaN). Not `f32::max`,
 /// whose NaN rule has no single instruction in wasm: there it is a call to `fmaxf` per
 /// element (15% of a beam-search step in the browser before this); this is

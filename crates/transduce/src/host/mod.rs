@@ -192,10 +192,10 @@ impl HostModel {
             Some(output) => {
                 // Linear weights are `[d_model, vocab]`: transposed to the table layout.
                 let m = matrix(output)?;
-                let table = (0..m.rows * m.cols)
-                    .map(|i| m.data[(i % m.rows) * m.cols + i / m.rows])
-                    .collect();
-                Projection::from_table(table, config.vocab_size)
+                Projection::from_table(
+                    kernels::transpose(&m.data, m.rows, m.cols),
+                    config.vocab_size,
+                )
             }
             None => Projection::from_table(embedding.clone(), config.vocab_size),
         };
