@@ -3,6 +3,7 @@
 // (wasm SIMD, one thread), and `transduce translate` at one thread.
 //
 //   node scripts/bench-browser.mjs --bin $CARGO_TARGET_DIR/debug/transduce [--sentences 100] [--rounds 3]
+//       [--model web/models/en-de] [--relaxed 0]   (0: the SIMD128 kernel, not relaxed SIMD)
 //
 // Prints, per setting, source words per second (best and median of the rounds, browser and
 // native interleaved) and the browser/native ratio, plus load + first translation with
@@ -25,6 +26,7 @@ if (!bin) throw new Error("--bin (the native transduce binary) is required");
 const count = Number(arg("sentences", 100));
 const rounds = Number(arg("rounds", 3));
 const model = arg("model", "web/models/en-de");
+const relaxedSimd = arg("relaxed", "1") !== "0";
 const data = join(repo, "..", "shared", "data", "multi30k", "test2016.en.gz");
 const sentences = gunzipSync(await readFile(data)).toString("utf8").split("\n").slice(0, count).map((l) => l.trim());
 const words = sentences.reduce((n, s) => n + s.split(/\s+/).length, 0);
@@ -49,13 +51,13 @@ context.setDefaultTimeout(600_000);
 async function open() {
   const page = await context.newPage();
   await page.goto(`${base}/bench/`);
-  const ms = await page.evaluate(async ({ model, first }) => {
+  const ms = await page.evaluate(async ({ model, first, relaxedSimd }) => {
     const started = performance.now();
     const { Transduce } = await import("/pkg/transduce.js");
-    window.t = await Transduce.load(`/${model}/`, { backend: "cpu" });
+    window.t = await Transduce.load(`/${model}/`, { backend: "cpu", relaxedSimd });
     await window.t.translate(first, { beam: 1 });
     return performance.now() - started;
-  }, { model, first: sentences[0] });
+  }, { model, first: sentences[0], relaxedSimd });
   return { page, ms };
 }
 
@@ -99,7 +101,8 @@ const settings = [
   { name: "beam 4, one call per sentence", beam: 4, oneText: false, batch: 1 },
   { name: "beam 4, as one text", beam: 4, oneText: true, batch: 16 },
 ];
-console.log(`${count} test2016 sentences, ${words} source words; ${rounds} rounds, interleaved\n`);
+const device = await page.evaluate(() => window.t.device);
+console.log(`${model} on ${device}: ${count} test2016 sentences, ${words} source words; ${rounds} rounds, interleaved\n`);
 console.log("| setting | browser words/s (best / median) | native 1 thread, batch | native words/s (best / median) | browser/native (medians) |");
 console.log("|---|---|---|---|---|");
 for (const s of settings) {

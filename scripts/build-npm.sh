@@ -14,9 +14,11 @@ build_page
 rm -rf pkg
 mkdir -p pkg
 # Two builds of the module: the CPU one (loaded by default) and the WebGPU one (fetched by
-# the worker only when a bundle is loaded on WebGPU).
+# the worker only when a bundle is loaded on WebGPU), and the relaxed-SIMD kernel module
+# both use where the browser has relaxed SIMD.
 cp dist/transduce-web.js dist/transduce-web_bg.wasm dist/transduce-web.d.ts pkg/
 cp dist/transduce-web-webgpu.js dist/transduce-web-webgpu_bg.wasm dist/transduce-web-webgpu.d.ts pkg/
+cp dist/transduce-relaxed.wasm pkg/
 cp web/transduce.js web/worker.js web/transduce.d.ts web/translator.js web/translator.d.ts pkg/
 cat > pkg/package.json <<JSON
 {
@@ -35,7 +37,7 @@ cat > pkg/package.json <<JSON
     "./transduce-web.js": "./transduce-web.js",
     "./transduce-web-webgpu.js": "./transduce-web-webgpu.js"
   },
-  "files": ["transduce.js", "transduce.d.ts", "translator.js", "translator.d.ts", "worker.js", "transduce-web.js", "transduce-web.d.ts", "transduce-web_bg.wasm", "transduce-web-webgpu.js", "transduce-web-webgpu.d.ts", "transduce-web-webgpu_bg.wasm", "README.md"],
+  "files": ["transduce.js", "transduce.d.ts", "translator.js", "translator.d.ts", "worker.js", "transduce-web.js", "transduce-web.d.ts", "transduce-web_bg.wasm", "transduce-web-webgpu.js", "transduce-web-webgpu.d.ts", "transduce-web-webgpu_bg.wasm", "transduce-relaxed.wasm", "README.md"],
   "sideEffects": false,
   "keywords": ["transformer", "translation", "parsing", "webgpu", "wasm", "burn"]
 }

@@ -86,9 +86,10 @@ function badge(engine) {
   const gpu = engine.backend === "webgpu";
   const why = engine.why ?? engine.fallbackReason;
   el.textContent = gpu ? `WebGPU · ${engine.device}` : `CPU${why ? ` · ${why}` : ""}`;
-  el.title = why ?? "";
+  el.title = why ?? engine.device;
   el.className = `badge ${gpu ? "gpu" : "cpu"}`;
   el.dataset.backend = engine.backend;
+  el.dataset.device = engine.device;
 }
 
 async function load(entry) {
@@ -105,6 +106,7 @@ async function load(entry) {
     const engine = await Transduce.load(modelUrl(entry), {
       backend: state.backend,
       calibrate: params.get("calibrate") === "1",
+      relaxedSimd: params.get("relaxed") !== "0",
       onProgress: ({ file, loaded, total, cached }) => {
         const pct = total ? ` ${Math.round((100 * loaded) / total)}%` : ` ${(loaded / 1e6).toFixed(1)} MB`;
         status(`Loading ${entry.title}: ${file}${cached ? " (cached)" : pct}`);

@@ -14,6 +14,11 @@ export interface LoadOptions {
   onProgress?: (p: { file: string; loaded: number; total: number; cached: boolean }) => void;
   /** Keep bundle files in the Cache API (default true). */
   cache?: boolean;
+  /**
+   * int8 products with relaxed-SIMD dot products where the browser has them (default
+   * true); false keeps SIMD128 everywhere: the same outputs, slower.
+   */
+  relaxedSimd?: boolean;
   /** Where worker.js lives (default: next to transduce.js). */
   workerUrl?: string | URL;
 }

@@ -46,9 +46,11 @@ export class Transduce {
    * options.calibrate: in "auto", measure even a software adapter or Firefox's WebGPU.
    * options.onProgress({ file, loaded, total, cached }): download progress.
    * options.cache: use the Cache API (default true).
+   * options.relaxedSimd: the int8 products use relaxed-SIMD dot products where the browser
+   *   has them (default true; false: SIMD128 everywhere, the same outputs, slower).
    */
   static async load(source, options = {}) {
-    const { backend = "auto", onProgress, cache = true, calibrate = false, workerUrl = DEFAULT_WORKER } = options;
+    const { backend = "auto", onProgress, cache = true, calibrate = false, relaxedSimd = true, workerUrl = DEFAULT_WORKER } = options;
     if (!["auto", "webgpu", "cpu"].includes(backend)) {
       throw new TransduceError(`unknown backend "${backend}" (expected "auto", "webgpu" or "cpu")`);
     }
@@ -63,9 +65,9 @@ export class Transduce {
     if (typeof source === "string" || source instanceof URL) {
       const base = new URL(source, globalThis.document?.baseURI ?? globalThis.location?.href);
       if (!base.pathname.endsWith("/")) base.pathname += "/";
-      args = { url: base.href, backend, cache, calibrate: !!calibrate };
+      args = { url: base.href, backend, cache, calibrate: !!calibrate, relaxedSimd: !!relaxedSimd };
     } else if (source && source.config && source.tokenizer && source.weights) {
-      args = { files: source, backend, cache, calibrate: !!calibrate };
+      args = { files: source, backend, cache, calibrate: !!calibrate, relaxedSimd: !!relaxedSimd };
     } else {
       worker.terminate();
       throw new TransduceError("load() needs a bundle URL or { config, tokenizer, weights }");

@@ -16,10 +16,23 @@ let policy = null;
 // GPU decoder (hand-written WGSL over the browser's WebGPU), fetched only then. Static
 // import() strings, so bundlers see both files.
 const modules = {};
+// Each module's relaxed-SIMD kernel (the exports of transduce-relaxed.wasm instantiated over
+// that module's memory), or null where the browser lacks relaxed SIMD.
+const kernels = {};
 function wasm(backend) {
   modules[backend] ??= (backend === "webgpu" ? import("./transduce-web-webgpu.js") : import("./transduce-web.js"))
     .then(async (module) => {
-      await module.default();
+      const [exports, kernel] = await Promise.all([module.default(), relaxedKernel()]);
+      kernels[backend] = null;
+      if (kernel) {
+        try {
+          // From a compiled module, instantiate gives the instance itself.
+          const instance = await WebAssembly.instantiate(kernel, { env: { memory: exports.memory } });
+          kernels[backend] = instance.exports;
+        } catch {
+          // not instantiable here: the SIMD128 kernel serves
+        }
+      }
       return module;
     })
     .catch((e) => {
@@ -27,6 +40,18 @@ function wasm(backend) {
       throw new Error(`cannot load the ${backend} wasm module: ${message(e)}`);
     });
   return modules[backend];
+}
+
+// The int8 products' relaxed-SIMD kernel (transduce-relaxed.wasm, ~2 KB: one function over
+// the page module's memory), compiled where the browser validates relaxed SIMD (Chrome 114
+// on; elsewhere the module's SIMD128 kernel runs, with the same outputs).
+let relaxedModule = null;
+function relaxedKernel() {
+  relaxedModule ??= fetch(new URL("./transduce-relaxed.wasm", import.meta.url))
+    .then((r) => (r.ok ? r.arrayBuffer() : null))
+    .then((bytes) => (bytes && WebAssembly.validate(bytes) ? WebAssembly.compile(bytes) : null))
+    .catch(() => null);
+  return relaxedModule;
 }
 
 self.onmessage = async ({ data: { id, op, args } }) => {
@@ -46,7 +71,7 @@ function message(e) {
 }
 
 const OPS = {
-  async load({ url, files, backend, cache, calibrate = false }, emit) {
+  async load({ url, files, backend, cache, calibrate = false, relaxedSimd = true }, emit) {
     // The bundle downloads while the backend is chosen and its module compiles.
     const fetching = url ? fetchBundle(url, cache, emit) : Promise.resolve().then(() => normalize(files));
     fetching.catch(() => {}); // awaited below; a failure must not surface twice
@@ -61,6 +86,7 @@ const OPS = {
     let loaded;
     try {
       module = await compiling;
+      module.useRelaxedSimd((relaxedSimd && kernels[choice.backend]) || undefined);
       loaded = await module.Engine.load(bytes.config, bytes.tokenizer, bytes.weights, choice.backend);
     } catch (e) {
       if (backend !== "auto" || choice.backend === "cpu") throw e;
@@ -68,6 +94,7 @@ const OPS = {
       choice.backend = "cpu";
       choice.fallbackReason = `WebGPU failed (${message(e)})`;
       module = await wasm("cpu");
+      module.useRelaxedSimd((relaxedSimd && kernels.cpu) || undefined);
       loaded = await module.Engine.load(bytes.config, bytes.tokenizer, bytes.weights, "cpu");
     }
     engine = loaded;

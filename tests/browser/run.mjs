@@ -221,6 +221,8 @@ async function openPage(context, query) {
 
 const CPU_WASM = "transduce-web_bg.wasm";
 const WEBGPU_WASM = "transduce-web-webgpu_bg.wasm";
+// The int8 products' relaxed-SIMD kernel, which the worker fetches beside either module.
+const RELAXED_WASM = "transduce-relaxed.wasm";
 
 /** Checks that the page fetched exactly the wasm modules `want`. */
 function assertModules(page, want) {
@@ -258,8 +260,12 @@ async function translateWith(page, text, beam) {
   const b = await browser();
   const page = await openPage(b.context, "backend=cpu");
   await test("cpu: page loads the shipped model on the CPU backend", () => waitReady(page, "cpu"));
-  await test("cpu: only the CPU wasm module is fetched, not the WebGPU one", async () => {
-    assertModules(page, [CPU_WASM]);
+  await test("cpu: only the CPU wasm module (and the relaxed-SIMD kernel) is fetched, not the WebGPU one", async () => {
+    assertModules(page, [CPU_WASM, RELAXED_WASM]);
+  });
+  await test("cpu: Chromium has relaxed SIMD, and the int8 products use it", async () => {
+    const device = await page.getAttribute("#badge", "data-device");
+    if (!/int8, relaxed SIMD/.test(device)) throw new Error(`device: ${device}`);
   });
   await test("cpu: greedy translation equals native `transduce translate`", async () => {
     assertEqual(await translateGreedy(page, expected.sentence), expected.greedy, "translation");
@@ -312,6 +318,16 @@ async function translateWith(page, text, beam) {
     for (const beam of [1, 4]) {
       assertEqual(await translateWith(page, expected.longText, beam), expected[`longText${beam}`], `beam ${beam}`);
     }
+  });
+  await test("cpu: without relaxed SIMD (?relaxed=0) the SIMD128 kernel gives the same paragraph", async () => {
+    const p = await openPage(b.context, "backend=cpu&relaxed=0");
+    await waitReady(p, "cpu");
+    const device = await p.getAttribute("#badge", "data-device");
+    if (!/\(int8\)$/.test(device)) throw new Error(`device: ${device}`);
+    for (const beam of [1, 4]) {
+      assertEqual(await translateWith(p, expected.longText, beam), expected[`longText${beam}`], `beam ${beam}`);
+    }
+    await p.close();
   });
   for (const other of expected.others) {
     await test(`cpu: ${other.id} (?model=${other.id}) decodes a paragraph as native does, greedy and beam 4`, async () => {
@@ -545,7 +561,7 @@ async function translateWith(page, text, beam) {
   const page = await openPage(b.context, "backend=webgpu");
   await test("webgpu: page loads the model on WebGPU, from the WebGPU wasm module", async () => {
     await waitReady(page, "webgpu");
-    assertModules(page, [WEBGPU_WASM]);
+    assertModules(page, [WEBGPU_WASM, RELAXED_WASM]);
   });
   await test("webgpu: greedy translation equals the CPU's and native", async () => {
     assertEqual(await translateGreedy(page, expectedF32.sentence), expectedF32.greedy, "translation");
@@ -611,7 +627,7 @@ async function translateWith(page, text, beam) {
     await waitReady(auto, "cpu");
     const badge = await auto.textContent("#badge");
     if (!/software fallback/.test(badge)) throw new Error(`badge: ${badge}`);
-    assertModules(auto, [CPU_WASM]);
+    assertModules(auto, [CPU_WASM, RELAXED_WASM]);
   });
   await b.close();
 }

@@ -72,6 +72,71 @@ pub fn treebank_words(text: &str) -> Vec<String> {
     ptb_words(text)
 }
 
+#[wasm_bindgen]
+extern "C" {
+    /// The exports of the `transduce-relaxed` module, instantiated over this module's memory
+    /// by the worker (web/worker.js) where the browser validates relaxed SIMD.
+    pub type RelaxedKernel;
+    #[wasm_bindgen(method)]
+    fn dot(this: &RelaxedKernel, w: u32, x: u32, sums: u32, m: u32, groups: u32, n_padded: u32);
+}
+
+thread_local! {
+    /// This module's relaxed kernel: each page module (CPU, WebGPU) has its own, bound to
+    /// its own memory.
+    static RELAXED: RefCell<Option<RelaxedKernel>> = const { RefCell::new(None) };
+}
+
+/// [`transduce::host::int8::RelaxedDot`] over the JavaScript call: wasm32 pointers are
+/// offsets into the memory both modules share.
+#[cfg(target_arch = "wasm32")]
+unsafe fn relaxed_dot(
+    w: *const i8,
+    x: *const i8,
+    sums: *mut i32,
+    m: usize,
+    groups: usize,
+    n_padded: usize,
+) {
+    RELAXED.with_borrow(|kernel| {
+        if let Some(kernel) = kernel {
+            kernel.dot(
+                w as u32,
+                x as u32,
+                sums as u32,
+                m as u32,
+                groups as u32,
+                n_padded as u32,
+            )
+        }
+    })
+}
+
+/// Makes the int8 products of the models loaded from now on use the relaxed-SIMD kernel
+/// (the `transduce-relaxed` module's exports over this module's memory), or the SIMD128
+/// one (`undefined`). Returns whether the relaxed kernel is in use: it is checked against
+/// plain loops first, and a browser whose instruction disagrees keeps SIMD128. Both give
+/// the same outputs.
+#[wasm_bindgen(js_name = useRelaxedSimd)]
+pub fn use_relaxed_simd(kernel: Option<RelaxedKernel>) -> bool {
+    let on = kernel.is_some();
+    RELAXED.set(kernel);
+    #[cfg(target_arch = "wasm32")]
+    {
+        let dot: transduce::host::int8::RelaxedDot = relaxed_dot;
+        let used = transduce::host::int8::use_relaxed_dot(on.then_some(dot));
+        if !used {
+            RELAXED.set(None);
+        }
+        used
+    }
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        let _ = on;
+        false
+    }
+}
+
 /// A loaded bundle, decoded on the CPU or (when loaded with WebGPU) on the GPU.
 #[wasm_bindgen]
 pub struct Engine {
@@ -247,10 +312,18 @@ impl Engine {
             (BackendChoice::WebGpu, Some(gpu)) => gpu.description.clone(),
             _ => {
                 let int8 = self.bundle.host().is_some_and(|h| h.is_int8());
+                #[cfg(target_arch = "wasm32")]
+                let relaxed = transduce::host::int8::relaxed_dot_active();
+                #[cfg(not(target_arch = "wasm32"))]
+                let relaxed = false;
                 format!(
                     "{} ({})",
                     backend::CPU_DEVICE,
-                    if int8 { "int8" } else { "f32" }
+                    match (int8, relaxed) {
+                        (true, true) => "int8, relaxed SIMD",
+                        (true, false) => "int8",
+                        _ => "f32",
+                    }
                 )
             }
         }

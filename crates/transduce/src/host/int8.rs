@@ -2,17 +2,27 @@
 //! per row on the fly, int8 × int8 summed exactly in int32, then scaled back to f32.
 //!
 //! `y[i, j] = sx[i]·sw[j]·Σₖ qx[i, k]·qw[k, j] + b[j]` with `qx = round(x / sx)`,
-//! `sx = max|x[i, ·]| / 127` (symmetric, as CTranslate2 and intgemm quantize activations),
-//! and `qw`, `sw` the same per output column of the weight (per row of the bundle's
-//! `[out, in]` tensor). Values stay in −127..=127, never −128, so every kernel's sum is
-//! exact: the kernels differ in speed only, and native and wasm builds give the same bits.
+//! `sx = max|x[i, ·]| / 63` (symmetric, per row on the fly, as CTranslate2 and intgemm
+//! quantize activations, in 7 bits), and `qw`, `sw` per output column of the weight (per
+//! row of the bundle's `[out, in]` tensor) with `sw = max|w| / 127`. Weights stay in
+//! −127..=127 and activations in −63..=63, so every kernel's sum is exact: the kernels
+//! differ in speed only, and native and wasm builds give the same bits.
+//!
+//! Why 7-bit activations: the browser's fastest int8 product, relaxed-SIMD's
+//! `i32x4.relaxed_dot_i8x16_i7x16_add_s`, is deterministic only when one operand is 7-bit
+//! (`qx + 64` here), and every build must compute alike. Measured (docs/RESULTS.md): at
+//! most 0.13 BLEU on the vals against 8-bit activations, and 2.1–3.2× the SIMD128 kernel's
+//! speed in Chromium (docs/BENCHMARKS.md).
 //!
 //! Kernels, chosen at run time where the CPU varies:
 //! - x86-64 with AVX-512 VNNI: `vpdpbusd` (64 multiply-adds an instruction) on unsigned
 //!   activations `qx + 128`, the `128·Σₖ qw[k, j]` this adds taken off per column;
 //! - x86-64 with AVX2: `vpmaddubsw` on |qx| and qw carrying qx's sign (at most
-//!   2·127·127 = 32,258 per pair, inside i16), widened by `vpmaddwd`;
-//! - wasm32 (built with SIMD128): `i32x4.dot_i16x8_s` over weights kept widened to i16;
+//!   2·63·127 per pair, inside i16), widened by `vpmaddwd`;
+//! - wasm32 where the browser has relaxed SIMD: the `transduce-relaxed` module's kernel
+//!   ([`use_relaxed_dot`]) on `qx + 64`, `64·Σₖ qw[k, j]` taken off per column;
+//! - wasm32 (built with SIMD128) otherwise: `i32x4.dot_i16x8_s` over weights kept widened
+//!   to i16;
 //! - elsewhere, plain loops.
 
 thread_local! {
@@ -22,46 +32,59 @@ thread_local! {
     };
 }
 
-/// The largest quantized magnitude.
+/// The largest quantized magnitude of a weight.
 pub const QMAX: f32 = 127.0;
 
-/// Quantizes one row symmetrically into `out` (`row.len()` values; the rest of `out` is
-/// left as it is) and returns its scale `s`: `row ≈ s·out`. A row of zeros has scale 0.
+/// The largest quantized magnitude of an activation: 7 bits (the module docs say why).
+pub const QMAX_ACTIVATION: f32 = 63.0;
+
+/// Quantizes one row of weights symmetrically into `out` (`row.len()` values; the rest of
+/// `out` is left as it is) and returns its scale `s`: `row ≈ s·out`, `|out| ≤ 127`. A row
+/// of zeros has scale 0.
 pub fn quantize_row(row: &[f32], out: &mut [i8]) -> f32 {
+    quantize_row_to(row, out, QMAX)
+}
+
+/// [`quantize_row`] for a row of activations: `|out| ≤ 63`.
+pub fn quantize_activations(row: &[f32], out: &mut [i8]) -> f32 {
+    quantize_row_to(row, out, QMAX_ACTIVATION)
+}
+
+fn quantize_row_to(row: &[f32], out: &mut [i8], qmax: f32) -> f32 {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
         // SAFETY: the CPU has AVX2 (just checked); the same code, the same values.
-        return unsafe { quantize_row_avx2(row, out) };
+        return unsafe { quantize_row_avx2(row, out, qmax) };
     }
-    quantize_row_lanes(row, out)
+    quantize_row_lanes(row, out, qmax)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-fn quantize_row_avx2(row: &[f32], out: &mut [i8]) -> f32 {
-    quantize_row_lanes(row, out)
+fn quantize_row_avx2(row: &[f32], out: &mut [i8], qmax: f32) -> f32 {
+    quantize_row_lanes(row, out, qmax)
 }
 
 #[inline(always)]
-fn quantize_row_lanes(row: &[f32], out: &mut [i8]) -> f32 {
+fn quantize_row_lanes(row: &[f32], out: &mut [i8], qmax: f32) -> f32 {
     let big = super::kernels::max_abs(row);
     if big == 0.0 || !big.is_finite() {
         out[..row.len()].fill(0);
         return if big.is_finite() { 0.0 } else { f32::NAN };
     }
-    let inverse = QMAX / big;
+    let inverse = qmax / big;
     // Round to nearest, ties to even, by adding and taking off 1.5·2²³ (exact for
     // |v| ≤ 2²²): plain SSE2 arithmetic that vectorizes, where `round_ties_even` is a
     // libm call on CPUs without SSE4.1's `roundps` in the baseline.
     const ROUND: f32 = 12_582_912.0;
     for (q, &v) in out.iter_mut().zip(row) {
-        let rounded = (v * inverse).clamp(-QMAX, QMAX) + ROUND - ROUND;
-        // SAFETY: `rounded` is a whole number in −127..=127 (every value is finite: their
+        let rounded = (v * inverse).clamp(-qmax, qmax) + ROUND - ROUND;
+        // SAFETY: `rounded` is a whole number in −qmax..=qmax (every value is finite: their
         // largest magnitude is), so the conversion is exact; the unchecked form spares
         // the saturating one's checks, which keep the loop from vectorizing.
         *q = unsafe { rounded.to_int_unchecked::<i32>() } as i8;
     }
-    big / QMAX
+    big / qmax
 }
 
 /// Quantizes a row-major matrix of `cols` columns row by row ([`quantize_row`]): the int8
@@ -90,6 +113,9 @@ const GROUP: usize = 4;
 #[cfg(target_arch = "wasm32")]
 const GROUP: usize = 2;
 
+/// The inner dimension is padded to a multiple of this (whole quads for every layout).
+const K_PAD: usize = 4;
+
 /// Columns are padded to a multiple of this (one 512-bit register of int32 sums).
 const COLUMN_PAD: usize = 16;
 
@@ -103,11 +129,15 @@ pub struct Int8Matrix {
     /// `k` rounded up to a whole group, `n` to [`COLUMN_PAD`].
     k_padded: usize,
     n_padded: usize,
-    /// `[k_padded / GROUP][n_padded][GROUP]`; padding is zero.
+    /// `[k_padded / GROUP][n_padded][GROUP]`; padding is zero. Empty when `quads` holds
+    /// the weights.
     packed: Vec<Packed>,
-    /// Per output column: the scale, and Σₖ qw (the VNNI kernel's correction).
+    /// wasm32 with the relaxed-SIMD kernel registered when the matrix was made: int8
+    /// `[k_padded / 4][n_padded][4]` (its layout); empty otherwise.
+    quads: Vec<i8>,
+    /// Per output column: the scale, and Σₖ qw (the correction of the kernels that add an
+    /// offset to the activations).
     scales: Vec<f32>,
-    #[cfg_attr(target_arch = "wasm32", allow(dead_code))]
     sums: Vec<i32>,
     pub bias: Option<Vec<f32>>,
 }
@@ -141,14 +171,24 @@ impl Int8Matrix {
     ) -> Int8Matrix {
         assert_eq!(rows.len(), n * k);
         assert_eq!(scales.len(), n);
-        let k_padded = k.div_ceil(GROUP) * GROUP;
+        let k_padded = k.div_ceil(K_PAD) * K_PAD;
         let n_padded = n.div_ceil(COLUMN_PAD) * COLUMN_PAD;
-        let mut packed = vec![0 as Packed; k_padded * n_padded];
+        #[cfg(target_arch = "wasm32")]
+        let relaxed = wasm::relaxed().is_some();
+        #[cfg(not(target_arch = "wasm32"))]
+        let relaxed = false;
+        let size = k_padded * n_padded;
+        let mut packed = vec![0 as Packed; if relaxed { 0 } else { size }];
+        let mut quads = vec![0i8; if relaxed { size } else { 0 }];
         let mut sums = vec![0i32; n];
         for j in 0..n {
             for i in 0..k {
                 let q = rows[j * k + i];
-                packed[(i / GROUP * n_padded + j) * GROUP + i % GROUP] = q as Packed;
+                if relaxed {
+                    quads[(i / 4 * n_padded + j) * 4 + i % 4] = q;
+                } else {
+                    packed[(i / GROUP * n_padded + j) * GROUP + i % GROUP] = q as Packed;
+                }
                 sums[j] += q as i32;
             }
         }
@@ -158,6 +198,7 @@ impl Int8Matrix {
             k_padded,
             n_padded,
             packed,
+            quads,
             scales,
             sums,
             bias,
@@ -168,7 +209,11 @@ impl Int8Matrix {
     // The packed lanes are i16 in wasm (for `i32x4_dot_i16x8`), i8 natively.
     #[allow(clippy::unnecessary_cast)]
     pub fn at(&self, i: usize, j: usize) -> i8 {
-        self.packed[(i / GROUP * self.n_padded + j) * GROUP + i % GROUP] as i8
+        if self.quads.is_empty() {
+            self.packed[(i / GROUP * self.n_padded + j) * GROUP + i % GROUP] as i8
+        } else {
+            self.quads[(i / 4 * self.n_padded + j) * 4 + i % 4]
+        }
     }
 
     /// Output column `j`'s scale.
@@ -192,7 +237,7 @@ impl Int8Matrix {
                 .chunks_exact(self.k.max(1))
                 .zip(quantized.chunks_exact_mut(self.k_padded.max(1)))
             {
-                row_scales.push(quantize_row(row, q));
+                row_scales.push(quantize_activations(row, q));
             }
             // Every element is written by the kernels: resizing a reused buffer zeroes
             // only what it grows by.
@@ -228,7 +273,11 @@ impl Int8Matrix {
         }
         #[cfg(target_arch = "wasm32")]
         {
-            wasm::simd128(self, x, row_scales, out)
+            if self.quads.is_empty() {
+                wasm::simd128(self, x, row_scales, out)
+            } else {
+                wasm::quads(self, x, row_scales, out)
+            }
         }
         #[cfg(not(target_arch = "wasm32"))]
         self.apply_portable(x, row_scales, out)
@@ -413,10 +462,128 @@ mod x86 {
     }
 }
 
+/// The relaxed-SIMD dot product kernel (the `transduce-relaxed` module's `dot`, called
+/// through JavaScript): `sums[i][j] = Σ_g Σ_t w[g][j][t]·x[i][4g + t]` for `m` rows and
+/// `n_padded` columns, `w` int8 `[groups][n_padded][4]`, `x` unsigned 7-bit `[m][4·groups]`.
+#[cfg(target_arch = "wasm32")]
+pub type RelaxedDot =
+    unsafe fn(w: *const i8, x: *const i8, sums: *mut i32, m: usize, groups: usize, n_padded: usize);
+
+/// Registers (or withdraws, `None`) the relaxed-SIMD kernel for the matrices made from now
+/// on. The kernel is checked first, against plain loops on a small random product over odd
+/// sizes: a browser whose instruction disagrees (the result outside 7-bit operands is
+/// implementation-defined) gets `false` and the SIMD128 kernel.
+#[cfg(target_arch = "wasm32")]
+pub fn use_relaxed_dot(kernel: Option<RelaxedDot>) -> bool {
+    wasm::RELAXED.set(kernel);
+    if kernel.is_none() {
+        return false;
+    }
+    let (m, k, n) = (6, 37, 29);
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut random = |len: usize, spread: f32| -> Vec<f32> {
+        (0..len)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                ((state >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0) * spread
+            })
+            .collect()
+    };
+    let w = random(k * n, 0.5);
+    let x = random(m * k, 3.0);
+    let matrix = Int8Matrix::quantize(k, n, &w, None);
+    let mut out = Vec::new();
+    matrix.apply(&x, m, &mut out);
+    let mut want = vec![0.0; m * n];
+    let mut q = vec![0i8; k];
+    for i in 0..m {
+        let sx = quantize_activations(&x[i * k..(i + 1) * k], &mut q);
+        let sums: Vec<i32> = (0..n)
+            .map(|j| (0..k).map(|l| q[l] as i32 * matrix.at(l, j) as i32).sum())
+            .collect();
+        matrix.finish_row(&sums, sx, &mut want[i * n..(i + 1) * n]);
+    }
+    let agrees = out == want;
+    if !agrees {
+        wasm::RELAXED.set(None);
+    }
+    agrees
+}
+
+/// Whether matrices made now use the relaxed-SIMD kernel.
+#[cfg(target_arch = "wasm32")]
+pub fn relaxed_dot_active() -> bool {
+    wasm::relaxed().is_some()
+}
+
 #[cfg(target_arch = "wasm32")]
 mod wasm {
-    use super::{GROUP, Int8Matrix};
+    use super::{GROUP, Int8Matrix, RelaxedDot};
     use std::arch::wasm32::*;
+    use std::cell::{Cell, RefCell};
+
+    thread_local! {
+        pub static RELAXED: Cell<Option<RelaxedDot>> = const { Cell::new(None) };
+        static SUMS: RefCell<Vec<i32>> = const { RefCell::new(Vec::new()) };
+    }
+
+    pub fn relaxed() -> Option<RelaxedDot> {
+        RELAXED.get()
+    }
+
+    /// The product over the relaxed kernel's layout: by the kernel where it is registered,
+    /// else (withdrawn after the matrix was made) by plain loops.
+    pub fn quads(w: &Int8Matrix, x: &mut [i8], scales: &[f32], out: &mut [f32]) {
+        let m = scales.len();
+        let groups = w.k_padded / 4;
+        // qx + 64: 1..=127 in the activations, 64 in their padding (whose weights are 0).
+        for q in x[..m * w.k_padded].iter_mut() {
+            *q += 64;
+        }
+        SUMS.with_borrow_mut(|sums| {
+            sums.clear();
+            sums.resize(m * w.n_padded, 0);
+            match relaxed() {
+                // SAFETY: the extents the kernel reads and writes are the ones just sized.
+                Some(kernel) => unsafe {
+                    kernel(
+                        w.quads.as_ptr(),
+                        x.as_ptr(),
+                        sums.as_mut_ptr(),
+                        m,
+                        groups,
+                        w.n_padded,
+                    )
+                },
+                None => {
+                    for (row, sums) in x
+                        .chunks_exact(w.k_padded)
+                        .zip(sums.chunks_exact_mut(w.n_padded))
+                    {
+                        for (g, quad) in row.chunks_exact(4).enumerate() {
+                            let block = &w.quads[g * w.n_padded * 4..][..w.n_padded * 4];
+                            for (sum, wq) in sums.iter_mut().zip(block.chunks_exact(4)) {
+                                *sum += quad
+                                    .iter()
+                                    .zip(wq)
+                                    .map(|(&a, &b)| a as i32 * b as i32)
+                                    .sum::<i32>();
+                            }
+                        }
+                    }
+                }
+            }
+            for (i, row) in sums.chunks_exact_mut(w.n_padded).enumerate() {
+                let row = &mut row[..w.n];
+                for (s, &c) in row.iter_mut().zip(&w.sums) {
+                    *s -= 64 * c;
+                }
+                w.finish_row(row, scales[i], &mut out[i * w.n..(i + 1) * w.n]);
+            }
+        })
+    }
 
     /// Rows of activations one pass over a column block covers.
     const ROWS: usize = 4;
@@ -547,6 +714,19 @@ mod tests {
         let mut q = [5i8; 3];
         assert_eq!(quantize_row(&[0.0; 3], &mut q), 0.0);
         assert_eq!(q, [0; 3]);
+        // Activations: 7 bits, the same bound at their own step.
+        for len in [1, 5, 192, 769] {
+            let row = random(len, &mut state, 2.5);
+            let mut q = vec![0i8; len];
+            let s = quantize_activations(&row, &mut q);
+            assert_eq!(q.iter().map(|q| q.unsigned_abs()).max(), Some(63));
+            for (&v, &q) in row.iter().zip(&q) {
+                assert!(
+                    (v - q as f32 * s).abs() <= s * 0.5 * (1.0 + 1e-5),
+                    "{v} {q} {s}"
+                );
+            }
+        }
     }
 
     /// Every kernel this CPU runs against the definition computed from the quantized
@@ -576,7 +756,7 @@ mod tests {
             assert_eq!(out.len(), m * n);
             let mut qx = vec![0i8; k];
             for i in 0..m {
-                let sx = quantize_row(&x[i * k..(i + 1) * k], &mut qx);
+                let sx = quantize_activations(&x[i * k..(i + 1) * k], &mut qx);
                 for j in 0..n {
                     let sum: i32 = (0..k).map(|l| qx[l] as i32 * matrix.at(l, j) as i32).sum();
                     let want = sum as f32 * (sx * matrix.scale(j)) + bias[j];
@@ -606,7 +786,7 @@ mod tests {
                 let mut quantized = vec![0i8; m * matrix.k_padded];
                 let scales: Vec<f32> = (0..m)
                     .map(|i| {
-                        quantize_row(
+                        quantize_activations(
                             &x[i * k..(i + 1) * k],
                             &mut quantized[i * matrix.k_padded..],
                         )
