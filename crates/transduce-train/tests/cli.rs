@@ -441,6 +441,123 @@ fn data_parallel_training_on_two_wgpu_devices() {
     );
 }
 
+/// `train --init` starts a new run from trained weights: from a bundle (its architecture
+/// taken, no --preset), from a checkpoint folder (same f32 weights, so the same first
+/// loss), never from another vocabulary; and a run so started begins near where its source
+/// ended (another batch), far below a run from random weights with the same seed.
+#[test]
+fn train_init_starts_from_trained_weights() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let (src, tgt, data) = prepare_toy(dir);
+    let train = |out: &Path, steps: &str, extra: &[&str]| {
+        let mut args = vec![
+            "train",
+            "--data",
+            s(&data),
+            "--out",
+            s(out),
+            "--max-tokens",
+            "400",
+            "--warmup",
+            "10",
+            "--lr-factor",
+            "2",
+            "--max-steps",
+            steps,
+            "--checkpoint-steps",
+            "100",
+            "--seed",
+            "5",
+            "--quiet",
+        ];
+        args.extend_from_slice(extra);
+        run(&args)
+    };
+    let source = dir.join("source");
+    train(&source, "40", &["--preset", "tiny"]);
+    let bundle = dir.join("bundle");
+    run(&["export", "--model", s(&source), "--out", s(&bundle)]);
+
+    let fresh = dir.join("fresh");
+    train(&fresh, "1", &["--preset", "tiny"]);
+    let from_bundle = dir.join("from-bundle");
+    let said = train(&from_bundle, "1", &["--init", s(&bundle)]);
+    assert!(said.contains("starting from the weights in"), "{said}");
+    let run_json = std::fs::read_to_string(from_bundle.join("run.json")).unwrap();
+    assert!(run_json.contains("\"init\""), "{run_json}");
+    let checkpoint = source.join("checkpoints/step-00000040");
+    let from_checkpoint = dir.join("from-checkpoint");
+    train(
+        &from_checkpoint,
+        "1",
+        &["--preset", "tiny", "--init", s(&checkpoint)],
+    );
+
+    let first = |run: &Path| logged_losses(run)[0];
+    let (random, trained) = (first(&fresh), first(&from_bundle));
+    assert_eq!(
+        trained,
+        first(&from_checkpoint),
+        "bundle and checkpoint differ"
+    );
+    let source_last = *logged_losses(&source).last().unwrap();
+    assert!(
+        trained < 0.75 * random && (trained - source_last).abs() < 0.15 * source_last,
+        "first loss from trained weights {trained}, from random ones {random}, source's last {source_last}"
+    );
+
+    // Another vocabulary is refused, naming the way out.
+    let other = dir.join("other");
+    run(&[
+        "prepare",
+        "--src",
+        s(&src),
+        "--tgt",
+        s(&tgt),
+        "--vocab-size",
+        "50",
+        "--out",
+        s(&other),
+    ]);
+    let e = fail(&[
+        "train",
+        "--data",
+        s(&other),
+        "--out",
+        s(&dir.join("x")),
+        "--init",
+        s(&bundle),
+    ]);
+    assert!(
+        e.contains("another vocabulary") && e.contains("--tokenizer"),
+        "{e}"
+    );
+    let e = fail(&[
+        "train",
+        "--data",
+        s(&data),
+        "--out",
+        s(&dir.join("y")),
+        "--init",
+        s(&dir.join("nothing")),
+    ]);
+    assert!(e.contains("--init") && e.contains("nothing"), "{e}");
+    // The architecture must be the weights': a wrong preset names the tensor.
+    let e = fail(&[
+        "train",
+        "--data",
+        s(&data),
+        "--out",
+        s(&dir.join("z")),
+        "--preset",
+        "mini",
+        "--init",
+        s(&bundle),
+    ]);
+    assert!(e.contains("model.safetensors"), "{e}");
+}
+
 /// The training losses a run logged, step by step.
 fn logged_losses(run: &Path) -> Vec<f64> {
     std::fs::read_to_string(run.join("metrics.jsonl"))

@@ -8,7 +8,7 @@ use transduce::bundle::TOKENIZER_FILE;
 
 use crate::backend::Backend;
 use crate::error::{CliError, Result, io};
-use crate::{fsutil, options, prepare, train};
+use crate::{fsutil, options, prepare, source, train};
 
 #[derive(Args)]
 pub struct TrainCmd {
@@ -19,14 +19,22 @@ pub struct TrainCmd {
     #[arg(long)]
     pub out: PathBuf,
     /// Model preset: base, big, parsing, tiny, mini, compact, small, or a Table 3 row (A1 … E).
-    #[arg(long, default_value = "base")]
-    pub preset: String,
+    /// Default: --init's architecture where it records one, else base.
+    #[arg(long)]
+    pub preset: Option<String>,
     /// Model config as JSON (overrides --preset).
     #[arg(long)]
     pub config: Option<PathBuf>,
     /// Continue the run in --out from its newest checkpoint.
     #[arg(long)]
     pub resume: bool,
+    /// Start a new run from these weights instead of random ones (continued training,
+    /// fine-tuning on other data): a bundle folder, a run folder (its newest checkpoint), a
+    /// checkpoint folder or a safetensors file. A bundle's or run's architecture is the
+    /// default model config and its vocabulary must be --data's (`prepare --tokenizer`).
+    /// Adam's moments and the learning-rate schedule (its warm-up too) start afresh.
+    #[arg(long, conflicts_with = "resume")]
+    pub init: Option<PathBuf>,
     #[arg(long, value_enum, default_value = "cpu")]
     pub backend: Backend,
     /// Compute precision of the forward and backward passes: f32, or mixed precision with
@@ -110,25 +118,43 @@ pub fn run(cmd: TrainCmd) -> Result<()> {
     let prepared = prepare::Prepared::load(&data_dir)?;
     let config = match run_config {
         Some(run) => run,
-        None => train::RunConfig {
-            model: model_config(&cmd, prepared.tokenizer.vocab_size())?,
-            options: train::TrainOptions {
-                max_tokens: cmd.max_tokens,
-                accum: cmd.accum,
-                warmup: cmd.warmup,
-                lr_factor: cmd.lr_factor,
-                max_steps: cmd.max_steps,
-                max_epochs: cmd.max_epochs,
-                max_minutes: cmd.max_minutes,
-                checkpoint_minutes: Some(cmd.checkpoint_minutes),
-                checkpoint_steps: cmd.checkpoint_steps,
-                keep: cmd.keep,
-                valid_every: cmd.valid_every,
-                seed: cmd.seed,
-                precision: cmd.precision,
-            },
-            data: data_dir.clone(),
-        },
+        None => {
+            let init = cmd.init.as_deref().map(source::init_weights).transpose()?;
+            if let (Some(path), Some(theirs)) = (
+                cmd.init.as_deref(),
+                init.as_ref().and_then(|i| i.tokenizer.as_ref()),
+            ) && theirs.to_json()? != prepared.tokenizer.to_json()?
+            {
+                return Err(CliError::Usage(format!(
+                    "--init {} has another vocabulary than --data {}: prepare the data with \
+                     --tokenizer {}",
+                    path.display(),
+                    data_dir.display(),
+                    path.display(),
+                )));
+            }
+            let init_model = init.as_ref().and_then(|i| i.model.clone());
+            train::RunConfig {
+                model: model_config(&cmd, prepared.tokenizer.vocab_size(), init_model)?,
+                options: train::TrainOptions {
+                    max_tokens: cmd.max_tokens,
+                    accum: cmd.accum,
+                    warmup: cmd.warmup,
+                    lr_factor: cmd.lr_factor,
+                    max_steps: cmd.max_steps,
+                    max_epochs: cmd.max_epochs,
+                    max_minutes: cmd.max_minutes,
+                    checkpoint_minutes: Some(cmd.checkpoint_minutes),
+                    checkpoint_steps: cmd.checkpoint_steps,
+                    keep: cmd.keep,
+                    valid_every: cmd.valid_every,
+                    seed: cmd.seed,
+                    precision: cmd.precision,
+                },
+                data: data_dir.clone(),
+                init: init.map(|i| i.weights),
+            }
+        }
     };
     let mut config = config;
     if cmd.resume {
@@ -176,7 +202,8 @@ pub fn run(cmd: TrainCmd) -> Result<()> {
     Ok(())
 }
 
-fn model_config(cmd: &TrainCmd, vocab: usize) -> Result<ModelConfig> {
+/// The model of a new run: --config, else --preset, else --init's architecture, else base.
+fn model_config(cmd: &TrainCmd, vocab: usize, init: Option<ModelConfig>) -> Result<ModelConfig> {
     let mut config = match &cmd.config {
         Some(path) => {
             let text = std::fs::read_to_string(path).map_err(io(path))?;
@@ -185,7 +212,11 @@ fn model_config(cmd: &TrainCmd, vocab: usize) -> Result<ModelConfig> {
                 message: format!("line {} column {}: {e}", e.line(), e.column()),
             })?
         }
-        None => ModelConfig::preset(&cmd.preset)?,
+        None => match (&cmd.preset, init) {
+            (Some(preset), _) => ModelConfig::preset(preset)?,
+            (None, Some(init)) => init,
+            (None, None) => ModelConfig::preset("base")?,
+        },
     };
     config.vocab_size = vocab;
     if let Some(p) = cmd.dropout {

@@ -109,10 +109,19 @@ pub fn read_state(checkpoint: &Path) -> Result<TrainState> {
 
 /// Loads a checkpoint's weights into a model built from `config`.
 pub fn load_model(checkpoint: &Path, config: &ModelConfig, device: &Device) -> Result<Transformer> {
-    let path = checkpoint.join(MODEL_FILE);
-    let bytes = std::fs::read(&path).map_err(io(&path))?;
+    load_weights_file(&checkpoint.join(MODEL_FILE), config, device)
+}
+
+/// Loads a safetensors file (a checkpoint's, averaged weights, a bundle's, int8 ones
+/// widened) into a model built from `config`; a mismatch names the file and the tensor.
+pub fn load_weights_file(
+    path: &Path,
+    config: &ModelConfig,
+    device: &Device,
+) -> Result<Transformer> {
+    let bytes = std::fs::read(path).map_err(io(path))?;
     load_weights(config, &bytes, device).map_err(|e| CliError::Format {
-        path,
+        path: path.to_path_buf(),
         message: e.to_string(),
     })
 }

@@ -90,6 +90,10 @@ pub struct RunConfig {
     pub options: TrainOptions,
     /// Prepared data directory the run trains on.
     pub data: PathBuf,
+    /// The weights the run started from (`train --init`: continued training or
+    /// fine-tuning); none for a run from random weights (§5).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub init: Option<PathBuf>,
 }
 
 pub const RUN_FILE: &str = "run.json";
@@ -426,7 +430,13 @@ impl Trainer<'_> {
                     )));
                 }
                 device.seed(options.seed);
-                let model = Transformer::new(&self.config.model, &device)?;
+                let model = match &self.config.init {
+                    Some(weights) => {
+                        eprintln!("starting from the weights in {}", weights.display());
+                        checkpoint::load_weights_file(weights, &self.config.model, &device)?
+                    }
+                    None => Transformer::new(&self.config.model, &device)?,
+                };
                 (model, adam(), TrainState::default())
             }
         };
