@@ -23,6 +23,10 @@
 # way, e.g. web/models/en-de-free for de-en-free) adds the CC0 Common Voice sentences of
 # the target language, back-translated by BUNDLE into synthetic sources (Sennrich et al.
 # 2016), to Tatoeba train; pairs whose word counts differ more than twofold are dropped.
+# INIT=BUNDLE continues a free translator from a bundle of the same direction instead of
+# random weights (`transduce train --init`: its architecture and vocabulary, fresh Adam and
+# a fresh warm-up), e.g. the from-scratch run's bundle with back-translated data added;
+# FREE_LR_FACTOR (default 0.5, the from-scratch runs') scales its learning rate.
 # BACKEND=wgpu trains on a GPU (the shipped de-en trained there: 12,500 steps in 15
 # minutes on an H100). TRAIN=0 skips training and averaging and goes on from
 # WORK/<src>-<tgt>/averaged.safetensors (e.g. averaged on the GPU machine and copied back).
@@ -50,11 +54,13 @@ EN_DE_STEPS=${EN_DE_STEPS:-$(shipped_steps en-de)}
 DE_EN_STEPS=${DE_EN_STEPS:-$(shipped_steps de-en)}
 PARSE_STEPS=${PARSE_STEPS:-$(shipped_steps ptb-parser)}
 PARSE_MINUTES=${PARSE_MINUTES:-60}
-FREE_STEPS=${FREE_STEPS:-$(shipped_steps en-de-free)}
+FREE_STEPS=${FREE_STEPS:-}
 FREE_MINUTES=${FREE_MINUTES:-100000}
 FREE_DROPOUT=${FREE_DROPOUT:-0.1}
 FREE_AVERAGE_LAST=${FREE_AVERAGE_LAST:-3}
 BACK_TRANSLATE=${BACK_TRANSLATE:-}
+INIT=${INIT:-}
+FREE_LR_FACTOR=${FREE_LR_FACTOR:-0.5}
 what=${1:-all}
 case "$what" in
     en-de | de-en | translate | en-de-free | de-en-free | free | parse | all) ;;
@@ -152,11 +158,21 @@ bleu() {
 translator() {
     local src=$1 tgt=$2 variant=${3:-mixed}
     local suffix="" data=mix gather=mix steps minutes=100000 regularise=() last=${AVERAGE_LAST:-8}
+    local lr_factor=0.5 start=(--preset compact)
     local tatoeba="$DATA/tatoeba-en-de" multi30k="$DATA/multi30k"
     if [ "$variant" = free ]; then
-        suffix=-free data=free gather=tatoeba_only steps=$FREE_STEPS minutes=$FREE_MINUTES
+        suffix=-free data=free gather=tatoeba_only minutes=$FREE_MINUTES
+        steps=${FREE_STEPS:-$(shipped_steps "$src-$tgt-free")}
         regularise=(--dropout "$FREE_DROPOUT")
-        last=$FREE_AVERAGE_LAST
+        last=$FREE_AVERAGE_LAST lr_factor=$FREE_LR_FACTOR
+        if [ -n "$INIT" ]; then
+            if ! grep -q "\"source\": \"$src\"" "$INIT/config.json" 2>/dev/null \
+                || ! grep -q "\"target\": \"$tgt\"" "$INIT/config.json"; then
+                echo "INIT=$INIT: not a $src→$tgt bundle (its config.json's task)" >&2
+                exit 2
+            fi
+            start=(--init "$INIT")
+        fi
     elif [ "$src-$tgt" = de-en ]; then
         steps=$DE_EN_STEPS
     else
@@ -172,7 +188,9 @@ translator() {
     fi
     # One BPE vocabulary for both directions: en-de learns it, de-en reuses it.
     local vocabulary=(--vocab-size 8000)
-    if [ "$src-$tgt" = de-en ]; then
+    if [ "${start[0]}" = --init ]; then
+        vocabulary=(--tokenizer "$INIT/tokenizer.json")
+    elif [ "$src-$tgt" = de-en ]; then
         [ -f "$V/tokenizer.json" ] || "$T" prepare --src "$M/train.en" \
             --tgt "$M/train.de" --valid-src "$M/val.en" --valid-tgt "$M/val.de" \
             --vocab-size 8000 --out "$V"
@@ -205,8 +223,8 @@ translator() {
             "$W/run/metrics.jsonl" | head -1 | sed 's/^"elapsed_secs":\([0-9.]*\),.*/\1/')
         provenance=(--steps "$steps" ${seconds:+--training-seconds "$seconds"})
     else
-        train "$W/run" "$minutes" "$steps" --data "$W/data" --preset compact \
-            --max-tokens 4096 --warmup 1000 --lr-factor 0.5 "${regularise[@]}" \
+        train "$W/run" "$minutes" "$steps" --data "$W/data" "${start[@]}" \
+            --max-tokens 4096 --warmup 1000 --lr-factor "$lr_factor" "${regularise[@]}" \
             --checkpoint-steps 500 --checkpoint-minutes 100000 --keep 20
         "$T" average --run "$W/run" --last "$last" --out "$W/averaged.safetensors"
     fi
@@ -246,6 +264,9 @@ translator() {
         | tee "$W/bleu-test2016.txt"
     local tatoeba_test multi30k_test command="scripts/train-demo.sh $src-$tgt$suffix"
     [ -z "$bt" ] || command="BACK_TRANSLATE=$bt $command"
+    if [ "${start[0]}" = --init ]; then
+        command="INIT=$INIT FREE_LR_FACTOR=$lr_factor $command"
+    fi
     tatoeba_test=$(awk '{ print $3; exit }' "$W/bleu-tatoeba.txt")
     multi30k_test=$(awk '{ print $3; exit }' "$W/bleu-test2016.txt")
     "$T" export --model "$W/run" --checkpoint "$W/averaged.safetensors" --int8 \
