@@ -117,16 +117,22 @@ tatoeba_only() {
     done
 }
 
+# bundle_for VAR BUNDLE FROM TO [WHY]: stops unless BUNDLE (named by the variable VAR) is a
+# FROM→TO bundle, by its config.json's task.
+bundle_for() {
+    if ! grep -q "\"source\": \"$3\"" "$2/config.json" 2>/dev/null \
+        || ! grep -q "\"target\": \"$4\"" "$2/config.json"; then
+        echo "$1=$2: not a $3→$4 bundle (its config.json's task)${5:+, $5}" >&2
+        exit 2
+    fi
+}
+
 # back_translated SRC TGT: Tatoeba train plus the CC0 sentences of TGT with synthetic SRC
 # sources from BACK_TRANSLATE (a TGT→SRC bundle), and Tatoeba val, in WORK/free-bt-SRC-TGT.
 back_translated() {
     local src=$1 tgt=$2 out="$WORK/free-bt-$1-$2"
     local mono="$DATA/common-voice-sentences/$tgt.txt.gz"
-    if ! grep -q "\"source\": \"$tgt\"" "$BACK_TRANSLATE/config.json" 2>/dev/null \
-        || ! grep -q "\"target\": \"$src\"" "$BACK_TRANSLATE/config.json"; then
-        echo "BACK_TRANSLATE=$BACK_TRANSLATE: not a $tgt→$src bundle (its config.json's task), needed for $src-$tgt" >&2
-        exit 2
-    fi
+    bundle_for BACK_TRANSLATE "$BACK_TRANSLATE" "$tgt" "$src" "needed for $src-$tgt"
     mkdir -p "$out"
     [ -f "$out/cv.$src" ] || {
         log "back-translating $mono with $BACK_TRANSLATE"
@@ -158,7 +164,7 @@ bleu() {
 translator() {
     local src=$1 tgt=$2 variant=${3:-mixed}
     local suffix="" data=mix gather=mix steps minutes=100000 regularise=() last=${AVERAGE_LAST:-8}
-    local lr_factor=0.5 start=(--preset compact)
+    local lr_factor=0.5 init="" start=(--preset compact)
     local tatoeba="$DATA/tatoeba-en-de" multi30k="$DATA/multi30k"
     if [ "$variant" = free ]; then
         suffix=-free data=free gather=tatoeba_only minutes=$FREE_MINUTES
@@ -166,12 +172,8 @@ translator() {
         regularise=(--dropout "$FREE_DROPOUT")
         last=$FREE_AVERAGE_LAST lr_factor=$FREE_LR_FACTOR
         if [ -n "$INIT" ]; then
-            if ! grep -q "\"source\": \"$src\"" "$INIT/config.json" 2>/dev/null \
-                || ! grep -q "\"target\": \"$tgt\"" "$INIT/config.json"; then
-                echo "INIT=$INIT: not a $src→$tgt bundle (its config.json's task)" >&2
-                exit 2
-            fi
-            start=(--init "$INIT")
+            bundle_for INIT "$INIT" "$src" "$tgt"
+            init=$INIT start=(--init "$INIT")
         fi
     elif [ "$src-$tgt" = de-en ]; then
         steps=$DE_EN_STEPS
@@ -188,8 +190,8 @@ translator() {
     fi
     # One BPE vocabulary for both directions: en-de learns it, de-en reuses it.
     local vocabulary=(--vocab-size 8000)
-    if [ "${start[0]}" = --init ]; then
-        vocabulary=(--tokenizer "$INIT/tokenizer.json")
+    if [ -n "$init" ]; then
+        vocabulary=(--tokenizer "$init/tokenizer.json")
     elif [ "$src-$tgt" = de-en ]; then
         [ -f "$V/tokenizer.json" ] || "$T" prepare --src "$M/train.en" \
             --tgt "$M/train.de" --valid-src "$M/val.en" --valid-tgt "$M/val.de" \
@@ -264,9 +266,7 @@ translator() {
         | tee "$W/bleu-test2016.txt"
     local tatoeba_test multi30k_test command="scripts/train-demo.sh $src-$tgt$suffix"
     [ -z "$bt" ] || command="BACK_TRANSLATE=$bt $command"
-    if [ "${start[0]}" = --init ]; then
-        command="INIT=$INIT FREE_LR_FACTOR=$lr_factor $command"
-    fi
+    [ -z "$init" ] || command="INIT=$init FREE_LR_FACTOR=$lr_factor $command"
     tatoeba_test=$(awk '{ print $3; exit }' "$W/bleu-tatoeba.txt")
     multi30k_test=$(awk '{ print $3; exit }' "$W/bleu-test2016.txt")
     "$T" export --model "$W/run" --checkpoint "$W/averaged.safetensors" --int8 \

@@ -46,53 +46,56 @@ pub fn weights_path(run_dir: &Path, checkpoint_arg: Option<&Path>) -> Result<Pat
     }
 }
 
-/// The weights a new run starts from (`train --init`), with the architecture and
-/// vocabulary their folder records, where it records them.
+/// The weights a new run starts from (`train --init`), and the architecture their folder
+/// records, where it records one.
 pub struct InitWeights {
     pub weights: PathBuf,
     pub model: Option<transduce::ModelConfig>,
-    pub tokenizer: Option<Tokenizer>,
 }
 
 /// Finds the weights `train --init PATH` names: a bundle folder, a run folder (its newest
-/// checkpoint), a checkpoint folder or a safetensors file (e.g. averaged weights).
-pub fn init_weights(path: &Path) -> Result<InitWeights> {
-    if path.join(CONFIG_FILE).exists() {
+/// checkpoint), a checkpoint folder or a safetensors file (e.g. averaged weights). Where
+/// the folder records a vocabulary, it must be `data`'s (the prepared folder at `data_dir`).
+pub fn init_weights(path: &Path, data: &Tokenizer, data_dir: &Path) -> Result<InitWeights> {
+    let (weights, model) = if path.join(CONFIG_FILE).exists() {
         let config_path = path.join(CONFIG_FILE);
         let config =
             BundleConfig::from_json(&read(&config_path)?).map_err(|e| CliError::Format {
                 path: config_path,
                 message: e.to_string(),
             })?;
-        return Ok(InitWeights {
-            weights: path.join(WEIGHTS_FILE),
-            model: Some(config.model),
-            tokenizer: Some(tokenizer(path)?),
-        });
-    }
-    if path.join(RUN_FILE).exists() {
-        return Ok(InitWeights {
-            weights: weights_path(path, None)?,
-            model: Some(RunConfig::read(path)?.model),
-            tokenizer: Some(tokenizer(path)?),
-        });
-    }
-    let weights = if path.is_dir() {
-        path.join(checkpoint::MODEL_FILE)
+        (path.join(WEIGHTS_FILE), Some(config.model))
+    } else if path.join(RUN_FILE).exists() {
+        (
+            weights_path(path, None)?,
+            Some(RunConfig::read(path)?.model),
+        )
     } else {
-        path.to_path_buf()
+        let weights = if path.is_dir() {
+            path.join(checkpoint::MODEL_FILE)
+        } else {
+            path.to_path_buf()
+        };
+        if !weights.is_file() {
+            return Err(CliError::Usage(format!(
+                "--init {}: neither a bundle, a run, a checkpoint nor a weights file",
+                path.display()
+            )));
+        }
+        (weights, None)
     };
-    if !weights.is_file() {
+    // A bundle or run carries its tokenizer; bare weights cannot be checked here (a vocabulary
+    // of another size still fails on the embedding's shape).
+    if model.is_some() && tokenizer(path)?.to_json()? != data.to_json()? {
         return Err(CliError::Usage(format!(
-            "--init {}: neither a bundle, a run, a checkpoint nor a weights file",
-            path.display()
+            "--init {} has another vocabulary than --data {}: prepare the data with \
+             --tokenizer {}",
+            path.display(),
+            data_dir.display(),
+            path.display(),
         )));
     }
-    Ok(InitWeights {
-        weights,
-        model: None,
-        tokenizer: None,
-    })
+    Ok(InitWeights { weights, model })
 }
 
 /// Loads a bundle folder, or builds a bundle in memory from a run folder.

@@ -119,20 +119,11 @@ pub fn run(cmd: TrainCmd) -> Result<()> {
     let config = match run_config {
         Some(run) => run,
         None => {
-            let init = cmd.init.as_deref().map(source::init_weights).transpose()?;
-            if let (Some(path), Some(theirs)) = (
-                cmd.init.as_deref(),
-                init.as_ref().and_then(|i| i.tokenizer.as_ref()),
-            ) && theirs.to_json()? != prepared.tokenizer.to_json()?
-            {
-                return Err(CliError::Usage(format!(
-                    "--init {} has another vocabulary than --data {}: prepare the data with \
-                     --tokenizer {}",
-                    path.display(),
-                    data_dir.display(),
-                    path.display(),
-                )));
-            }
+            let init = cmd
+                .init
+                .as_deref()
+                .map(|path| source::init_weights(path, &prepared.tokenizer, &data_dir))
+                .transpose()?;
             let init_model = init.as_ref().and_then(|i| i.model.clone());
             train::RunConfig {
                 model: model_config(&cmd, prepared.tokenizer.vocab_size(), init_model)?,
