@@ -27,6 +27,12 @@
 # random weights (`transduce train --init`: its architecture and vocabulary, fresh Adam and
 # a fresh warm-up), e.g. the from-scratch run's bundle with back-translated data added;
 # FREE_LR_FACTOR (default 0.5, the from-scratch runs') scales its learning rate.
+# FREE_PRESET (default compact) is the architecture of a free translator trained from
+# random weights (e.g. `small`, 7.6M parameters, still under 10 MB in int8, or `base` for a
+# teacher on a GPU). DISTILL=BUNDLE[,BUNDLE...] trains it on its teacher's translations
+# instead of the references (sequence-level knowledge distillation, Kim & Rush 2016): every
+# training source (back-translated ones included) is translated by BUNDLE, or by the
+# ensemble of the BUNDLEs (one vocabulary), with its beam and α; val keeps the references.
 # BACKEND=wgpu trains on a GPU (the shipped de-en trained there: 12,500 steps in 15
 # minutes on an H100). TRAIN=0 skips training and averaging and goes on from
 # WORK/<src>-<tgt>/averaged.safetensors (e.g. averaged on the GPU machine and copied back).
@@ -61,6 +67,8 @@ FREE_AVERAGE_LAST=${FREE_AVERAGE_LAST:-3}
 BACK_TRANSLATE=${BACK_TRANSLATE:-}
 INIT=${INIT:-}
 FREE_LR_FACTOR=${FREE_LR_FACTOR:-0.5}
+FREE_PRESET=${FREE_PRESET:-compact}
+DISTILL=${DISTILL:-}
 what=${1:-all}
 case "$what" in
     en-de | de-en | translate | en-de-free | de-en-free | free | parse | all) ;;
@@ -154,6 +162,36 @@ back_translated() {
     fi
 }
 
+# distilled SRC TGT IN OUT: IN's training sources with targets written by the DISTILL
+# teacher(s), and IN's val, in OUT.
+distilled() {
+    local src=$1 tgt=$2 in=$3 out=$4 teachers=() models=() teacher
+    IFS=, read -ra teachers <<< "$DISTILL"
+    for teacher in "${teachers[@]}"; do
+        bundle_for DISTILL "$teacher" "$src" "$tgt" "the teacher of $src-$tgt"
+        models+=(--model "$teacher")
+    done
+    mkdir -p "$out"
+    [ -f "$out/teacher.$tgt" ] || {
+        log "distilling: $in/train.$src translated by ${teachers[*]}"
+        "$T" translate "${models[@]}" --input "$in/train.$src" --output "$out/teacher.$tgt.part" \
+            --quiet
+        mv "$out/teacher.$tgt.part" "$out/teacher.$tgt"
+    }
+    if [ ! -f "$out/train.$tgt" ]; then
+        # The same twofold length filter as the back-translations: a teacher's loop or
+        # dropped clause is not worth learning.
+        paste "$in/train.$src" "$out/teacher.$tgt" | awk -F'\t' -v s="$out/train.$src.part" \
+            -v t="$out/train.$tgt.part" '
+            { a = split($1, x, " "); b = split($2, y, " ") }
+            a > 0 && b > 0 && a <= 2 * b && b <= 2 * a { print $1 > s; print $2 > t }'
+        cp "$in/val.$src" "$out/val.$src"
+        cp "$in/val.$tgt" "$out/val.$tgt"
+        mv "$out/train.$src.part" "$out/train.$src"
+        mv "$out/train.$tgt.part" "$out/train.$tgt"
+    fi
+}
+
 # bleu HYP REF: the score alone.
 bleu() {
     "$T" eval bleu --hyp "$1" --ref "$2" | awk '{ print $3; exit }'
@@ -170,7 +208,7 @@ translator() {
         suffix=-free data=free gather=tatoeba_only minutes=$FREE_MINUTES
         steps=${FREE_STEPS:-$(shipped_steps "$src-$tgt-free")}
         regularise=(--dropout "$FREE_DROPOUT")
-        last=$FREE_AVERAGE_LAST lr_factor=$FREE_LR_FACTOR
+        last=$FREE_AVERAGE_LAST lr_factor=$FREE_LR_FACTOR start=(--preset "$FREE_PRESET")
         if [ -n "$INIT" ]; then
             bundle_for INIT "$INIT" "$src" "$tgt"
             init=$INIT start=(--init "$INIT")
@@ -188,6 +226,11 @@ translator() {
         back_translated "$src" "$tgt"
         M="$WORK/free-bt-$src-$tgt" bt=$BACK_TRANSLATE
     fi
+    local teachers=""
+    if [ "$variant" = free ] && [ -n "$DISTILL" ]; then
+        distilled "$src" "$tgt" "$M" "$W/distilled"
+        M="$W/distilled" teachers=$DISTILL
+    fi
     # One BPE vocabulary for both directions: en-de learns it, de-en reuses it.
     local vocabulary=(--vocab-size 8000)
     if [ -n "$init" ]; then
@@ -200,16 +243,22 @@ translator() {
     fi
     # A run resumes on the data it was prepared with: one prepared with other back-translated
     # data (or none) must not be continued as if it had this.
-    local bt_mark="$W/data/back-translated-by"
+    local bt_mark="$W/data/back-translated-by" kd_mark="$W/data/distilled-from"
     if [ -f "$W/data/train.bin" ] && [ "$(cat "$bt_mark" 2>/dev/null)" != "$bt" ]; then
         echo "$W was prepared with BACK_TRANSLATE='$(cat "$bt_mark" 2>/dev/null)', not" \
             "'$bt': move it away (or set WORK) to train anew" >&2
+        exit 2
+    fi
+    if [ -f "$W/data/train.bin" ] && [ "$(cat "$kd_mark" 2>/dev/null)" != "$teachers" ]; then
+        echo "$W was prepared with DISTILL='$(cat "$kd_mark" 2>/dev/null)', not" \
+            "'$teachers': move it away (or set WORK) to train anew" >&2
         exit 2
     fi
     if [ ! -f "$W/data/train.bin" ]; then
         "$T" prepare --src "$M/train.$src" --tgt "$M/train.$tgt" --valid-src "$M/val.$src" \
             --valid-tgt "$M/val.$tgt" "${vocabulary[@]}" --out "$W/data"
         [ -z "$bt" ] || echo "$bt" > "$bt_mark"
+        [ -z "$teachers" ] || echo "$teachers" > "$kd_mark"
     fi
     local provenance=()
     if [ "$TRAIN" = 0 ]; then
@@ -266,6 +315,9 @@ translator() {
         | tee "$W/bleu-test2016.txt"
     local tatoeba_test multi30k_test command="scripts/train-demo.sh $src-$tgt$suffix"
     [ -z "$bt" ] || command="BACK_TRANSLATE=$bt $command"
+    [ -z "$teachers" ] || command="DISTILL=$teachers $command"
+    [ -n "$init" ] || [ "$variant" != free ] || [ "$FREE_PRESET" = compact ] \
+        || command="FREE_PRESET=$FREE_PRESET $command"
     [ -z "$init" ] || command="INIT=$init FREE_LR_FACTOR=$lr_factor $command"
     tatoeba_test=$(awk '{ print $3; exit }' "$W/bleu-tatoeba.txt")
     multi30k_test=$(awk '{ print $3; exit }' "$W/bleu-test2016.txt")
