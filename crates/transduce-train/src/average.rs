@@ -1,5 +1,8 @@
 //! `transduce average`: the element-wise mean of the last N checkpoints (§6.1: 5 for the
-//! base models, 20 for the big ones), computed on the safetensors files themselves.
+//! base models, 20 for the big ones), computed on the safetensors files themselves. The
+//! same mean over any weights of one architecture (checkpoints of different runs that
+//! started from the same weights, e.g. `train --init`) is a "model soup" (Wortsman et al.,
+//! 2022): one model's cost for part of an ensemble's gain.
 
 use std::path::{Path, PathBuf};
 
@@ -26,12 +29,22 @@ pub fn average(run_dir: &Path, last: usize, out: &Path) -> Result<Vec<u64>> {
         )));
     }
     let chosen: Vec<(u64, PathBuf)> = all[all.len() - last..].to_vec();
-    let files: Vec<(PathBuf, Vec<u8>)> = chosen
+    let paths: Vec<PathBuf> = chosen
         .iter()
-        .map(|(_, dir)| {
-            let p = dir.join(checkpoint::MODEL_FILE);
-            std::fs::read(&p).map(|b| (p.clone(), b)).map_err(io(&p))
-        })
+        .map(|(_, dir)| dir.join(checkpoint::MODEL_FILE))
+        .collect();
+    average_files(&paths, out)?;
+    Ok(chosen.iter().map(|(s, _)| *s).collect())
+}
+
+/// Averages f32 safetensors files of one architecture into `out`.
+pub fn average_files(paths: &[PathBuf], out: &Path) -> Result<()> {
+    if paths.is_empty() {
+        return Err(CliError::Usage("nothing to average".into()));
+    }
+    let files: Vec<(PathBuf, Vec<u8>)> = paths
+        .iter()
+        .map(|p| std::fs::read(p).map(|b| (p.clone(), b)).map_err(io(p)))
         .collect::<Result<_>>()?;
     let parsed: Vec<SafeTensors> = files
         .iter()
@@ -42,6 +55,19 @@ pub fn average(run_dir: &Path, last: usize, out: &Path) -> Result<Vec<u64>> {
             })
         })
         .collect::<Result<_>>()?;
+    for (file, (path, _)) in parsed.iter().zip(&files).skip(1) {
+        if file.len() != parsed[0].len() {
+            return Err(CliError::Format {
+                path: path.clone(),
+                message: format!(
+                    "{} tensors, {} has {}: weights of different models?",
+                    file.len(),
+                    files[0].0.display(),
+                    parsed[0].len()
+                ),
+            });
+        }
+    }
     let mut names: Vec<String> = parsed[0].names().into_iter().map(str::to_string).collect();
     names.sort();
     let mut averaged: Vec<(String, Vec<usize>, Vec<u8>)> = Vec::new();
@@ -51,7 +77,7 @@ pub fn average(run_dir: &Path, last: usize, out: &Path) -> Result<Vec<u64>> {
         for (file, (path, _)) in parsed.iter().zip(&files) {
             let view = file.tensor(name).map_err(|_| CliError::Format {
                 path: path.clone(),
-                message: format!("tensor `{name}` is missing: checkpoints of different models?"),
+                message: format!("tensor `{name}` is missing: weights of different models?"),
             })?;
             if view.dtype() != Dtype::F32 {
                 return Err(CliError::Format {
@@ -95,6 +121,5 @@ pub fn average(run_dir: &Path, last: usize, out: &Path) -> Result<Vec<u64>> {
         path: out.to_path_buf(),
         message: e.to_string(),
     })?;
-    crate::fsutil::write_atomic(out, &bytes)?;
-    Ok(chosen.iter().map(|(s, _)| *s).collect())
+    crate::fsutil::write_atomic(out, &bytes)
 }

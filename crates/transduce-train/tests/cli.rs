@@ -181,6 +181,27 @@ fn prepare_train_resume_average_translate_export() {
     ]);
     let too_many = fail(&["average", "--run", s(&whole), "--last", "9"]);
     assert!(too_many.contains("only 2 checkpoints"), "{too_many}");
+    // The same mean over weights named one by one (a checkpoint folder, a file; any order),
+    // as a soup of runs is made.
+    let soup = dir.join("soup.safetensors");
+    let step3 = whole.join("checkpoints/step-00000003/model.safetensors");
+    let step6 = whole.join("checkpoints/step-00000006");
+    run(&[
+        "average",
+        "--inputs",
+        s(&step6),
+        s(&step3),
+        "--out",
+        s(&soup),
+    ]);
+    assert!(
+        std::fs::read(&soup).unwrap() == std::fs::read(&avg).unwrap(),
+        "--inputs differs from --run --last 2"
+    );
+    let no_out = fail(&["average", "--inputs", s(&step6), s(&step3)]);
+    assert!(no_out.contains("--inputs needs --out"), "{no_out}");
+    let one = fail(&["average", "--inputs", s(&step3), "--out", s(&soup)]);
+    assert!(one.contains("--inputs"), "{one}");
 
     let input = dir.join("in.txt");
     std::fs::write(&input, "1 2 3\n\n4 5\n").unwrap();

@@ -1,31 +1,48 @@
-//! `transduce average`: average the newest checkpoints of a run (§6.1).
+//! `transduce average`: average the newest checkpoints of a run (§6.1), or any weights of
+//! one architecture (a model soup of runs that started from the same weights).
 
 use std::path::PathBuf;
 
 use clap::Args;
 
-use crate::error::Result;
-use crate::{average, options};
+use crate::error::{CliError, Result};
+use crate::{average, options, source};
 
 #[derive(Args)]
 pub struct AverageCmd {
-    /// Run folder.
-    #[arg(long)]
-    pub run: PathBuf,
-    /// How many of the newest checkpoints.
+    /// Run folder: its newest checkpoints are averaged.
+    #[arg(long, required_unless_present = "inputs", conflicts_with = "inputs")]
+    pub run: Option<PathBuf>,
+    /// How many of the run's newest checkpoints.
     #[arg(long, default_value_t = 5, value_parser = options::count)]
     pub last: usize,
-    /// Output file (default: RUN/averaged-last-N.safetensors).
+    /// Instead of --run: the weights to average, each a checkpoint folder or an f32
+    /// safetensors file (e.g. another average), all of one architecture.
+    #[arg(long, num_args = 2.., value_name = "WEIGHTS")]
+    pub inputs: Vec<PathBuf>,
+    /// Output file (default: RUN/averaged-last-N.safetensors; required with --inputs).
     #[arg(long)]
     pub out: Option<PathBuf>,
 }
 
 pub fn run(cmd: AverageCmd) -> Result<()> {
-    let out = cmd.out.unwrap_or_else(|| {
-        cmd.run
-            .join(format!("averaged-last-{}.safetensors", cmd.last))
-    });
-    let steps = average::average(&cmd.run, cmd.last, &out)?;
+    let Some(run) = cmd.run else {
+        let out = cmd
+            .out
+            .ok_or_else(|| CliError::Usage("--inputs needs --out".into()))?;
+        let paths: Vec<PathBuf> = cmd
+            .inputs
+            .iter()
+            .map(|p| source::weights_path(p, Some(p)))
+            .collect::<Result<_>>()?;
+        average::average_files(&paths, &out)?;
+        eprintln!("averaged {} weights into {}", paths.len(), out.display());
+        return Ok(());
+    };
+    let out = cmd
+        .out
+        .unwrap_or_else(|| run.join(format!("averaged-last-{}.safetensors", cmd.last)));
+    let steps = average::average(&run, cmd.last, &out)?;
     eprintln!("averaged steps {steps:?} into {}", out.display());
     Ok(())
 }
