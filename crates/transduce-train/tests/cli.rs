@@ -202,6 +202,8 @@ fn prepare_train_resume_average_translate_export() {
     assert!(no_out.contains("--inputs needs --out"), "{no_out}");
     let one = fail(&["average", "--inputs", s(&step3), "--out", s(&soup)]);
     assert!(one.contains("--inputs"), "{one}");
+    let both = fail(&["average", "--inputs", s(&step6), s(&step3), "--last", "2"]);
+    assert!(both.contains("cannot be used with"), "{both}");
 
     let input = dir.join("in.txt");
     std::fs::write(&input, "1 2 3\n\n4 5\n").unwrap();

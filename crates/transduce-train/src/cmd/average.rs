@@ -14,7 +14,7 @@ pub struct AverageCmd {
     #[arg(long, required_unless_present = "inputs", conflicts_with = "inputs")]
     pub run: Option<PathBuf>,
     /// How many of the run's newest checkpoints.
-    #[arg(long, default_value_t = 5, value_parser = options::count)]
+    #[arg(long, default_value_t = 5, value_parser = options::count, conflicts_with = "inputs")]
     pub last: usize,
     /// Instead of --run: the weights to average, each a checkpoint folder or an f32
     /// safetensors file (e.g. another average), all of one architecture.
