@@ -135,6 +135,25 @@ bundle_for() {
     fi
 }
 
+# length_filtered SRC TGT SRC_OUT TGT_OUT: the line pairs of SRC and TGT whose word counts
+# are within twofold of each other; a machine translation outside that is most likely a
+# failed one (a loop, a dropped clause).
+length_filtered() {
+    paste "$1" "$2" | awk -F'\t' -v s="$3" -v t="$4" '
+        { a = split($1, x, " "); b = split($2, y, " ") }
+        a > 0 && b > 0 && a <= 2 * b && b <= 2 * a { print $1 > s; print $2 > t }'
+}
+
+# prepared_with W MARK VAR VALUE: stops if W's data was prepared with VAR other than VALUE
+# (recorded in the file MARK): a run must resume on the data it was prepared with.
+prepared_with() {
+    [ ! -f "$1/data/train.bin" ] || [ "$(cat "$2" 2>/dev/null)" = "$4" ] || {
+        echo "$1 was prepared with $3='$(cat "$2" 2>/dev/null)', not '$4': move it away" \
+            "(or set WORK) to train anew" >&2
+        exit 2
+    }
+}
+
 # back_translated SRC TGT: Tatoeba train plus the CC0 sentences of TGT with synthetic SRC
 # sources from BACK_TRANSLATE (a TGT→SRC bundle), and Tatoeba val, in WORK/free-bt-SRC-TGT.
 back_translated() {
@@ -148,11 +167,8 @@ back_translated() {
         mv "$out/cv.$src.part" "$out/cv.$src"
     }
     if [ ! -f "$out/train.$tgt" ]; then
-        # Synthetic source, real target; a pair whose lengths differ more than twofold is
-        # most likely a failed translation (a loop, a dropped clause).
-        paste "$out/cv.$src" <(zcat "$mono") | awk -F'\t' -v s="$out/bt.$src" -v t="$out/bt.$tgt" '
-            { a = split($1, x, " "); b = split($2, y, " ") }
-            a > 0 && b > 0 && a <= 2 * b && b <= 2 * a { print $1 > s; print $2 > t }'
+        # Synthetic source, real target.
+        length_filtered "$out/cv.$src" <(zcat "$mono") "$out/bt.$src" "$out/bt.$tgt"
         for lang in "$src" "$tgt"; do
             { zcat "$DATA/tatoeba-en-de/train.$lang.gz"; cat "$out/bt.$lang"; } > "$out/train.$lang.part"
             zcat "$DATA/tatoeba-en-de/val.$lang.gz" > "$out/val.$lang"
@@ -179,12 +195,8 @@ distilled() {
         mv "$out/teacher.$tgt.part" "$out/teacher.$tgt"
     }
     if [ ! -f "$out/train.$tgt" ]; then
-        # The same twofold length filter as the back-translations: a teacher's loop or
-        # dropped clause is not worth learning.
-        paste "$in/train.$src" "$out/teacher.$tgt" | awk -F'\t' -v s="$out/train.$src.part" \
-            -v t="$out/train.$tgt.part" '
-            { a = split($1, x, " "); b = split($2, y, " ") }
-            a > 0 && b > 0 && a <= 2 * b && b <= 2 * a { print $1 > s; print $2 > t }'
+        length_filtered "$in/train.$src" "$out/teacher.$tgt" "$out/train.$src.part" \
+            "$out/train.$tgt.part"
         cp "$in/val.$src" "$out/val.$src"
         cp "$in/val.$tgt" "$out/val.$tgt"
         mv "$out/train.$src.part" "$out/train.$src"
@@ -241,19 +253,9 @@ translator() {
             --vocab-size 8000 --out "$V"
         vocabulary=(--tokenizer "$V/tokenizer.json")
     fi
-    # A run resumes on the data it was prepared with: one prepared with other back-translated
-    # data (or none) must not be continued as if it had this.
     local bt_mark="$W/data/back-translated-by" kd_mark="$W/data/distilled-from"
-    if [ -f "$W/data/train.bin" ] && [ "$(cat "$bt_mark" 2>/dev/null)" != "$bt" ]; then
-        echo "$W was prepared with BACK_TRANSLATE='$(cat "$bt_mark" 2>/dev/null)', not" \
-            "'$bt': move it away (or set WORK) to train anew" >&2
-        exit 2
-    fi
-    if [ -f "$W/data/train.bin" ] && [ "$(cat "$kd_mark" 2>/dev/null)" != "$teachers" ]; then
-        echo "$W was prepared with DISTILL='$(cat "$kd_mark" 2>/dev/null)', not" \
-            "'$teachers': move it away (or set WORK) to train anew" >&2
-        exit 2
-    fi
+    prepared_with "$W" "$bt_mark" BACK_TRANSLATE "$bt"
+    prepared_with "$W" "$kd_mark" DISTILL "$teachers"
     if [ ! -f "$W/data/train.bin" ]; then
         "$T" prepare --src "$M/train.$src" --tgt "$M/train.$tgt" --valid-src "$M/val.$src" \
             --valid-tgt "$M/val.$tgt" "${vocabulary[@]}" --out "$W/data"
