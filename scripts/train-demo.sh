@@ -23,10 +23,12 @@
 # way, e.g. web/models/en-de-free for de-en-free) adds the CC0 Common Voice sentences of
 # the target language, back-translated by BUNDLE into synthetic sources (Sennrich et al.
 # 2016), to Tatoeba train; pairs whose word counts differ more than twofold are dropped.
-# INIT=BUNDLE continues a free translator from a bundle of the same direction instead of
-# random weights (`transduce train --init`: its architecture and vocabulary, fresh Adam and
-# a fresh warm-up), e.g. the from-scratch run's bundle with back-translated data added;
-# FREE_LR_FACTOR (default 0.5, the from-scratch runs') scales its learning rate.
+# INIT=BUNDLE continues a translator (free or mixed) from a bundle of the same direction
+# instead of random weights (`transduce train --init`: its architecture, dropout and
+# vocabulary, fresh Adam and a fresh warm-up), e.g. the from-scratch run's bundle with
+# back-translated data added; LR_FACTOR (default 0.5, the from-scratch runs'; FREE_LR_FACTOR
+# is the same) scales its learning rate. TRANSLATE_MINUTES bounds a mixed translator's
+# training (as FREE_MINUTES a free one's); set EN_DE_STEPS / DE_EN_STEPS with INIT.
 # FREE_PRESET (default compact) is the architecture of a free translator trained from
 # random weights (e.g. `small`, 7.6M parameters, still under 10 MB in int8, or `base` for a
 # teacher on a GPU). DISTILL=BUNDLE[,BUNDLE...] trains it on its teacher's translations
@@ -66,7 +68,8 @@ FREE_DROPOUT=${FREE_DROPOUT:-0.1}
 FREE_AVERAGE_LAST=${FREE_AVERAGE_LAST:-3}
 BACK_TRANSLATE=${BACK_TRANSLATE:-}
 INIT=${INIT:-}
-FREE_LR_FACTOR=${FREE_LR_FACTOR:-0.5}
+LR_FACTOR=${LR_FACTOR:-${FREE_LR_FACTOR:-0.5}}
+TRANSLATE_MINUTES=${TRANSLATE_MINUTES:-100000}
 FREE_PRESET=${FREE_PRESET:-compact}
 DISTILL=${DISTILL:-}
 what=${1:-all}
@@ -213,22 +216,22 @@ bleu() {
 # the mixed translators, Tatoeba's for the free ones), export, test once.
 translator() {
     local src=$1 tgt=$2 variant=${3:-mixed}
-    local suffix="" data=mix gather=mix steps minutes=100000 regularise=() last=${AVERAGE_LAST:-8}
-    local lr_factor=0.5 init="" start=(--preset compact)
+    local suffix="" data=mix gather=mix steps minutes=$TRANSLATE_MINUTES regularise=()
+    local last=${AVERAGE_LAST:-8} lr_factor=$LR_FACTOR init="" start=(--preset compact)
     local tatoeba="$DATA/tatoeba-en-de" multi30k="$DATA/multi30k"
     if [ "$variant" = free ]; then
         suffix=-free data=free gather=tatoeba_only minutes=$FREE_MINUTES
         steps=${FREE_STEPS:-$(shipped_steps "$src-$tgt-free")}
         regularise=(--dropout "$FREE_DROPOUT")
-        last=$FREE_AVERAGE_LAST lr_factor=$FREE_LR_FACTOR start=(--preset "$FREE_PRESET")
-        if [ -n "$INIT" ]; then
-            bundle_for INIT "$INIT" "$src" "$tgt"
-            init=$INIT start=(--init "$INIT")
-        fi
+        last=$FREE_AVERAGE_LAST start=(--preset "$FREE_PRESET")
     elif [ "$src-$tgt" = de-en ]; then
         steps=$DE_EN_STEPS
     else
         steps=$EN_DE_STEPS
+    fi
+    if [ -n "$INIT" ]; then
+        bundle_for INIT "$INIT" "$src" "$tgt"
+        init=$INIT start=(--init "$INIT")
     fi
     local W="$WORK/$src-$tgt$suffix" M="$WORK/$data" V="$WORK/en-de$suffix/data"
     "$gather" "$src"
@@ -320,7 +323,7 @@ translator() {
     [ -z "$teachers" ] || command="DISTILL=$teachers $command"
     [ -n "$init" ] || [ "$variant" != free ] || [ "$FREE_PRESET" = compact ] \
         || command="FREE_PRESET=$FREE_PRESET $command"
-    [ -z "$init" ] || command="INIT=$init FREE_LR_FACTOR=$lr_factor $command"
+    [ -z "$init" ] || command="INIT=$init LR_FACTOR=$lr_factor $command"
     tatoeba_test=$(awk '{ print $3; exit }' "$W/bleu-tatoeba.txt")
     multi30k_test=$(awk '{ print $3; exit }' "$W/bleu-test2016.txt")
     "$T" export --model "$W/run" --checkpoint "$W/averaged.safetensors" --int8 \
