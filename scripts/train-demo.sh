@@ -10,8 +10,10 @@
 # The translators (en-de, de-en; `translate` is both) learn from Tatoeba train (everyday
 # sentences) plus Multi30k train (captions) repeated MULTI30K_COPIES times, and validate on
 # both vals. Training stops after EN_DE_STEPS / DE_EN_STEPS steps (default: the step count
-# the shipped bundle records, so a rerun reproduces it), checkpointing every 500, so the
-# same training and averaging window come out on any machine. It takes hours on 2 cores:
+# the shipped bundle records), checkpointing every 500, so the same training and averaging
+# window come out on any machine. The shipped translators are continued runs:
+# scripts/train-mixed.sh and scripts/train-free.sh reproduce them stage by stage.
+# It takes hours on 2 cores:
 # stop it whenever (Ctrl-C loses at most one checkpoint interval) and run the script again
 # to resume the run where it stopped (`transduce train --resume`) instead of starting over.
 # The free translators (en-de-free, de-en-free; `free` is both) learn from Tatoeba alone
@@ -50,14 +52,7 @@ WORK=${WORK:-work/demo}
 MULTI30K_COPIES=${MULTI30K_COPIES:-2}
 BACKEND=${BACKEND:-cpu}
 TRAIN=${TRAIN:-1}
-# A shipped bundle's step count, from its own provenance (24,000 for one not shipped yet).
-shipped_steps() {
-    if [ -f "web/models/$1/config.json" ]; then
-        grep -o '"steps": *[0-9]*' "web/models/$1/config.json" | grep -o '[0-9]*$'
-    else
-        echo 24000
-    fi
-}
+source scripts/stages.sh
 EN_DE_STEPS=${EN_DE_STEPS:-$(shipped_steps en-de)}
 DE_EN_STEPS=${DE_EN_STEPS:-$(shipped_steps de-en)}
 PARSE_STEPS=${PARSE_STEPS:-$(shipped_steps ptb-parser)}
@@ -291,9 +286,8 @@ translator() {
     # development set. Multi30k val is scored either way, for the card.
     local best_alpha=0.6 best_val=-1 tatoeba_val=0 multi30k_val=0 alpha t m mean
     : > "$W/alpha.txt"
-    # Both free translators chose the edge of the first grid (2.0): theirs goes further.
-    local alphas=(0.6 1.0 1.5 2.0)
-    [ "$variant" = free ] && alphas+=(2.5 3.0)
+    # The free translators and the continued en-de chose the edge of the first grid (2.0).
+    local alphas=(0.6 1.0 1.5 2.0 2.5 3.0)
     for alpha in "${alphas[@]}"; do
         "$T" translate --model "$W/bundle" --alpha "$alpha" --input "$tatoeba/val.$src.gz" \
             --output "$W/val-tatoeba.$alpha.$tgt" --quiet

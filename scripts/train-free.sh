@@ -32,25 +32,10 @@ cd "$(dirname "$0")/.."
 source scripts/common.sh
 
 WORK=${WORK:-work/free}
+source scripts/stages.sh
 # The continued stages' step counts: the shipped bundles' own.
-shipped_steps() {
-    grep -o '"steps": *[0-9]*' "web/models/$1/config.json" | grep -o '[0-9]*$'
-}
 DE_EN_FREE_STEPS=${DE_EN_FREE_STEPS:-$(shipped_steps de-en-free)}
 EN_DE_FREE_STEPS=${EN_DE_FREE_STEPS:-$(shipped_steps en-de-free)}
-
-# stage N FOLDER DIRECTION VAR=VALUE...: train-demo.sh DIRECTION with WORK=WORK/FOLDER and
-# the settings given, unless that bundle is finished (tested once, its scores recorded).
-stage() {
-    local n=$1 folder="$WORK/$2" what=$3
-    shift 3
-    if grep -q '"bleu_tatoeba_test"' "$folder/$what/bundle/config.json" 2>/dev/null; then
-        log "stage $n ($what): done, $folder/$what/bundle"
-        return
-    fi
-    log "stage $n ($what): WORK=$folder $* scripts/train-demo.sh $what"
-    env WORK="$folder" FREE_MINUTES=100000 "$@" scripts/train-demo.sh "$what"
-}
 
 S="$WORK/scratch" C="$WORK/continued" F="$WORK/final"
 # Stages 1 and 2 share one WORK: de-en-free reads the vocabulary en-de-free learned there.
