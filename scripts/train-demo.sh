@@ -212,7 +212,7 @@ bleu() {
 translator() {
     local src=$1 tgt=$2 variant=${3:-mixed}
     local suffix="" data=mix gather=mix steps minutes=$TRANSLATE_MINUTES regularise=()
-    local last=${AVERAGE_LAST:-8} lr_factor=$LR_FACTOR init="" start=(--preset compact)
+    local last=${AVERAGE_LAST:-8} start=(--preset compact)
     local tatoeba="$DATA/tatoeba-en-de" multi30k="$DATA/multi30k"
     if [ "$variant" = free ]; then
         suffix=-free data=free gather=tatoeba_only minutes=$FREE_MINUTES
@@ -226,7 +226,7 @@ translator() {
     fi
     if [ -n "$INIT" ]; then
         bundle_for INIT "$INIT" "$src" "$tgt"
-        init=$INIT start=(--init "$INIT")
+        start=(--init "$INIT")
     fi
     local W="$WORK/$src-$tgt$suffix" M="$WORK/$data" V="$WORK/en-de$suffix/data"
     "$gather" "$src"
@@ -243,8 +243,8 @@ translator() {
     fi
     # One BPE vocabulary for both directions: en-de learns it, de-en reuses it.
     local vocabulary=(--vocab-size 8000)
-    if [ -n "$init" ]; then
-        vocabulary=(--tokenizer "$init/tokenizer.json")
+    if [ -n "$INIT" ]; then
+        vocabulary=(--tokenizer "$INIT/tokenizer.json")
     elif [ "$src-$tgt" = de-en ]; then
         [ -f "$V/tokenizer.json" ] || "$T" prepare --src "$M/train.en" \
             --tgt "$M/train.de" --valid-src "$M/val.en" --valid-tgt "$M/val.de" \
@@ -275,7 +275,7 @@ translator() {
         provenance=(--steps "$steps" ${seconds:+--training-seconds "$seconds"})
     else
         train "$W/run" "$minutes" "$steps" --data "$W/data" "${start[@]}" \
-            --max-tokens 4096 --warmup 1000 --lr-factor "$lr_factor" "${regularise[@]}" \
+            --max-tokens 4096 --warmup 1000 --lr-factor "$LR_FACTOR" "${regularise[@]}" \
             --checkpoint-steps 500 --checkpoint-minutes 100000 --keep 20
         "$T" average --run "$W/run" --last "$last" --out "$W/averaged.safetensors"
     fi
@@ -315,9 +315,9 @@ translator() {
     local tatoeba_test multi30k_test command="scripts/train-demo.sh $src-$tgt$suffix"
     [ -z "$bt" ] || command="BACK_TRANSLATE=$bt $command"
     [ -z "$teachers" ] || command="DISTILL=$teachers $command"
-    [ -n "$init" ] || [ "$variant" != free ] || [ "$FREE_PRESET" = compact ] \
+    [ -n "$INIT" ] || [ "$variant" != free ] || [ "$FREE_PRESET" = compact ] \
         || command="FREE_PRESET=$FREE_PRESET $command"
-    [ -z "$init" ] || command="INIT=$init LR_FACTOR=$lr_factor $command"
+    [ -z "$INIT" ] || command="INIT=$INIT LR_FACTOR=$LR_FACTOR $command"
     tatoeba_test=$(awk '{ print $3; exit }' "$W/bleu-tatoeba.txt")
     multi30k_test=$(awk '{ print $3; exit }' "$W/bleu-test2016.txt")
     "$T" export --model "$W/run" --checkpoint "$W/averaged.safetensors" --int8 \
