@@ -32,11 +32,13 @@
 # is the same) scales its learning rate. TRANSLATE_MINUTES bounds a mixed translator's
 # training (as FREE_MINUTES a free one's); set EN_DE_STEPS / DE_EN_STEPS with INIT.
 # FREE_PRESET (default compact) is the architecture of a free translator trained from
-# random weights (e.g. `small`, 7.6M parameters, still under 10 MB in int8, or `base` for a
-# teacher on a GPU). DISTILL=BUNDLE[,BUNDLE...] trains it on its teacher's translations
-# instead of the references (sequence-level knowledge distillation, Kim & Rush 2016): every
-# training source (back-translated ones included) is translated by BUNDLE, or by the
-# ensemble of the BUNDLEs (one vocabulary), with its beam and α; val keeps the references.
+# random weights (e.g. `small`, 7.6M parameters, 8.3 MB in int8: better per step, 0.71x as
+# fast on the CPU, so the better choice past about two core-hours or on a GPU, as measured
+# in docs/RESULTS.md; or `base` for a teacher on a GPU). DISTILL=BUNDLE[,BUNDLE...] trains
+# it on its teacher's translations instead of the references (sequence-level knowledge
+# distillation, Kim & Rush 2016): every training source (back-translated ones included) is
+# translated by BUNDLE, or by the ensemble of the BUNDLEs (one vocabulary), with its beam
+# and α; val keeps the references.
 # BACKEND=wgpu trains on a GPU (the shipped de-en trained there: 12,500 steps in 15
 # minutes on an H100). TRAIN=0 skips training and averaging and goes on from
 # WORK/<src>-<tgt>/averaged.safetensors (e.g. averaged on the GPU machine and copied back).
