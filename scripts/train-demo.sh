@@ -289,8 +289,7 @@ translator() {
     local best_alpha=0.6 best_val=-1 tatoeba_val=0 multi30k_val=0 alpha t m mean
     : > "$W/alpha.txt"
     # The free translators and the continued en-de chose the edge of the first grid (2.0).
-    local alphas=(0.6 1.0 1.5 2.0 2.5 3.0)
-    for alpha in "${alphas[@]}"; do
+    for alpha in 0.6 1.0 1.5 2.0 2.5 3.0; do
         "$T" translate --model "$W/bundle" --alpha "$alpha" --input "$tatoeba/val.$src.gz" \
             --output "$W/val-tatoeba.$alpha.$tgt" --quiet
         "$T" translate --model "$W/bundle" --alpha "$alpha" --input "$multi30k/val.$src.gz" \
