@@ -29,6 +29,9 @@
 # used memory above what it was before the row (nvidia-smi), or without a GPU the peak
 # resident memory of the process. PyTorch's f32 is its default on GPUs: matmuls in full
 # f32, no TF32.
+# On a real GPU each transduce row first spends most of a minute autotuning and compiling
+# kernels (H200, small, 12,000 tokens: 45 s for CUDA f32, 55 s wgpu, 91 s CUDA bf16, against
+# 2 s of timed steps): budget a few minutes a row, and PyTorch's rows take seconds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
