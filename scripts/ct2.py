@@ -26,8 +26,9 @@ How CT2's search is made to give transduce's result:
     own ranking, which only decides which `beam` of up to 2·beam-1 finished hypotheses CT2
     returns) is set to α·m/(5+m), m the batch's mean source length + 1, the length at which
     the two penalties have the same slope (should CT2's ranking ever drop transduce's best,
-    `check` shows it as a differing line). transduce's extra stop rule (no live beam can
-    still beat the best finished one) never changes its best hypothesis.
+    `check` asks twice more, with L = 0.001 and L = α, and rescores the union; the CT2
+    time it prints includes them). transduce's extra stop rule (no live beam can still
+    beat the best finished one) never changes its best hypothesis.
   * Maximum length. transduce allows src_len + max_extra output tokens EOS included and
     forces EOS at the last position; CT2's `max_decoding_length` counts generated tokens and
     at the last step keeps whatever was predicted. So CT2 gets src_len + max_extra - 1: the
@@ -323,15 +324,28 @@ class Ct2:
                 min_decoding_length=0,
                 max_input_length=0,
             )
+            # `check` only: CT2's own penalty decides which `beam` of its finished
+            # hypotheses come back, and at a large α one L can drop the GNMT-best (a short
+            # one under the mean-length L). The search does not depend on L != 0 (module
+            # doc), so the same search asked again with L = 0.001 (favouring short) and
+            # L = α (favouring long) returns other cuts of the same finished set; their
+            # union is rescored. Not in `race`, which times one call.
+            extra = [0.001, alpha] if exact_limits and beam > 1 else []
+            more = [self.translator.translate_batch(
+                src, max_batch_size=batch, batch_type="examples", beam_size=beam,
+                patience=1, num_hypotheses=beam, length_penalty=penalty, return_scores=True,
+                return_end_token=True, max_decoding_length=limit - 1, min_decoding_length=0,
+                max_input_length=0) for penalty in extra]
             if beam > 1:
                 best = []
-                for r in results:
-                    scored = []
-                    for hyp, score in zip(r.hypotheses, r.scores):
-                        n = len(hyp)  # EOS included (unless stopped by the limit)
-                        raw = score * n ** ct2_penalty
-                        scored.append((raw / gnmt(n, alpha), hyp, raw))
-                    best.append(max(scored, key=lambda s: s[0]))
+                for j, r in enumerate(results):
+                    scored = {}
+                    for penalty, rs in [(ct2_penalty, r)] + [(p, m[j]) for p, m in zip(extra, more)]:
+                        for hyp, score in zip(rs.hypotheses, rs.scores):
+                            n = len(hyp)  # EOS included (unless stopped by the limit)
+                            raw = score * n ** penalty
+                            scored.setdefault(tuple(hyp), (raw / gnmt(n, alpha), hyp, raw))
+                    best.append(max(scored.values(), key=lambda s: s[0]))
             else:
                 best = [(None, r.hypotheses[0], None) for r in results]
             spent += time.perf_counter() - t0

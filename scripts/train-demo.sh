@@ -39,8 +39,11 @@
 # distillation, Kim & Rush 2016): every training source (back-translated ones included) is
 # translated by BUNDLE, or by the ensemble of the BUNDLEs (one vocabulary), with its beam
 # and α; val keeps the references.
-# BACKEND=wgpu trains on a GPU (the shipped de-en trained there: 12,500 steps in 15
-# minutes on an H100). TRAIN=0 skips training and averaging and goes on from
+# BACKEND=wgpu|cuda trains on a GPU (the compact mixed de-en trained there: 12,500 steps in 15
+# minutes on an H100), PRECISION=bf16|f16 in mixed precision there (default f32); MAX_TOKENS
+# (default 4096), WARMUP (default 1000) and CHECKPOINT_STEPS (default 500) size a run's
+# batches, warm-up and checkpoints, e.g. 12000 / 300 for a GPU (the shipped mixed `small`
+# translators: scripts/train-mixed.sh stages 5-6). TRAIN=0 skips training and averaging and goes on from
 # WORK/<src>-<tgt>/averaged.safetensors (e.g. averaged on the GPU machine and copied back).
 # Everything after training (averaging, α on val, export, the one test run) reruns in
 # minutes. Selection uses the vals only; each test set is translated once, at the end.
@@ -53,6 +56,10 @@ DATA=${DATA:-../shared/data}
 WORK=${WORK:-work/demo}
 MULTI30K_COPIES=${MULTI30K_COPIES:-2}
 BACKEND=${BACKEND:-cpu}
+PRECISION=${PRECISION:-}
+MAX_TOKENS=${MAX_TOKENS:-4096}
+WARMUP=${WARMUP:-1000}
+CHECKPOINT_STEPS=${CHECKPOINT_STEPS:-500}
 TRAIN=${TRAIN:-1}
 source scripts/stages.sh
 EN_DE_STEPS=${EN_DE_STEPS:-$(shipped_steps en-de)}
@@ -94,7 +101,7 @@ train() {
             --backend "$BACKEND"
     else
         "$T" train --out "$run" --max-minutes "$minutes" --max-steps "$steps" \
-            --backend "$BACKEND" "$@"
+            --backend "$BACKEND" ${PRECISION:+--precision "$PRECISION"} "$@"
     fi
 }
 
@@ -277,8 +284,9 @@ translator() {
         provenance=(--steps "$steps" ${seconds:+--training-seconds "$seconds"})
     else
         train "$W/run" "$minutes" "$steps" --data "$W/data" "${start[@]}" \
-            --max-tokens 4096 --warmup 1000 --lr-factor "$LR_FACTOR" "${regularise[@]}" \
-            --checkpoint-steps 500 --checkpoint-minutes 100000 --keep 20
+            --max-tokens "$MAX_TOKENS" --warmup "$WARMUP" --lr-factor "$LR_FACTOR" \
+            "${regularise[@]}" --checkpoint-steps "$CHECKPOINT_STEPS" --checkpoint-minutes 100000 \
+            --keep 20
         "$T" average --run "$W/run" --last "$last" --out "$W/averaged.safetensors"
     fi
     "$T" export --model "$W/run" --checkpoint "$W/averaged.safetensors" --int8 \

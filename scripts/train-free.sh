@@ -35,11 +35,11 @@
 #  10. de-en-free as preset `small` from random weights on Tatoeba + the
 #      English CC0 sentences back-translated by 9 (7's vocabulary)      4,952 steps
 #  11. 10 continued on Tatoeba alone (factor 0.2)                        DE_EN_FREE_STEPS
-#      (the shipped bundle's, 3,616)
+#      (the shipped bundle's, 6,107)
 #
 # 9 and 11 are the shipped bundles. Step counts, not minutes, bound every stage, so the same
 # checkpoints are averaged on any machine (the shipped runs were bounded by time on 2 CPU
-# cores, 15 h 37 min in all, and stopped at these steps). Stop it whenever and run it again:
+# cores, 16 h 57 min in all, and stopped at these steps). Stop it whenever and run it again:
 # a finished stage (its bundle tested) is skipped, an unfinished one resumes. One
 # difference from the shipped chain: stage 1 then chose α on a grid ending at 2.0 and
 # back-translated stage 2's data with it; the script's grid now reaches 3.0, where that

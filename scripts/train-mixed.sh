@@ -1,23 +1,40 @@
 #!/usr/bin/env bash
 # Reproduces the two mixed translators, web/models/en-de and de-en (Tatoeba + Multi30k,
-# non-commercial): four stages of scripts/train-demo.sh.
+# non-commercial): seven stages of scripts/train-demo.sh.
 #
 #   scripts/train-mixed.sh   (WORK, default work/mixed: stages 1-2 in WORK/scratch, 3-4 in
-#                             WORK/continued)
+#                             WORK/continued, 5-6 in WORK/small, 7 in WORK/small-m4)
 #
 #   1. en-de from random weights on the mix (its vocabulary)              11,500 steps
 #   2. de-en from random weights on the mix (1's vocabulary)              12,500 steps
 #   3. en-de continued from 1 on the mix (learning-rate factor 0.2,
-#      the last 3 checkpoints averaged)                                   EN_DE_STEPS
-#   4. de-en continued from 2 likewise                                    DE_EN_STEPS
-#      (3 and 4: the shipped bundles' step counts, 4,037 and 4,249)
+#      the last 3 checkpoints averaged)                                    4,037 steps
+#   4. de-en continued from 2 likewise                                     4,249 steps
+#      (3 and 4: the `compact` bundles shipped until 5 and 6 passed them)
+#   5. en-de as preset `small`, continued from en-de-free (FREE_EN_DE,
+#      default web/models/en-de-free; its vocabulary) on the mix, on a
+#      GPU: 12,000-token batches, warm-up 300, factor 0.2, bf16, the last
+#      4 checkpoints averaged                                              EN_DE_STEPS
+#   6. de-en likewise from de-en-free (FREE_DE_EN)                          2,624 steps
+#   7. de-en continued from 6 on the mix with Multi30k four times, on the
+#      CPU (factor 0.1, warm-up 300, 4,096-token batches, the last 3
+#      checkpoints averaged)                                               DE_EN_STEPS
+#      (5 and 7: the shipped bundles' step counts, 2,861 and 1,332; the
+#      same continuation of 5 scored 0.43 lower on the mean of the vals)
 #
-# 3 and 4 are the shipped bundles. The shipped stage 1 trained on 2 CPU cores over three
-# sessions (stopped and resumed: exact resume gives the same weights), stage 2 on an H100
-# (BACKEND=wgpu: 12,500 steps in 820 s), 3 and 4 on one CPU core each, side by side, for 78
-# minutes. Step counts bound every stage here, so the same checkpoints are averaged on any
-# machine. Stop it whenever and run it again: a finished stage (its bundle tested) is
-# skipped, an unfinished one resumes. BACKEND, RAYON_NUM_THREADS, DATA as in train-demo.sh.
+# 5 and 7 are the shipped bundles; 1-4 run only with COMPACT=1. 5 and 6 trained side by
+# side on one H200 for 8.1 minutes each (SMALL_BACKEND=cuda SMALL_PRECISION=bf16, the
+# defaults; `SMALL_BACKEND=cpu SMALL_PRECISION=` runs them on the CPU, about 3 hours each on
+# 2 cores), checkpointing every half minute: the averaged checkpoints were steps 2,150
+# 2,473 2,770 2,861 (en-de) and 1,916 2,238 2,531 2,624 (de-en), where a rerun checkpoints
+# every 300 steps. Their inits were the free bundles as of commit 6b94491 (de-en-free of
+# 3,616 steps): if web/models has moved on, point FREE_EN_DE / FREE_DE_EN at those
+# (`git show COMMIT:web/models/ID/FILE` for config.json, tokenizer.json, model.safetensors).
+# The compact stage 1 trained on 2 CPU cores over three sessions (stopped and resumed: exact
+# resume gives the same weights), stage 2 on an H100 (BACKEND=wgpu: 12,500 steps in 820 s),
+# 3 and 4 on one CPU core each, side by side, for 78 minutes. Step counts bound every stage.
+# Stop it whenever and run it again: a finished stage (its bundle tested) is skipped, an
+# unfinished one resumes. BACKEND, RAYON_NUM_THREADS, DATA as in train-demo.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/common.sh
@@ -28,12 +45,25 @@ EN_DE_STEPS=${EN_DE_STEPS:-$(shipped_steps en-de)}
 DE_EN_STEPS=${DE_EN_STEPS:-$(shipped_steps de-en)}
 
 S="$WORK/scratch" C="$WORK/continued"
-# Stages 1 and 2 share one WORK: de-en reads the vocabulary en-de learned there.
+# Stages 1-4 (the compact lineage, no longer shipped) run with COMPACT=1. Stages 1 and 2
+# share one WORK: de-en reads the vocabulary en-de learned there.
+if [ "${COMPACT:-0}" = 1 ]; then
 stage 1 scratch en-de EN_DE_STEPS=11500 AVERAGE_LAST=8
 stage 2 scratch de-en DE_EN_STEPS=12500 AVERAGE_LAST=8
-stage 3 continued en-de EN_DE_STEPS="$EN_DE_STEPS" INIT="$S/en-de/bundle" LR_FACTOR=0.2 \
+stage 3 continued en-de EN_DE_STEPS=4037 INIT="$S/en-de/bundle" LR_FACTOR=0.2 \
     AVERAGE_LAST=3
-stage 4 continued de-en DE_EN_STEPS="$DE_EN_STEPS" INIT="$S/de-en/bundle" LR_FACTOR=0.2 \
+stage 4 continued de-en DE_EN_STEPS=4249 INIT="$S/de-en/bundle" LR_FACTOR=0.2 \
     AVERAGE_LAST=3
-log "the mixed translators: $C/en-de/bundle and $C/de-en/bundle" \
+fi
+# The small stages run on SMALL_BACKEND (their bundles were trained on a GPU).
+SB=${SMALL_BACKEND:-cuda} SP=${SMALL_PRECISION-bf16}
+small=(MAX_TOKENS=12000 WARMUP=300 CHECKPOINT_STEPS=300 LR_FACTOR=0.2 AVERAGE_LAST=4
+    BACKEND="$SB" PRECISION="$SP")
+stage 5 small en-de EN_DE_STEPS="$EN_DE_STEPS" INIT="${FREE_EN_DE:-web/models/en-de-free}" \
+    "${small[@]}"
+stage 6 small de-en DE_EN_STEPS=2624 INIT="${FREE_DE_EN:-web/models/de-en-free}" \
+    "${small[@]}"
+stage 7 small-m4 de-en DE_EN_STEPS="$DE_EN_STEPS" INIT="$WORK/small/de-en/bundle" \
+    MULTI30K_COPIES=4 LR_FACTOR=0.1 WARMUP=300 CHECKPOINT_STEPS=250 AVERAGE_LAST=3
+log "the mixed translators: $WORK/small/en-de/bundle and $WORK/small-m4/de-en/bundle" \
     "(copy them to web/models/en-de and web/models/de-en)"

@@ -179,7 +179,7 @@ impl ModelConfig {
         }
     }
 
-    /// Between `mini` and `small`: the demo translators' size. 4.6M parameters with an 8k
+    /// Between `mini` and `small`: the first demo translators' size. 4.6M parameters with an 8k
     /// vocabulary, so a bundle stored in f16 (9.3 MB of weights) stays under the page's
     /// 10 MB budget without int8 storage, and it trains at about 60% of `small`'s cost per
     /// token. Three layers, as `small`, since depth (Table 3, rows C) pays more than width.
