@@ -309,39 +309,41 @@ class Ct2:
             limit = longest + max(max_extra, 1)  # transduce: output tokens, EOS included
             mean_len = sum(len(s) for s in src) / len(src) + 1
             ct2_penalty = alpha * mean_len / (5.0 + mean_len) if beam > 1 else 0.0
+
+            def search(penalty):
+                return self.translator.translate_batch(
+                    src,
+                    max_batch_size=batch,
+                    batch_type="examples",
+                    beam_size=beam,
+                    patience=1,
+                    num_hypotheses=beam,
+                    length_penalty=penalty,
+                    return_scores=beam > 1,
+                    return_end_token=True,
+                    max_decoding_length=limit - 1,
+                    min_decoding_length=0,
+                    max_input_length=0,
+                )
+
             t0 = time.perf_counter()
-            results = self.translator.translate_batch(
-                src,
-                max_batch_size=batch,
-                batch_type="examples",
-                beam_size=beam,
-                patience=1,
-                num_hypotheses=beam,
-                length_penalty=ct2_penalty,
-                return_scores=beam > 1,
-                return_end_token=True,
-                max_decoding_length=limit - 1,
-                min_decoding_length=0,
-                max_input_length=0,
-            )
             # `check` only: CT2's own penalty decides which `beam` of its finished
             # hypotheses come back, and at a large α one L can drop the GNMT-best (a short
             # one under the mean-length L). The search does not depend on L != 0 (module
             # doc), so the same search asked again with L = 0.001 (favouring short) and
             # L = α (favouring long) returns other cuts of the same finished set; their
             # union is rescored. Not in `race`, which times one call.
-            extra = [0.001, alpha] if exact_limits and beam > 1 else []
-            more = [self.translator.translate_batch(
-                src, max_batch_size=batch, batch_type="examples", beam_size=beam,
-                patience=1, num_hypotheses=beam, length_penalty=penalty, return_scores=True,
-                return_end_token=True, max_decoding_length=limit - 1, min_decoding_length=0,
-                max_input_length=0) for penalty in extra]
+            penalties = [ct2_penalty]
+            if exact_limits and beam > 1:
+                penalties += [0.001, alpha]
+            runs = [(penalty, search(penalty)) for penalty in penalties]
+            results = runs[0][1]
             if beam > 1:
                 best = []
-                for j, r in enumerate(results):
+                for j in range(len(results)):
                     scored = {}
-                    for penalty, rs in [(ct2_penalty, r)] + [(p, m[j]) for p, m in zip(extra, more)]:
-                        for hyp, score in zip(rs.hypotheses, rs.scores):
+                    for penalty, run in runs:
+                        for hyp, score in zip(run[j].hypotheses, run[j].scores):
                             n = len(hyp)  # EOS included (unless stopped by the limit)
                             raw = score * n ** penalty
                             scored.setdefault(tuple(hyp), (raw / gnmt(n, alpha), hyp, raw))

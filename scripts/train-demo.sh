@@ -39,11 +39,11 @@
 # distillation, Kim & Rush 2016): every training source (back-translated ones included) is
 # translated by BUNDLE, or by the ensemble of the BUNDLEs (one vocabulary), with its beam
 # and α; val keeps the references.
-# BACKEND=wgpu|cuda trains on a GPU (the compact mixed de-en trained there: 12,500 steps in 15
-# minutes on an H100), PRECISION=bf16|f16 in mixed precision there (default f32); MAX_TOKENS
-# (default 4096), WARMUP (default 1000) and CHECKPOINT_STEPS (default 500) size a run's
-# batches, warm-up and checkpoints, e.g. 12000 / 300 for a GPU (the shipped mixed `small`
-# translators: scripts/train-mixed.sh stages 5-6). TRAIN=0 skips training and averaging and goes on from
+# BACKEND=wgpu|cuda trains on a GPU (the compact mixed de-en trained there: 12,500 steps in
+# 15 minutes on an H100), PRECISION=bf16|f16 in mixed precision there (default f32);
+# MAX_TOKENS (default 4096), WARMUP (default 1000) and CHECKPOINT_STEPS (default 500) size a
+# run's batches, warm-up and checkpoints, e.g. 12000 / 300 on a GPU (scripts/train-mixed.sh
+# stages 5-6). TRAIN=0 skips training and averaging and goes on from
 # WORK/<src>-<tgt>/averaged.safetensors (e.g. averaged on the GPU machine and copied back).
 # Everything after training (averaging, α on val, export, the one test run) reruns in
 # minutes. Selection uses the vals only; each test set is translated once, at the end.
