@@ -3,7 +3,7 @@
 # non-commercial): seven stages of scripts/train-demo.sh.
 #
 #   scripts/train-mixed.sh   (WORK, default work/mixed: stages 1-2 in WORK/scratch, 3-4 in
-#                             WORK/continued, 5-6 in WORK/small, 7 in WORK/small-m4)
+#                             WORK/continued, 5-6 in WORK/small, 7-8 in WORK/small-m4)
 #
 #   1. en-de from random weights on the mix (its vocabulary)              11,500 steps
 #   2. de-en from random weights on the mix (1's vocabulary)              12,500 steps
@@ -14,15 +14,16 @@
 #   5. en-de as preset `small`, continued from en-de-free (FREE_EN_DE,
 #      default web/models/en-de-free; its vocabulary) on the mix, on a
 #      GPU: 12,000-token batches, warm-up 300, factor 0.2, bf16, the last
-#      4 checkpoints averaged                                              EN_DE_STEPS
+#      4 checkpoints averaged                                              2,861 steps
 #   6. de-en likewise from de-en-free (FREE_DE_EN)                          2,624 steps
 #   7. de-en continued from 6 on the mix with Multi30k four times, on the
 #      CPU (factor 0.1, warm-up 300, 4,096-token batches, the last 3
 #      checkpoints averaged)                                               DE_EN_STEPS
-#      (5 and 7: the shipped bundles' step counts, 2,861 and 1,332; the
-#      same continuation of 5 scored 0.43 lower on the mean of the vals)
+#   8. en-de continued from 5 likewise                                     EN_DE_STEPS
+#      (7 and 8: the shipped bundles' step counts by default, 4,892 and
+#      4,714)
 #
-# 5 and 7 are the shipped bundles; 1-4 run only with COMPACT=1. 5 and 6 trained side by
+# 8 and 7 are the shipped bundles; 1-4 run only with COMPACT=1. 5 and 6 trained side by
 # side on one H200 for 8.1 minutes each (SMALL_BACKEND=cuda SMALL_PRECISION=bf16, the
 # defaults; `SMALL_BACKEND=cpu SMALL_PRECISION=` runs them on the CPU, about 3 hours each on
 # 2 cores), checkpointing every half minute: the averaged checkpoints were steps 2,150
@@ -32,7 +33,8 @@
 # (`git show COMMIT:web/models/ID/FILE` for config.json, tokenizer.json, model.safetensors).
 # The compact stage 1 trained on 2 CPU cores over three sessions (stopped and resumed: exact
 # resume gives the same weights), stage 2 on an H100 (BACKEND=wgpu: 12,500 steps in 820 s),
-# 3 and 4 on one CPU core each, side by side, for 78 minutes. Step counts bound every stage.
+# 3 and 4 on one CPU core each, side by side, for 78 minutes, 7 and 8 on one thread each,
+# side by side, for 170 minutes (stopped at 60 and resumed). Step counts bound every stage.
 # Stop it whenever and run it again: a finished stage (its bundle tested) is skipped, an
 # unfinished one resumes. BACKEND, RAYON_NUM_THREADS, DATA as in train-demo.sh.
 set -euo pipefail
@@ -59,11 +61,13 @@ fi
 SB=${SMALL_BACKEND:-cuda} SP=${SMALL_PRECISION-bf16}
 small=(MAX_TOKENS=12000 WARMUP=300 CHECKPOINT_STEPS=300 LR_FACTOR=0.2 AVERAGE_LAST=4
     BACKEND="$SB" PRECISION="$SP")
-stage 5 small en-de EN_DE_STEPS="$EN_DE_STEPS" INIT="${FREE_EN_DE:-web/models/en-de-free}" \
+stage 5 small en-de EN_DE_STEPS=2861 INIT="${FREE_EN_DE:-web/models/en-de-free}" \
     "${small[@]}"
 stage 6 small de-en DE_EN_STEPS=2624 INIT="${FREE_DE_EN:-web/models/de-en-free}" \
     "${small[@]}"
 stage 7 small-m4 de-en DE_EN_STEPS="$DE_EN_STEPS" INIT="$WORK/small/de-en/bundle" \
     MULTI30K_COPIES=4 LR_FACTOR=0.1 WARMUP=300 CHECKPOINT_STEPS=250 AVERAGE_LAST=3
-log "the mixed translators: $WORK/small/en-de/bundle and $WORK/small-m4/de-en/bundle" \
+stage 8 small-m4 en-de EN_DE_STEPS="$EN_DE_STEPS" INIT="$WORK/small/en-de/bundle" \
+    MULTI30K_COPIES=4 LR_FACTOR=0.1 WARMUP=300 CHECKPOINT_STEPS=250 AVERAGE_LAST=3
+log "the mixed translators: $WORK/small-m4/en-de/bundle and $WORK/small-m4/de-en/bundle" \
     "(copy them to web/models/en-de and web/models/de-en)"
