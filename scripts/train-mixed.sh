@@ -46,7 +46,7 @@ source scripts/stages.sh
 EN_DE_STEPS=${EN_DE_STEPS:-$(shipped_steps en-de)}
 DE_EN_STEPS=${DE_EN_STEPS:-$(shipped_steps de-en)}
 
-S="$WORK/scratch" C="$WORK/continued"
+S="$WORK/scratch"
 # Stages 1-4 (the compact lineage, no longer shipped) run with COMPACT=1. Stages 1 and 2
 # share one WORK: de-en reads the vocabulary en-de learned there.
 if [ "${COMPACT:-0}" = 1 ]; then
@@ -65,9 +65,9 @@ stage 5 small en-de EN_DE_STEPS=2861 INIT="${FREE_EN_DE:-web/models/en-de-free}"
     "${small[@]}"
 stage 6 small de-en DE_EN_STEPS=2624 INIT="${FREE_DE_EN:-web/models/de-en-free}" \
     "${small[@]}"
-stage 7 small-m4 de-en DE_EN_STEPS="$DE_EN_STEPS" INIT="$WORK/small/de-en/bundle" \
-    MULTI30K_COPIES=4 LR_FACTOR=0.1 WARMUP=300 CHECKPOINT_STEPS=250 AVERAGE_LAST=3
-stage 8 small-m4 en-de EN_DE_STEPS="$EN_DE_STEPS" INIT="$WORK/small/en-de/bundle" \
-    MULTI30K_COPIES=4 LR_FACTOR=0.1 WARMUP=300 CHECKPOINT_STEPS=250 AVERAGE_LAST=3
+# Stages 7 and 8: the captions weighted more, on BACKEND (the shipped ones: the CPU).
+m4=(MULTI30K_COPIES=4 LR_FACTOR=0.1 WARMUP=300 CHECKPOINT_STEPS=250 AVERAGE_LAST=3)
+stage 7 small-m4 de-en DE_EN_STEPS="$DE_EN_STEPS" INIT="$WORK/small/de-en/bundle" "${m4[@]}"
+stage 8 small-m4 en-de EN_DE_STEPS="$EN_DE_STEPS" INIT="$WORK/small/en-de/bundle" "${m4[@]}"
 log "the mixed translators: $WORK/small-m4/en-de/bundle and $WORK/small-m4/de-en/bundle" \
     "(copy them to web/models/en-de and web/models/de-en)"
