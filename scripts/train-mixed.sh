@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Reproduces the two mixed translators, web/models/en-de and de-en (Tatoeba + Multi30k,
-# non-commercial): seven stages of scripts/train-demo.sh.
+# non-commercial): eight stages of scripts/train-demo.sh.
 #
 #   scripts/train-mixed.sh   (WORK, default work/mixed: stages 1-2 in WORK/scratch, 3-4 in
 #                             WORK/continued, 5-6 in WORK/small, 7-8 in WORK/small-m4)
