@@ -34,7 +34,9 @@
 # FREE_PRESET (default compact) is the architecture of a free translator trained from
 # random weights (e.g. `small`, 7.6M parameters, 8.3 MB in int8: better per step, 0.71x as
 # fast on the CPU, so the better choice past about two core-hours or on a GPU, as measured
-# in docs/RESULTS.md; or `base` for a teacher on a GPU). DISTILL=BUNDLE[,BUNDLE...] trains
+# in docs/RESULTS.md; or `base` for a teacher on a GPU); MIXED_PRESET (default compact) is
+# the same for a mixed translator trained from random weights, whose vocabulary is learned
+# on the mix (e.g. `small` on a GPU, for the captions). DISTILL=BUNDLE[,BUNDLE...] trains
 # it on its teacher's translations instead of the references (sequence-level knowledge
 # distillation, Kim & Rush 2016): every training source (back-translated ones included) is
 # translated by BUNDLE, or by the ensemble of the BUNDLEs (one vocabulary), with its beam
@@ -75,6 +77,7 @@ INIT=${INIT:-}
 LR_FACTOR=${LR_FACTOR:-${FREE_LR_FACTOR:-0.5}}
 TRANSLATE_MINUTES=${TRANSLATE_MINUTES:-100000}
 FREE_PRESET=${FREE_PRESET:-compact}
+MIXED_PRESET=${MIXED_PRESET:-compact}
 DISTILL=${DISTILL:-}
 what=${1:-all}
 case "$what" in
@@ -221,7 +224,7 @@ bleu() {
 translator() {
     local src=$1 tgt=$2 variant=${3:-mixed}
     local suffix="" data=mix gather=mix steps minutes=$TRANSLATE_MINUTES regularise=()
-    local last=${AVERAGE_LAST:-8} start=(--preset compact)
+    local last=${AVERAGE_LAST:-8} start=(--preset "$MIXED_PRESET")
     local tatoeba="$DATA/tatoeba-en-de" multi30k="$DATA/multi30k"
     if [ "$variant" = free ]; then
         suffix=-free data=free gather=tatoeba_only minutes=$FREE_MINUTES
@@ -326,6 +329,8 @@ translator() {
     [ -z "$teachers" ] || command="DISTILL=$teachers $command"
     [ -n "$INIT" ] || [ "$variant" != free ] || [ "$FREE_PRESET" = compact ] \
         || command="FREE_PRESET=$FREE_PRESET $command"
+    [ -n "$INIT" ] || [ "$variant" = free ] || [ "$MIXED_PRESET" = compact ] \
+        || command="MIXED_PRESET=$MIXED_PRESET $command"
     [ -z "$INIT" ] || command="INIT=$INIT LR_FACTOR=$LR_FACTOR $command"
     tatoeba_test=$(awk '{ print $3; exit }' "$W/bleu-tatoeba.txt")
     multi30k_test=$(awk '{ print $3; exit }' "$W/bleu-test2016.txt")
