@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # One call on a lent GPU machine (docs/RESULTS.md, "The mixed translators as `small`"): the
 # two `small` mixed translators (en→de, de→en) continued from the free bundles (or, with
-# PRESET, trained from random weights) on Tatoeba + Multi30k, side by side on one GPU, within BUDGET seconds; their averaged f32 weights, run.json
-# and metrics.jsonl come back in pieces under 16 MB ($OUT/ende.tar.*, $OUT/deen.tar.*).
+# PRESET, trained from random weights) on Tatoeba + Multi30k, side by side on one GPU,
+# within BUDGET seconds; their averaged f32 weights, run.json and metrics.jsonl come back
+# in pieces under 16 MB ($OUT/ende.tar.*, $OUT/deen.tar.*).
 #
 # It reads, from the repository root it runs in: .dev/transduce.xz (the release binary,
 # `cargo build --release --features cuda`, stripped, xz), .dev/{ende,deen}-data.tar.xz (each
