@@ -14,9 +14,8 @@
 # rehearses it here. PRESET=small (or another preset) trains both from random weights instead
 # of continuing the free bundles: then each data folder is the one `MIXED_PRESET=small
 # scripts/train-demo.sh en-de|de-en` prepares without INIT (the vocabulary learned on the
-# mix), and WARMUP / LR / BATCH size the schedule to the lease. cubecl's autotune results
-# come back as $OUT/autotune.tgz when the build keeps them (target/environment: only with
-# burn-cubecl's `persistence` feature, off today; docs/BENCHMARKS.md, third lease). Back here:
+# mix), and WARMUP / LR / BATCH size the schedule to the lease. Each process autotunes anew
+# (no persistent cache in this build: docs/BENCHMARKS.md, third lease). Back here:
 # `cat ende.tar.* | tar xf -`, then the averaged weights as WORK/en-de/averaged.safetensors
 # and run.json, metrics.jsonl, tokenizer.json in WORK/en-de/run, and
 # `TRAIN=0 EN_DE_STEPS=<last step> INIT=... scripts/train-demo.sh en-de`.
@@ -41,13 +40,12 @@ for d in ende deen; do mkdir -p $S/$d-data && xz -dc .dev/$d-data.tar.xz | tar x
 T=$S/transduce
 L=$S/logs; mkdir -p $L
 declare -A INIT=([ende]=web/models/en-de-free [deen]=web/models/de-en-free)
-declare -A FROM
-for d in ende deen; do FROM[$d]="--init ${INIT[$d]}"; [ -z "${PRESET:-}" ] || FROM[$d]="--preset $PRESET"; done
 declare -A PID BACK TRIED
 start() { # start DIRECTION BACKEND PRECISION MINUTES
   rm -rf $S/$1
   BACK[$1]=$2
-  $T train --data $S/$1-data/data --out $S/$1 ${FROM[$1]} --backend $2 --precision $3 \
+  local from="--init ${INIT[$1]}"; [ -z "${PRESET:-}" ] || from="--preset $PRESET"
+  $T train --data $S/$1-data/data --out $S/$1 $from --backend $2 --precision $3 \
     --max-tokens $BATCH --warmup ${WARMUP:-300} --lr-factor ${LR:-0.2} --max-minutes $4 \
     --checkpoint-minutes ${CKPT:-0.5} --checkpoint-steps 100000 --keep 30 --quiet \
     > $L/train-$1-$2.log 2>&1 &
@@ -91,5 +89,4 @@ for d in ende deen; do
   split -b 16000000 -d $S/$d.tar $OUT/$d.tar.
 done
 tar czf $OUT/logs.tgz -C $S logs
-[ ! -d target/environment ] || tar czf $OUT/autotune.tgz target/environment
 ls -la $OUT; log done

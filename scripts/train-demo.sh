@@ -224,18 +224,20 @@ bleu() {
 translator() {
     local src=$1 tgt=$2 variant=${3:-mixed}
     local suffix="" data=mix gather=mix steps minutes=$TRANSLATE_MINUTES regularise=()
-    local last=${AVERAGE_LAST:-8} start=(--preset "$MIXED_PRESET")
+    # The variable naming the preset of a run from random weights (recorded in the card).
+    local last=${AVERAGE_LAST:-8} preset=MIXED_PRESET
     local tatoeba="$DATA/tatoeba-en-de" multi30k="$DATA/multi30k"
     if [ "$variant" = free ]; then
         suffix=-free data=free gather=tatoeba_only minutes=$FREE_MINUTES
         steps=${FREE_STEPS:-$(shipped_steps "$src-$tgt-free")}
         regularise=(--dropout "$FREE_DROPOUT")
-        last=$FREE_AVERAGE_LAST start=(--preset "$FREE_PRESET")
+        last=$FREE_AVERAGE_LAST preset=FREE_PRESET
     elif [ "$src-$tgt" = de-en ]; then
         steps=$DE_EN_STEPS
     else
         steps=$EN_DE_STEPS
     fi
+    local start=(--preset "${!preset}")
     if [ -n "$INIT" ]; then
         bundle_for INIT "$INIT" "$src" "$tgt"
         start=(--init "$INIT")
@@ -327,10 +329,7 @@ translator() {
     local tatoeba_test multi30k_test command="scripts/train-demo.sh $src-$tgt$suffix"
     [ -z "$bt" ] || command="BACK_TRANSLATE=$bt $command"
     [ -z "$teachers" ] || command="DISTILL=$teachers $command"
-    [ -n "$INIT" ] || [ "$variant" != free ] || [ "$FREE_PRESET" = compact ] \
-        || command="FREE_PRESET=$FREE_PRESET $command"
-    [ -n "$INIT" ] || [ "$variant" = free ] || [ "$MIXED_PRESET" = compact ] \
-        || command="MIXED_PRESET=$MIXED_PRESET $command"
+    [ -n "$INIT" ] || [ "${!preset}" = compact ] || command="$preset=${!preset} $command"
     [ -z "$INIT" ] || command="INIT=$INIT LR_FACTOR=$LR_FACTOR $command"
     tatoeba_test=$(awk '{ print $3; exit }' "$W/bleu-tatoeba.txt")
     multi30k_test=$(awk '{ print $3; exit }' "$W/bleu-test2016.txt")
