@@ -9,7 +9,8 @@
 # `cargo build --release --features cuda`, stripped, xz), .dev/{ende,deen}-data.tar.xz (each
 # the `data` folder `scripts/train-demo.sh en-de|de-en` prepares with INIT set to the free
 # bundle, tarred), .gl/*.deb (the Vulkan and glvnd loaders, for the wgpu fall-back), and
-# web/models/{en-de,de-en}-free. B/P pick the backend and precision (default cuda bf16; a
+# web/models/{en-de,de-en}-free (or the bundles INIT_ENDE / INIT_DEEN name, to continue
+# another lineage; their vocabulary must be the data's). B/P pick the backend and precision (default cuda bf16; a
 # run that fails is retried once on wgpu f32); REHEARSAL=1 B=cpu P=f32 BUDGET=170 BATCH=1500
 # rehearses it here. PRESET=small (or another preset) trains both from random weights instead
 # of continuing the free bundles: then each data folder is the one `MIXED_PRESET=small
@@ -39,7 +40,7 @@ xz -dc .dev/transduce.xz > $S/transduce && chmod +x $S/transduce
 for d in ende deen; do mkdir -p $S/$d-data && xz -dc .dev/$d-data.tar.xz | tar xf - -C $S/$d-data & done; wait
 T=$S/transduce
 L=$S/logs; mkdir -p $L
-declare -A INIT=([ende]=web/models/en-de-free [deen]=web/models/de-en-free)
+declare -A INIT=([ende]=${INIT_ENDE:-web/models/en-de-free} [deen]=${INIT_DEEN:-web/models/de-en-free})
 declare -A PID BACK TRIED
 start() { # start DIRECTION BACKEND PRECISION MINUTES
   rm -rf $S/$1
@@ -70,8 +71,9 @@ while [ -n "${PID[ende]}${PID[deen]}" ]; do
     [ $((n % 6)) = 0 ] && echo "$d $(grep -v valid $S/$d/metrics.jsonl 2>/dev/null | tail -1 | cut -c1-190)"
   done
   [ $((n % 6)) = 0 ] && [ -z "${REHEARSAL:-}" ] && nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader
-  # the watchdog: whatever runs past the budget is stopped (its last checkpoint is kept)
-  if [ $(el) -gt $((BUDGET - 15)) ]; then
+  # the watchdog: whatever runs past the budget, or is told to by a file $S/stop (a later
+  # call's way to end a detached run early), is stopped; its last checkpoint is kept
+  if [ $(el) -gt $((BUDGET - 15)) ] || [ -e $S/stop ]; then
     for d in ende deen; do [ -z "${PID[$d]}" ] || { log "stopping $d"; kill ${PID[$d]}; }; done
   fi
 done
