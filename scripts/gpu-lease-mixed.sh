@@ -1,25 +1,27 @@
 #!/usr/bin/env bash
 # One call on a lent GPU machine (docs/RESULTS.md, "The mixed translators as `small`"): the
 # two `small` mixed translators (en→de, de→en) continued from the free bundles (or, with
-# PRESET, trained from random weights) on Tatoeba + Multi30k, side by side on one GPU,
-# within BUDGET seconds; their averaged f32 weights, run.json and metrics.jsonl come back
-# in pieces under 16 MB ($OUT/ende.tar.*, $OUT/deen.tar.*).
+# PRESET, trained from random weights) on Tatoeba + Multi30k, side by side on one GPU, within
+# BUDGET seconds; their averaged f32 weights, run.json and metrics.jsonl come back in pieces
+# under 16 MB ($OUT/ende.tar.*, $OUT/deen.tar.*).
 #
 # It reads, from the repository root it runs in: .dev/transduce.xz (the release binary,
-# `cargo build --release --features cuda`, stripped, xz), .dev/{ende,deen}-data.tar.xz (each
-# the `data` folder `scripts/train-demo.sh en-de|de-en` prepares with INIT set to the free
-# bundle, tarred), .gl/*.deb (the Vulkan and glvnd loaders, for the wgpu fall-back), and
+# `cargo build --release --features cuda`, stripped, xz), .dev/{ende,deen}-data.tar.xz (each the
+# `data` folder `scripts/train-demo.sh en-de|de-en` prepares with INIT set to the free bundle,
+# tarred), .gl/*.deb (the Vulkan and glvnd loaders, for the wgpu fall-back), and
 # web/models/{en-de,de-en}-free (or the bundles INIT_ENDE / INIT_DEEN name, to continue
-# another lineage; their vocabulary must be the data's). B/P pick the backend and precision (default cuda bf16; a
-# run that fails is retried once on wgpu f32); REHEARSAL=1 B=cpu P=f32 BUDGET=170 BATCH=1500
-# rehearses it here. PRESET=small (or another preset) trains both from random weights instead
-# of continuing the free bundles: then each data folder is the one `MIXED_PRESET=small
-# scripts/train-demo.sh en-de|de-en` prepares without INIT (the vocabulary learned on the
-# mix), and WARMUP / LR / BATCH size the schedule to the lease. Each process autotunes anew
-# (no persistent cache in this build: docs/BENCHMARKS.md, third lease). Back here:
-# `cat ende.tar.* | tar xf -`, then the averaged weights as WORK/en-de/averaged.safetensors
-# and run.json, metrics.jsonl, tokenizer.json in WORK/en-de/run, and
-# `TRAIN=0 EN_DE_STEPS=<last step> INIT=... scripts/train-demo.sh en-de`.
+# another lineage; their vocabulary must be the data's). B/P pick the backend and precision
+# (default cuda bf16; a run that fails is retried once on wgpu f32); REHEARSAL=1 B=cpu P=f32
+# BUDGET=170 BATCH=1500 rehearses it here. PRESET=small (or another preset) trains both from
+# random weights instead of continuing the free bundles: then each data folder is the one
+# `MIXED_PRESET=small scripts/train-demo.sh en-de|de-en` prepares without INIT (the vocabulary
+# learned on the mix), and WARMUP / LR / BATCH size the schedule to the lease. Each process
+# autotunes anew (unless built with --features tune-cache: docs/BENCHMARKS.md, "A persistent
+# autotune cache"). A call may start it detached and a later call collect it (docs/RESULTS.md,
+# "The `small` mixed lineage continued on a lent H100"): one tuning, not one per call. Back
+# here: `cat ende.tar.* | tar xf -`, then the averaged weights as
+# WORK/en-de/averaged.safetensors and run.json, metrics.jsonl, tokenizer.json in
+# WORK/en-de/run, and `TRAIN=0 EN_DE_STEPS=<last step> INIT=... scripts/train-demo.sh en-de`.
 set -u
 T0=$(date +%s)
 el() { echo $(( $(date +%s) - T0 )); }
@@ -91,4 +93,7 @@ for d in ende deen; do
   split -b 16000000 -d $S/$d.tar $OUT/$d.tar.
 done
 tar czf $OUT/logs.tgz -C $S logs
+# a binary built with --features tune-cache keeps its autotune results here: bring them back
+# and carry them (`carry: ["target/environment"]`) to the next lease on the same GPU kind
+[ ! -d target/environment ] || tar czf $OUT/tune-cache.tgz target/environment
 ls -la $OUT; log done
