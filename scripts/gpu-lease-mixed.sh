@@ -16,12 +16,13 @@
 # random weights instead of continuing the free bundles: then each data folder is the one
 # `MIXED_PRESET=small scripts/train-demo.sh en-de|de-en` prepares without INIT (the vocabulary
 # learned on the mix), and WARMUP / LR / BATCH size the schedule to the lease. Each process
-# autotunes anew (unless built with --features tune-cache: docs/BENCHMARKS.md, "A persistent
-# autotune cache"). A call may start it detached and a later call collect it (docs/RESULTS.md,
-# "The `small` mixed lineage continued on a lent H100"): one tuning, not one per call. Back
-# here: `cat ende.tar.* | tar xf -`, then the averaged weights as
-# WORK/en-de/averaged.safetensors and run.json, metrics.jsonl, tokenizer.json in
-# WORK/en-de/run, and `TRAIN=0 EN_DE_STEPS=<last step> INIT=... scripts/train-demo.sh en-de`.
+# autotunes anew unless the binary is built with --features tune-cache and TUNE_CACHE=1
+# (docs/BENCHMARKS.md, "A persistent autotune cache"). A call may start it detached and a
+# later call collect it (docs/RESULTS.md, "The `small` mixed lineage continued on a lent
+# H100"): one tuning, not one per call. Back here: `cat ende.tar.* | tar xf -`, then the
+# averaged weights as WORK/en-de/averaged.safetensors and run.json, metrics.jsonl,
+# tokenizer.json in WORK/en-de/run, and `TRAIN=0 EN_DE_STEPS=<last step> INIT=...
+# scripts/train-demo.sh en-de`.
 set -u
 T0=$(date +%s)
 el() { echo $(( $(date +%s) - T0 )); }
@@ -36,6 +37,10 @@ if [ -z "${REHEARSAL:-}" ]; then
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 fi
 export CUBECL_AUTOTUNE_LEVEL=${CUBECL_AUTOTUNE_LEVEL:-minimal}
+# TUNE_CACHE=1 (a binary built with --features cuda,tune-cache): cubecl keeps its autotune
+# decisions, and with this file the PTX it compiles, in target/environment (carried in from
+# an earlier lease of the same GPU kind, or started here); it comes back as tune-cache.tgz
+[ -z "${TUNE_CACHE:-}" ] || [ -e cubecl.toml ] || printf '[compilation]\ncache = true\n' > cubecl.toml
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
 S=${S:-/tmp/dev}; mkdir -p $S
 xz -dc .dev/transduce.xz > $S/transduce && chmod +x $S/transduce
@@ -93,7 +98,7 @@ for d in ende deen; do
   split -b 16000000 -d $S/$d.tar $OUT/$d.tar.
 done
 tar czf $OUT/logs.tgz -C $S logs
-# a binary built with --features tune-cache keeps its autotune results here: bring them back
-# and carry them (`carry: ["target/environment"]`) to the next lease on the same GPU kind
+# what a tune-cache build kept (TUNE_CACHE above): unpack it here and carry it
+# (`carry: ["target/environment"]`) to the next lease of the same GPU kind
 [ ! -d target/environment ] || tar czf $OUT/tune-cache.tgz target/environment
 ls -la $OUT; log done
