@@ -21,10 +21,11 @@
 # (default 0.1, as the shipped en-de-free: a run of a few thousand steps is under-trained,
 # not over-fitted), the last FREE_AVERAGE_LAST (default 3) checkpoints averaged, and
 # validate and choose α on Tatoeba val; FREE_STEPS (default: the shipped bundle's) and
-# FREE_MINUTES bound their training. BACK_TRANSLATE=BUNDLE (a free translator the other
-# way, e.g. web/models/en-de-free for de-en-free) adds the CC0 Common Voice sentences of
-# the target language, back-translated by BUNDLE into synthetic sources (Sennrich et al.
-# 2016), to Tatoeba train; pairs whose word counts differ more than twofold are dropped.
+# FREE_MINUTES bound their training. BACK_TRANSLATE=BUNDLE (a translator the other way,
+# e.g. web/models/en-de-free for de-en-free: a free one for a free translator) adds the CC0
+# Common Voice sentences of the target language, back-translated by BUNDLE into synthetic
+# sources (Sennrich et al. 2016), to the training pairs (Tatoeba train, or the mix); pairs
+# whose word counts differ more than twofold are dropped.
 # INIT=BUNDLE continues a translator (free or mixed) from a bundle of the same direction
 # instead of random weights (`transduce train --init`: its architecture, dropout and
 # vocabulary, fresh Adam and a fresh warm-up), e.g. the from-scratch run's bundle with
@@ -164,10 +165,11 @@ prepared_with() {
     }
 }
 
-# back_translated SRC TGT: Tatoeba train plus the CC0 sentences of TGT with synthetic SRC
-# sources from BACK_TRANSLATE (a TGT→SRC bundle), and Tatoeba val, in WORK/free-bt-SRC-TGT.
+# back_translated SRC TGT DATA: DATA's training pairs (WORK/DATA: free, Tatoeba alone; mix,
+# Tatoeba + Multi30k) plus the CC0 sentences of TGT with synthetic SRC sources from
+# BACK_TRANSLATE (a TGT→SRC bundle), and DATA's val, in WORK/DATA-bt-SRC-TGT.
 back_translated() {
-    local src=$1 tgt=$2 out="$WORK/free-bt-$1-$2"
+    local src=$1 tgt=$2 in="$WORK/$3" out="$WORK/$3-bt-$1-$2"
     local mono="$DATA/common-voice-sentences/$tgt.txt.gz"
     bundle_for BACK_TRANSLATE "$BACK_TRANSLATE" "$tgt" "$src" "needed for $src-$tgt"
     mkdir -p "$out"
@@ -180,8 +182,8 @@ back_translated() {
         # Synthetic source, real target.
         length_filtered "$out/cv.$src" <(zcat "$mono") "$out/bt.$src" "$out/bt.$tgt"
         for lang in "$src" "$tgt"; do
-            { zcat "$DATA/tatoeba-en-de/train.$lang.gz"; cat "$out/bt.$lang"; } > "$out/train.$lang.part"
-            zcat "$DATA/tatoeba-en-de/val.$lang.gz" > "$out/val.$lang"
+            cat "$in/train.$lang" "$out/bt.$lang" > "$out/train.$lang.part"
+            cp "$in/val.$lang" "$out/val.$lang"
         done
         mv "$out/train.$src.part" "$out/train.$src"
         mv "$out/train.$tgt.part" "$out/train.$tgt"
@@ -246,9 +248,9 @@ translator() {
     "$gather" "$src"
     "$gather" "$tgt"
     local bt=""
-    if [ "$variant" = free ] && [ -n "$BACK_TRANSLATE" ]; then
-        back_translated "$src" "$tgt"
-        M="$WORK/free-bt-$src-$tgt" bt=$BACK_TRANSLATE
+    if [ -n "$BACK_TRANSLATE" ]; then
+        back_translated "$src" "$tgt" "$data"
+        M="$WORK/$data-bt-$src-$tgt" bt=$BACK_TRANSLATE
     fi
     local teachers=""
     if [ "$variant" = free ] && [ -n "$DISTILL" ]; then
