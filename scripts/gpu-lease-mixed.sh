@@ -7,20 +7,20 @@
 #
 # It reads, from the repository root it runs in: .dev/transduce.xz (the release binary,
 # `cargo build --release --features cuda`, stripped, xz), .dev/{ende,deen}-data.tar.xz (each the
-# `data` folder `scripts/train-demo.sh en-de|de-en` prepares with INIT set to the free bundle,
-# tarred), .gl/*.deb (the Vulkan and glvnd loaders, for the wgpu fall-back), and
-# web/models/{en-de,de-en}-free (or the bundles INIT_ENDE / INIT_DEEN name, to continue
-# another lineage; their vocabulary must be the data's). B/P pick the backend and precision
-# (default cuda bf16; a run that fails is retried once on wgpu f32); REHEARSAL=1 B=cpu P=f32
-# BUDGET=170 BATCH=1500 rehearses it here. PRESET=small (or another preset) trains both from
-# random weights instead of continuing the free bundles: then each data folder is the one
-# `MIXED_PRESET=small scripts/train-demo.sh en-de|de-en` prepares without INIT (the vocabulary
-# learned on the mix), and WARMUP / LR / BATCH size the schedule to the lease. Each process
-# autotunes anew unless the binary is built with --features tune-cache and TUNE_CACHE=1
-# (docs/BENCHMARKS.md, "A persistent autotune cache"). A call may start it detached and a
-# later call collect it (docs/RESULTS.md, "The `small` mixed lineage continued on a lent
-# H100"): one tuning, not one per call. Back here: `cat ende.tar.* | tar xf -`, then the
-# averaged weights as WORK/en-de/averaged.safetensors and run.json, metrics.jsonl,
+# `data` folder `scripts/train-demo.sh en-de|de-en` prepares with INIT set to the bundle the
+# run continues, tarred), .gl/*.deb (the Vulkan and glvnd loaders, for the wgpu fall-back),
+# and the bundles the runs continue: web/models/{en-de,de-en}-free, or those INIT_ENDE /
+# INIT_DEEN name (another lineage, whose vocabulary is then the data's). B/P pick the backend
+# and precision (default cuda bf16; a run that fails is retried once on wgpu f32); REHEARSAL=1
+# B=cpu P=f32 BUDGET=170 BATCH=1500 rehearses it here. PRESET=small (or another preset) trains
+# both from random weights instead of continuing the free bundles: then each data folder is
+# the one `MIXED_PRESET=small scripts/train-demo.sh en-de|de-en` prepares without INIT (the
+# vocabulary learned on the mix), and WARMUP / LR / BATCH size the schedule to the lease. Each
+# process autotunes anew unless the binary is built with --features tune-cache and
+# TUNE_CACHE=1 (docs/BENCHMARKS.md, "A persistent autotune cache"). A call may start it
+# detached and a later call collect it (docs/RESULTS.md, "The `small` mixed lineage continued
+# on a lent H100"): one tuning, not one per call. Back here: `cat ende.tar.* | tar xf -`, then
+# the averaged weights as WORK/en-de/averaged.safetensors and run.json, metrics.jsonl,
 # tokenizer.json in WORK/en-de/run, and `TRAIN=0 EN_DE_STEPS=<last step> INIT=...
 # scripts/train-demo.sh en-de`.
 set -u
