@@ -41,7 +41,11 @@
 # it on its teacher's translations instead of the references (sequence-level knowledge
 # distillation, Kim & Rush 2016): every training source (back-translated ones included) is
 # translated by BUNDLE, or by the ensemble of the BUNDLEs (one vocabulary), with its beam
-# and α; val keeps the references.
+# and α; val keeps the references. A mixed translator keeps the mix's references and adds
+# each training source again with the teacher's translation. DISTILL_RESCORE=BUNDLE2 (same
+# direction, any vocabulary) makes the teacher DISTILL's bundle and BUNDLE2 together: each
+# translates, every candidate is scored by both, the weighted best is kept
+# (scripts/rescored-teacher.sh; DISTILL_WEIGHT, default 0.6, on DISTILL's).
 # BACKEND=wgpu|cuda trains on a GPU (the compact mixed de-en trained there: 12,500 steps in
 # 15 minutes on an H100), PRECISION=bf16|f16 in mixed precision there (default f32);
 # MAX_TOKENS (default 4096), WARMUP (default 1000) and CHECKPOINT_STEPS (default 500) size a
@@ -80,6 +84,8 @@ TRANSLATE_MINUTES=${TRANSLATE_MINUTES:-100000}
 FREE_PRESET=${FREE_PRESET:-compact}
 MIXED_PRESET=${MIXED_PRESET:-compact}
 DISTILL=${DISTILL:-}
+DISTILL_RESCORE=${DISTILL_RESCORE:-}
+DISTILL_WEIGHT=${DISTILL_WEIGHT:-0.6}
 what=${1:-all}
 case "$what" in
     en-de | de-en | translate | en-de-free | de-en-free | free | parse | all) ;;
@@ -190,27 +196,74 @@ back_translated() {
     fi
 }
 
-# distilled SRC TGT IN OUT: IN's training sources with targets written by the DISTILL
-# teacher(s), and IN's val, in OUT.
-distilled() {
+# teacher_translations SRC TGT IN OUT: IN (SRC sentences) translated into OUT by the
+# teacher: the DISTILL bundle, or the ensemble of the DISTILL bundles (one vocabulary), with
+# its beam and α; with DISTILL_RESCORE=BUNDLE (any vocabulary), DISTILL's bundle and BUNDLE
+# each translate IN and every candidate is rescored by both (scripts/rescored-teacher.sh,
+# DISTILL_WEIGHT on DISTILL's).
+teacher_translations() {
     local src=$1 tgt=$2 in=$3 out=$4 teachers=() models=() teacher
     IFS=, read -ra teachers <<< "$DISTILL"
     for teacher in "${teachers[@]}"; do
         bundle_for DISTILL "$teacher" "$src" "$tgt" "the teacher of $src-$tgt"
         models+=(--model "$teacher")
     done
+    [ ! -f "$out" ] || return 0
+    if [ -n "$DISTILL_RESCORE" ]; then
+        [ "${#teachers[@]}" = 1 ] || {
+            echo "DISTILL_RESCORE rescores one DISTILL bundle, not ${#teachers[@]}" >&2
+            exit 2
+        }
+        bundle_for DISTILL_RESCORE "$DISTILL_RESCORE" "$src" "$tgt" "the teacher of $src-$tgt"
+        log "distilling: $in translated by $DISTILL and $DISTILL_RESCORE, rescored"
+        T="$T" scripts/rescored-teacher.sh "$in" "$out" "$DISTILL" "$DISTILL_RESCORE" \
+            "$DISTILL_WEIGHT"
+    else
+        log "distilling: $in translated by ${teachers[*]}"
+        "$T" translate "${models[@]}" --input "$in" --output "$out.part" --quiet
+        mv "$out.part" "$out"
+    fi
+}
+
+# distilled SRC TGT IN OUT: IN's training sources with targets written by the teacher
+# (teacher_translations), and IN's val, in OUT.
+distilled() {
+    local src=$1 tgt=$2 in=$3 out=$4
     mkdir -p "$out"
-    [ -f "$out/teacher.$tgt" ] || {
-        log "distilling: $in/train.$src translated by ${teachers[*]}"
-        "$T" translate "${models[@]}" --input "$in/train.$src" --output "$out/teacher.$tgt.part" \
-            --quiet
-        mv "$out/teacher.$tgt.part" "$out/teacher.$tgt"
-    }
+    teacher_translations "$src" "$tgt" "$in/train.$src" "$out/teacher.$tgt"
     if [ ! -f "$out/train.$tgt" ]; then
         length_filtered "$in/train.$src" "$out/teacher.$tgt" "$out/train.$src.part" \
             "$out/train.$tgt.part"
         cp "$in/val.$src" "$out/val.$src"
         cp "$in/val.$tgt" "$out/val.$tgt"
+        mv "$out/train.$src.part" "$out/train.$src"
+        mv "$out/train.$tgt.part" "$out/train.$tgt"
+    fi
+}
+
+# distilled_mix SRC TGT IN OUT: IN's training pairs, references kept, plus every training
+# pair's source again with the teacher's translation (each distinct source translated once;
+# the length filter of synthetic pairs), and IN's val, in OUT. The mixed translators keep
+# the references: the teacher adds what it says, it does not replace the captions' five
+# styles of reference.
+distilled_mix() {
+    local src=$1 tgt=$2 in=$3 out=$4
+    mkdir -p "$out"
+    [ -f "$out/sources.$src" ] || awk '!seen[$0]++' "$in/train.$src" > "$out/sources.$src"
+    teacher_translations "$src" "$tgt" "$out/sources.$src" "$out/teacher.$tgt"
+    if [ ! -f "$out/train.$tgt" ]; then
+        # Whole lines as keys (a sentence may hold a tab); word counts as length_filtered's.
+        awk -v s="$out/kd.$src" -v t="$out/kd.$tgt" '
+            FILENAME == ARGV[1] { source[FNR] = $0; next }
+            FILENAME == ARGV[2] { teacher[source[FNR]] = $0; next }
+            {
+                h = teacher[$0]; a = split($0, x, " "); b = split(h, y, " ")
+                if (a > 0 && b > 0 && a <= 2 * b && b <= 2 * a) { print $0 > s; print h > t }
+            }' "$out/sources.$src" "$out/teacher.$tgt" "$in/train.$src"
+        for lang in "$src" "$tgt"; do
+            cat "$in/train.$lang" "$out/kd.$lang" > "$out/train.$lang.part"
+            cp "$in/val.$lang" "$out/val.$lang"
+        done
         mv "$out/train.$src.part" "$out/train.$src"
         mv "$out/train.$tgt.part" "$out/train.$tgt"
     fi
@@ -253,9 +306,15 @@ translator() {
         M="$WORK/$data-bt-$src-$tgt" bt=$BACK_TRANSLATE
     fi
     local teachers=""
-    if [ "$variant" = free ] && [ -n "$DISTILL" ]; then
-        distilled "$src" "$tgt" "$M" "$W/distilled"
+    if [ -n "$DISTILL" ]; then
+        if [ "$variant" = free ]; then
+            distilled "$src" "$tgt" "$M" "$W/distilled"
+        else
+            distilled_mix "$src" "$tgt" "$M" "$W/distilled"
+        fi
         M="$W/distilled" teachers=$DISTILL
+        [ -z "$DISTILL_RESCORE" ] \
+            || teachers="$DISTILL DISTILL_RESCORE=$DISTILL_RESCORE DISTILL_WEIGHT=$DISTILL_WEIGHT"
     fi
     # One BPE vocabulary for both directions: en-de learns it, de-en reuses it.
     local vocabulary=(--vocab-size 8000)

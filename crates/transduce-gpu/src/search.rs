@@ -212,17 +212,28 @@ impl GpuModel {
         options: &DecodeOptions,
         constraint: Option<&dyn Constraint>,
     ) -> Result<Vec<Vec<u32>>> {
+        Ok(decode::best_of_each(
+            self.hypotheses(sources, options, constraint).await?,
+        ))
+    }
+
+    /// Each source's finished hypotheses, best first: greedy's one for `beam <= 1`, beam
+    /// search's (at most `beam`) otherwise.
+    pub async fn hypotheses(
+        &self,
+        sources: &[Vec<u32>],
+        options: &DecodeOptions,
+        constraint: Option<&dyn Constraint>,
+    ) -> Result<Vec<Vec<Hypothesis>>> {
         if options.beam <= 1 {
             Ok(self
                 .greedy(sources, options, constraint)
                 .await?
                 .into_iter()
-                .map(|h| h.tokens)
+                .map(|h| vec![h])
                 .collect())
         } else {
-            Ok(decode::best_of_each(
-                self.beam_search(sources, options, constraint).await?,
-            ))
+            self.beam_search(sources, options, constraint).await
         }
     }
 

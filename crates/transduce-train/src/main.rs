@@ -22,7 +22,7 @@ use clap::{Parser, Subcommand};
 
 use cmd::{
     average::AverageCmd, bench::BenchCmd, eval::EvalCmd, export::ExportCmd, parse::ParseCmd,
-    prepare::PrepareCmd, train::TrainCmd, translate::TranslateCmd,
+    prepare::PrepareCmd, score::ScoreCmd, train::TrainCmd, translate::TranslateCmd,
 };
 use error::Result;
 
@@ -49,6 +49,8 @@ enum Command {
     Translate(TranslateCmd),
     /// Parse English sentences into trees EVALB reads (§6.3: beam 21, α 0.3).
     Parse(ParseCmd),
+    /// Score sentence pairs or an n-best list: log p(target | source) under a model.
+    Score(ScoreCmd),
     /// Evaluate: sacreBLEU-identical BLEU, EVALB-identical bracket F1, perplexity.
     Eval {
         #[command(subcommand)]
@@ -79,6 +81,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Average(cmd) => cmd::average::run(cmd),
         Command::Translate(cmd) => cmd::translate::run(cmd),
         Command::Parse(cmd) => cmd::parse::run(cmd),
+        Command::Score(cmd) => cmd::score::run(cmd),
         Command::Eval { metric } => cmd::eval::run(metric),
         Command::Export(cmd) => cmd::export::run(cmd),
         Command::Bench(cmd) => cmd::bench::run(cmd),

@@ -1147,7 +1147,7 @@ fn parse_prepare_train_decode_and_score() {
         s(&input),
     ]);
     assert!(
-        e.contains("is a parsing model: score it on trees with --trees"),
+        e.contains("is a parsing model: score it on trees (`eval ppl --trees`)"),
         "{e}"
     );
 
@@ -1217,6 +1217,190 @@ fn shipped_bundles_load_and_run() {
     let line = out.lines().next().unwrap();
     let tree = &transduce::task::parse::parse_trees(line).unwrap()[0];
     assert_eq!(tree.words().join(" "), "The dog saw a man in the park .");
+}
+
+/// `translate --nbest` lists what beam search finished, best first, the first entry being
+/// the plain translation; `score` gives each entry the log-probability the search computed
+/// (both in f32), and on references the per-wordpiece mean `eval ppl` gets by its own path.
+#[test]
+fn nbest_lists_and_scores_agree_with_search_and_perplexity() {
+    let model = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../web/models/en-de");
+    let tmp = tempfile::tempdir().unwrap();
+    let (src, refs) = (tmp.path().join("src.en"), tmp.path().join("ref.de"));
+    std::fs::write(
+        &src,
+        "Where is the train station?\nA man is sleeping on a bench.\nI like tea.\n",
+    )
+    .unwrap();
+    std::fs::write(
+        &refs,
+        "Wo ist der Bahnhof?\nEin Mann schläft auf einer Bank.\nIch mag Tee.\n",
+    )
+    .unwrap();
+    let best = translate_file(
+        &model,
+        &src,
+        &tmp.path().join("best.de"),
+        &["--compute", "f32"],
+    );
+    let list_path = tmp.path().join("n.best");
+    let list = translate_file(
+        &model,
+        &src,
+        &list_path,
+        &["--compute", "f32", "--nbest", "3"],
+    );
+    let entries: Vec<Vec<&str>> = list.lines().map(|l| l.split(" ||| ").collect()).collect();
+    for (i, plain) in best.lines().enumerate() {
+        let mine: Vec<&Vec<&str>> = entries.iter().filter(|e| e[0] == i.to_string()).collect();
+        assert!((1..=3).contains(&mine.len()), "line {i}: {list}");
+        assert_eq!(
+            mine[0][1], plain,
+            "line {i}: the first entry is the translation"
+        );
+        let ranks: Vec<f64> = mine.iter().map(|e| e[3].parse().unwrap()).collect();
+        assert!(
+            ranks.windows(2).all(|w| w[0] >= w[1]),
+            "line {i}: {ranks:?}"
+        );
+    }
+    let scores = run(&[
+        "score",
+        "--model",
+        s(&model),
+        "--src",
+        s(&src),
+        "--tgt",
+        s(&list_path),
+        "--nbest",
+    ]);
+    let scored: Vec<f64> = scores
+        .lines()
+        .map(|l| l.split('\t').next().unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(scored.len(), entries.len(), "{scores}");
+    // `score` reads the text as the tokenizer splits it; the search may also reach the
+    // same text through another split of wordpieces (then two entries read alike), whose
+    // log-probability is its own. Each line's best entry is the tokenizer's split here.
+    for (k, (entry, score)) in entries.iter().zip(&scored).enumerate() {
+        let alike = entries
+            .iter()
+            .filter(|e| e[0] == entry[0] && e[1] == entry[1])
+            .count();
+        let first = k == 0 || entries[k - 1][0] != entry[0];
+        if first || alike == 1 {
+            let searched: f64 = entry[2].parse().unwrap();
+            assert!((searched - score).abs() < 1e-3, "{entry:?}: scored {score}");
+        }
+    }
+
+    // scripts/rerank.py with this model alone, at the bundle's α (2.5), ranks as the beam.
+    let scores_path = tmp.path().join("n.scores");
+    std::fs::write(&scores_path, &scores).unwrap();
+    let rerank = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/rerank.py");
+    let list_args = ["--nbest", s(&list_path), "--scores", s(&scores_path)];
+    match Command::new("python3")
+        .arg(&rerank)
+        .args(list_args)
+        .args(["--alpha", "2.5"])
+        .output()
+    {
+        Ok(out) => {
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert_eq!(String::from_utf8(out.stdout).unwrap(), best);
+        }
+        Err(e) => eprintln!("SKIPPED: scripts/rerank.py, no python3 ({e})"),
+    }
+
+    let scores = run(&[
+        "score",
+        "--model",
+        s(&model),
+        "--src",
+        s(&src),
+        "--tgt",
+        s(&refs),
+    ]);
+    let (mut sum, mut pieces) = (0.0, 0.0);
+    for line in scores.lines() {
+        let (lp, n) = line.split_once('\t').unwrap();
+        sum += lp.parse::<f64>().unwrap();
+        pieces += n.parse::<f64>().unwrap();
+    }
+    let ppl = run(&[
+        "eval",
+        "ppl",
+        "--model",
+        s(&model),
+        "--src",
+        s(&src),
+        "--tgt",
+        s(&refs),
+    ]);
+    let loss: f64 = ppl
+        .split("(loss ")
+        .nth(1)
+        .unwrap()
+        .split(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(
+        (loss + sum / pieces).abs() < 1e-4,
+        "{ppl} vs {sum} / {pieces}"
+    );
+
+    // Bad input: more entries than the beam keeps; an empty source; a malformed list.
+    let e = fail(&[
+        "translate",
+        "--model",
+        s(&model),
+        "--input",
+        s(&src),
+        "--nbest",
+        "5",
+    ]);
+    assert!(e.contains("--nbest 5") && e.contains("beam 4"), "{e}");
+    let holes = tmp.path().join("holes.en");
+    std::fs::write(&holes, "A dog.\n\n").unwrap();
+    let e = fail(&[
+        "score",
+        "--model",
+        s(&model),
+        "--src",
+        s(&holes),
+        "--tgt",
+        s(&refs),
+    ]);
+    assert!(e.contains("line counts differ"), "{e}");
+    std::fs::write(&holes, "A dog.\n\nI like tea.\n").unwrap();
+    let e = fail(&[
+        "score",
+        "--model",
+        s(&model),
+        "--src",
+        s(&holes),
+        "--tgt",
+        s(&refs),
+    ]);
+    assert!(e.contains("holes.en, line 2") && e.contains("empty"), "{e}");
+    std::fs::write(&list_path, "0 ||| Ein Hund.\nzwei ||| Tee\n").unwrap();
+    let e = fail(&[
+        "score",
+        "--model",
+        s(&model),
+        "--src",
+        s(&src),
+        "--tgt",
+        s(&list_path),
+        "--nbest",
+    ]);
+    assert!(e.contains("n.best: line 2"), "{e}");
 }
 
 /// Each shipped translator's outputs for a few test2016 sentences are fixed: greedy and beam 4

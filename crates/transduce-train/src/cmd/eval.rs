@@ -197,15 +197,7 @@ fn eval_ppl(
             ids
         }
         (Some(src), Some(tgt), None) => {
-            // A run folder has no task of its own: its vocabulary tells.
-            let parser = matches!(bundle.config.task, Task::Parse)
-                || (tree_vocabulary && bundle.tokenizer.token_to_id(&open_token("S")).is_some());
-            if parser {
-                return Err(CliError::Usage(format!(
-                    "{} is a parsing model: score it on trees with --trees",
-                    model.model.display()
-                )));
-            }
+            refuse_parser(&bundle, &model.model)?;
             let pairs = data::corpus::read_parallel(&src, &tgt)?;
             let mut ids = data::cache::Pairs::default();
             for (s, t) in &pairs {
@@ -232,5 +224,20 @@ fn eval_ppl(
         nll.exp(),
         ids.len()
     );
+    Ok(())
+}
+
+/// An error for a parsing model where sentence pairs are scored: it scores trees.
+pub(super) fn refuse_parser(bundle: &transduce::Bundle, path: &Path) -> Result<()> {
+    // A run folder has no task of its own: its vocabulary tells.
+    let tree_vocabulary = bundle.tokenizer.token_to_id(PLACEHOLDER).is_some();
+    let parser = matches!(bundle.config.task, Task::Parse)
+        || (tree_vocabulary && bundle.tokenizer.token_to_id(&open_token("S")).is_some());
+    if parser {
+        return Err(CliError::Usage(format!(
+            "{} is a parsing model: score it on trees (`eval ppl --trees`)",
+            path.display()
+        )));
+    }
     Ok(())
 }

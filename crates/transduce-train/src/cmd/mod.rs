@@ -7,6 +7,7 @@ pub mod eval;
 pub mod export;
 pub mod parse;
 pub mod prepare;
+pub mod score;
 pub mod train;
 pub mod translate;
 

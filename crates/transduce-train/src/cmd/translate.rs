@@ -8,7 +8,7 @@ use transduce::decode::DecodeOptions;
 
 use super::{EnsembleArgs, read_input, write_output};
 use crate::backend::Backend;
-use crate::error::Result;
+use crate::error::{CliError, Result};
 use crate::{options, source, translate};
 
 #[derive(Args)]
@@ -30,6 +30,14 @@ pub struct TranslateCmd {
     /// Output may be this many tokens longer than the input (default: the bundle's; 50).
     #[arg(long)]
     pub max_extra: Option<usize>,
+    /// Write the N best translations of each line instead of the best one, best first, one
+    /// a line as Moses and Marian write n-best lists: `LINE ||| TRANSLATION ||| LOG-PROB |||
+    /// SCORE`, LINE counted from 0, LOG-PROB the natural-log probability of its wordpieces
+    /// (EOS included), SCORE what the beam ranks by (LOG-PROB over the §6.1 length penalty).
+    /// At most the beam size; for rescoring with `transduce score`. Two entries may read
+    /// alike: the search can reach one text through two splits into wordpieces.
+    #[arg(long, value_name = "N", value_parser = options::count)]
+    pub nbest: Option<usize>,
     /// Sentences decoded together.
     #[arg(long, default_value_t = 32, value_parser = options::count)]
     pub batch_size: usize,
@@ -74,14 +82,51 @@ pub fn run(cmd: TranslateCmd) -> Result<()> {
         Some(model) => translate::Decoder::Gpu(model),
         None => translate::Decoder::of_bundles(&bundles)?,
     };
-    let out = translate::translate_lines(
-        &bundles,
-        &decoder,
-        &lines,
-        &options,
-        cmd.batch_size,
-        !cmd.quiet,
-    )?;
+    let out = match cmd.nbest {
+        None => translate::translate_lines(
+            &bundles,
+            &decoder,
+            &lines,
+            &options,
+            cmd.batch_size,
+            !cmd.quiet,
+        )?,
+        Some(n) => {
+            if n > options.beam {
+                return Err(CliError::Usage(format!(
+                    "--nbest {n} asks for more translations than beam search keeps \
+                     (beam {}): give --beam {n} or more",
+                    options.beam
+                )));
+            }
+            let lists = translate::nbest_lines(
+                &bundles,
+                &decoder,
+                &lines,
+                &options,
+                cmd.batch_size,
+                n,
+                !cmd.quiet,
+            )?;
+            nbest_format(&lists)
+        }
+    };
     write_output(&out, cmd.output.as_deref())?;
     Ok(())
+}
+
+/// The n-best lines `--nbest` writes, in input order.
+pub fn nbest_format(lists: &[Vec<translate::Candidate>]) -> Vec<String> {
+    lists
+        .iter()
+        .enumerate()
+        .flat_map(|(i, list)| {
+            list.iter().map(move |c| {
+                format!(
+                    "{i} ||| {} ||| {:.6} ||| {:.6}",
+                    c.text, c.log_prob, c.score
+                )
+            })
+        })
+        .collect()
 }

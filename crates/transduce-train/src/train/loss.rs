@@ -4,7 +4,7 @@ use std::mem::MaybeUninit;
 
 use transduce::burn::prelude::*;
 use transduce::burn::tensor::TensorData;
-use transduce::burn::tensor::activation::softmax;
+use transduce::burn::tensor::activation::{log_softmax, softmax};
 use transduce::burn::tensor::{FloatDType, IndexingUpdateOp};
 use transduce::host::kernels::exp;
 use transduce::tokenizer::PAD;
@@ -61,6 +61,19 @@ pub fn label_smoothed(logits: Tensor<3>, targets: Tensor<2, Int>, epsilon: f64) 
             LossSums { smoothed, nll }
         }
     }
+}
+
+/// log p(target) of each row of a batch: Σ over the row's non-PAD positions of the
+/// log-softmax of `logits` `[b, t, v]` at `targets` `[b, t]`. No smoothing, no gradient.
+pub fn row_log_probs(logits: Tensor<3>, targets: Tensor<2, Int>) -> Tensor<1> {
+    let logits = logits.cast(FloatDType::F32).without_autodiff();
+    let [b, t, _] = logits.dims();
+    let targets = targets.without_autodiff();
+    let keep = targets.clone().not_equal_elem(PAD as i64).float();
+    let picked = log_softmax(logits, 2)
+        .gather(2, targets.unsqueeze_dim::<3>(2))
+        .reshape([b, t]);
+    (picked * keep).sum_dim(1).reshape([b])
 }
 
 /// The loss sums and, when `tracked`, `(p − q)` (zero on PAD rows) as tensor operations.

@@ -234,6 +234,31 @@ pub fn evaluate_nll(
     Ok(total / tokens.max(1) as f64)
 }
 
+/// log p(target | source) of every pair (natural log, EOS included), in the pairs' order,
+/// batched by length as [`evaluate_nll`] batches them: what `transduce score` writes.
+pub fn sentence_log_probs(
+    model: &Transformer,
+    pairs: &Pairs,
+    focus: Option<&WordFocus>,
+    max_tokens: usize,
+) -> Result<Vec<f64>> {
+    let device = model.device();
+    let src_lens: Vec<usize> = pairs.src.iter().map(Vec::len).collect();
+    let tgt_lens: Vec<usize> = pairs.tgt.iter().map(Vec::len).collect();
+    let mut out = vec![0.0; pairs.len()];
+    for batch in make_batches(&src_lens, &tgt_lens, max_tokens) {
+        let (logits, tgt_out) = batch_tensors(pairs, &batch, focus, &device)?.logits(model);
+        let sums = loss::row_log_probs(logits, tgt_out)
+            .into_data()
+            .try_into_vec_as::<f64>()
+            .map_err(|e| CliError::Usage(format!("device read failed: {e:?}")))?;
+        for (&i, sum) in batch.iter().zip(sums) {
+            out[i] = sum;
+        }
+    }
+    Ok(out)
+}
+
 /// The gradients of one optimizer step: summed over batches on one device, or, from
 /// several devices, one set per device for burn's `step_multi` to add up.
 pub enum Grads {

@@ -31,18 +31,39 @@ pub async fn best_outputs_async<'m>(
     options: &DecodeOptions,
     constraint: Option<&dyn Constraint>,
 ) -> Result<Vec<Vec<u32>>> {
+    Ok(best_of_each(
+        hypotheses_async(models, sources, options, constraint).await?,
+    ))
+}
+
+/// Each source's finished hypotheses, best first: greedy's one for `beam <= 1`, beam
+/// search's (at most `beam`) otherwise. The n-best lists `translate --nbest` writes.
+pub async fn hypotheses_async<'m>(
+    models: impl Into<Ensemble<'m>>,
+    sources: &[Vec<u32>],
+    options: &DecodeOptions,
+    constraint: Option<&dyn Constraint>,
+) -> Result<Vec<Vec<Hypothesis>>> {
     let models: Ensemble = models.into();
     if options.beam <= 1 {
         Ok(greedy_async(&models, sources, options, constraint)
             .await?
             .into_iter()
-            .map(|h| h.tokens)
+            .map(|h| vec![h])
             .collect())
     } else {
-        Ok(best_of_each(
-            beam_search_async(&models, sources, options, constraint).await?,
-        ))
+        beam_search_async(&models, sources, options, constraint).await
     }
+}
+
+/// [`hypotheses_async`], blocking (native callers).
+pub fn hypotheses<'m>(
+    models: impl Into<Ensemble<'m>>,
+    sources: &[Vec<u32>],
+    options: &DecodeOptions,
+    constraint: Option<&dyn Constraint>,
+) -> Result<Vec<Vec<Hypothesis>>> {
+    pollster::block_on(hypotheses_async(models, sources, options, constraint))
 }
 
 /// Each sentence's best hypothesis (the first: searches return them best first), as ids.
