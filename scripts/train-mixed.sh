@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Reproduces the two mixed translators, web/models/en-de and de-en (Tatoeba + Multi30k,
-# non-commercial): eight stages of scripts/train-demo.sh.
+# non-commercial): ten stages of scripts/train-demo.sh.
 #
-#   scripts/train-mixed.sh   (WORK, default work/mixed: stages 1-2 in WORK/scratch, 3-4 in
-#                             WORK/continued, 5-6 in WORK/small, 7-8 in WORK/small-m4)
+#   RESCORE_EN_DE=BUNDLE RESCORE_DE_EN=BUNDLE scripts/train-mixed.sh
+#       (WORK, default work/mixed: stages 1-2 in WORK/scratch, 3-4 in WORK/continued, 5-6 in
+#        WORK/small, 7-8 in WORK/small-m4, 9-10 in WORK/distilled)
 #
 #   1. en-de from random weights on the mix (its vocabulary)              11,500 steps
 #   2. de-en from random weights on the mix (1's vocabulary)              12,500 steps
@@ -20,10 +21,20 @@
 #      CPU (factor 0.1, warm-up 300, 4,096-token batches, the last 3
 #      checkpoints averaged)                                               DE_EN_STEPS
 #   8. en-de continued from 5 likewise                                     EN_DE_STEPS
-#      (7 and 8: the shipped bundles' step counts by default, 4,892 and
-#      4,714)
+#      (7 and 8: step counts 4,892 and 4,714)
+#   9. en-de continued from 8 on the mix plus each of its sources again with
+#      a teacher's translation (sequence-level distillation): 8 and RESCORE_EN_DE
+#      (the `small` lineage trained from random weights with the mix's
+#      vocabulary) translate, each candidate rescored by both
+#      (scripts/rescored-teacher.sh, weight 0.6 on 8); factor 0.05, warm-up
+#      300, 4,096-token batches, the last 3 checkpoints averaged             EN_DE_STEPS
+#  10. de-en continued from 7 likewise, with RESCORE_DE_EN                  DE_EN_STEPS
+#      (9 and 10: the shipped bundles' step counts by default)
 #
-# 8 and 7 are the shipped bundles; 1-4 run only with COMPACT=1. 5 and 6 trained side by
+# 9 and 10 are the shipped bundles; 1-4 run only with COMPACT=1. RESCORE_EN_DE and
+# RESCORE_DE_EN have no default: the shipped runs used the bundles docs/RESULTS.md's
+# sections on the `small` lineage made (a GPU lease's runs of scripts/gpu-lease-mixed.sh,
+# en-de then continued on the CPU with back-translated CC0 German), as the bundle cards say. 5 and 6 trained side by
 # side on one H200 for 8.1 minutes each (SMALL_BACKEND=cuda SMALL_PRECISION=bf16, the
 # defaults; `SMALL_BACKEND=cpu SMALL_PRECISION=` runs them on the CPU, about 3 hours each on
 # 2 cores), checkpointing every half minute: the averaged checkpoints were steps 2,150
@@ -67,7 +78,15 @@ stage 6 small de-en DE_EN_STEPS=2624 INIT="${FREE_DE_EN:-web/models/de-en-free}"
     "${small[@]}"
 # Stages 7 and 8: the captions weighted more, on BACKEND (the shipped ones: the CPU).
 m4=(MULTI30K_COPIES=4 LR_FACTOR=0.1 WARMUP=300 CHECKPOINT_STEPS=250 AVERAGE_LAST=3)
-stage 7 small-m4 de-en DE_EN_STEPS="$DE_EN_STEPS" INIT="$WORK/small/de-en/bundle" "${m4[@]}"
-stage 8 small-m4 en-de EN_DE_STEPS="$EN_DE_STEPS" INIT="$WORK/small/en-de/bundle" "${m4[@]}"
-log "the mixed translators: $WORK/small-m4/en-de/bundle and $WORK/small-m4/de-en/bundle" \
+stage 7 small-m4 de-en DE_EN_STEPS=4892 INIT="$WORK/small/de-en/bundle" "${m4[@]}"
+stage 8 small-m4 en-de EN_DE_STEPS=4714 INIT="$WORK/small/en-de/bundle" "${m4[@]}"
+# Stages 9 and 10: distilled from a teacher two lineages make together.
+: "${RESCORE_EN_DE:?set RESCORE_EN_DE to the small lineage's en-de bundle (see above)}"
+: "${RESCORE_DE_EN:?set RESCORE_DE_EN to the small lineage's de-en bundle (see above)}"
+kd=(MULTI30K_COPIES=4 LR_FACTOR=0.05 WARMUP=300 CHECKPOINT_STEPS=250 AVERAGE_LAST=3)
+stage 9 distilled en-de EN_DE_STEPS="$EN_DE_STEPS" INIT="$WORK/small-m4/en-de/bundle" \
+    DISTILL="$WORK/small-m4/en-de/bundle" DISTILL_RESCORE="$RESCORE_EN_DE" "${kd[@]}"
+stage 10 distilled de-en DE_EN_STEPS="$DE_EN_STEPS" INIT="$WORK/small-m4/de-en/bundle" \
+    DISTILL="$WORK/small-m4/de-en/bundle" DISTILL_RESCORE="$RESCORE_DE_EN" "${kd[@]}"
+log "the mixed translators: $WORK/distilled/en-de/bundle and $WORK/distilled/de-en/bundle" \
     "(copy them to web/models/en-de and web/models/de-en)"
