@@ -116,7 +116,7 @@ pub fn run(cmd: TranslateCmd) -> Result<()> {
 }
 
 /// The n-best lines `--nbest` writes, in input order.
-pub fn nbest_format(lists: &[Vec<translate::Candidate>]) -> Vec<String> {
+fn nbest_format(lists: &[Vec<translate::Candidate>]) -> Vec<String> {
     lists
         .iter()
         .enumerate()
