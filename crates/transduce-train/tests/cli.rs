@@ -71,6 +71,21 @@ fn translate_file(model: &Path, input: &Path, out: &Path, flags: &[&str]) -> Str
     std::fs::read_to_string(out).unwrap()
 }
 
+/// `transduce score --model MODEL --src SRC --tgt TGT [--nbest]`'s arguments.
+fn score_args<'a>(model: &'a Path, src: &'a Path, tgt: &'a Path, nbest: bool) -> Vec<&'a str> {
+    let mut args = vec![
+        "score",
+        "--model",
+        s(model),
+        "--src",
+        s(src),
+        "--tgt",
+        s(tgt),
+    ];
+    args.extend(nbest.then_some("--nbest"));
+    args
+}
+
 fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
@@ -1264,16 +1279,7 @@ fn nbest_lists_and_scores_agree_with_search_and_perplexity() {
             "line {i}: {ranks:?}"
         );
     }
-    let scores = run(&[
-        "score",
-        "--model",
-        s(&model),
-        "--src",
-        s(&src),
-        "--tgt",
-        s(&list_path),
-        "--nbest",
-    ]);
+    let scores = run(&score_args(&model, &src, &list_path, true));
     let scored: Vec<f64> = scores
         .lines()
         .map(|l| l.split('\t').next().unwrap().parse().unwrap())
@@ -1316,15 +1322,7 @@ fn nbest_lists_and_scores_agree_with_search_and_perplexity() {
         Err(e) => eprintln!("SKIPPED: scripts/rerank.py, no python3 ({e})"),
     }
 
-    let scores = run(&[
-        "score",
-        "--model",
-        s(&model),
-        "--src",
-        s(&src),
-        "--tgt",
-        s(&refs),
-    ]);
+    let scores = run(&score_args(&model, &src, &refs, false));
     let (mut sum, mut pieces) = (0.0, 0.0);
     for line in scores.lines() {
         let (lp, n) = line.split_once('\t').unwrap();
@@ -1368,38 +1366,13 @@ fn nbest_lists_and_scores_agree_with_search_and_perplexity() {
     assert!(e.contains("--nbest 5") && e.contains("beam 4"), "{e}");
     let holes = tmp.path().join("holes.en");
     std::fs::write(&holes, "A dog.\n\n").unwrap();
-    let e = fail(&[
-        "score",
-        "--model",
-        s(&model),
-        "--src",
-        s(&holes),
-        "--tgt",
-        s(&refs),
-    ]);
+    let e = fail(&score_args(&model, &holes, &refs, false));
     assert!(e.contains("line counts differ"), "{e}");
     std::fs::write(&holes, "A dog.\n\nI like tea.\n").unwrap();
-    let e = fail(&[
-        "score",
-        "--model",
-        s(&model),
-        "--src",
-        s(&holes),
-        "--tgt",
-        s(&refs),
-    ]);
+    let e = fail(&score_args(&model, &holes, &refs, false));
     assert!(e.contains("holes.en, line 2") && e.contains("empty"), "{e}");
     std::fs::write(&list_path, "0 ||| Ein Hund.\nzwei ||| Tee\n").unwrap();
-    let e = fail(&[
-        "score",
-        "--model",
-        s(&model),
-        "--src",
-        s(&src),
-        "--tgt",
-        s(&list_path),
-        "--nbest",
-    ]);
+    let e = fail(&score_args(&model, &src, &list_path, true));
     assert!(e.contains("n.best: line 2"), "{e}");
 }
 

@@ -208,9 +208,13 @@ fn target_tokens(pairs: &Pairs, batch: &Batch) -> usize {
 }
 
 fn scalar(t: Tensor<1>) -> Result<f64> {
+    values(t).map(|v| v[0])
+}
+
+/// A vector's values, read back to the host.
+fn values(t: Tensor<1>) -> Result<Vec<f64>> {
     t.into_data()
         .try_into_vec_as::<f64>()
-        .map(|v| v[0])
         .map_err(|e| CliError::Usage(format!("device read failed: {e:?}")))
 }
 
@@ -248,10 +252,7 @@ pub fn sentence_log_probs(
     let mut out = vec![0.0; pairs.len()];
     for batch in make_batches(&src_lens, &tgt_lens, max_tokens) {
         let (logits, tgt_out) = batch_tensors(pairs, &batch, focus, &device)?.logits(model);
-        let sums = loss::row_log_probs(logits, tgt_out)
-            .into_data()
-            .try_into_vec_as::<f64>()
-            .map_err(|e| CliError::Usage(format!("device read failed: {e:?}")))?;
+        let sums = values(loss::row_log_probs(logits, tgt_out))?;
         for (&i, sum) in batch.iter().zip(sums) {
             out[i] = sum;
         }
