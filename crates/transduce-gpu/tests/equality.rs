@@ -5,7 +5,7 @@
 //! Runs on whatever adapter wgpu finds: lavapipe (software Vulkan) in CI. Skips visibly when
 //! there is none.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use transduce::bundle::{WeightDtype, load_weights, save_weights};
 use transduce::burn::prelude::*;
@@ -14,8 +14,15 @@ use transduce::task::Parser;
 use transduce::{Bundle, BundleFiles, HostModel, ModelConfig, Positional, Transformer};
 use transduce_gpu::{Gpu, GpuModel, WeightStorage};
 
+/// This package's folder as `cargo test` gives it at run time, so that a build cache shared by
+/// two checkouts tests the files of the one it runs in; the compile-time path otherwise.
+fn manifest_dir() -> PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from)
+}
+
 fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    manifest_dir().join("../..")
 }
 
 fn gpu() -> Option<Gpu> {

@@ -4,6 +4,13 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// This package's folder as `cargo test` gives it at run time, so that a build cache shared by
+/// two checkouts tests the files of the one it runs in; the compile-time path otherwise.
+fn manifest_dir() -> PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from)
+}
+
 fn bin() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_transduce"));
     c.env("RUST_BACKTRACE", "1");
@@ -1055,7 +1062,7 @@ fn parse_prepare_train_decode_and_score() {
 
     // Members with different vocabularies cannot decode as one ensemble: one error naming
     // both. Voting needs no shared vocabulary, but a translator is refused there too.
-    let translator = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../web/models/en-de");
+    let translator = manifest_dir().join("../../web/models/en-de");
     for (combine, why) in [
         ("mean", "must share one tokenizer"),
         ("vote", "task Translate"),
@@ -1188,7 +1195,7 @@ fn parse_prepare_train_decode_and_score() {
 /// the parser gives a tree over exactly the input words.
 #[test]
 fn shipped_bundles_load_and_run() {
-    let models = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../web/models");
+    let models = manifest_dir().join("../../web/models");
     let tmp = tempfile::tempdir().unwrap();
     let input = tmp.path().join("in.txt");
 
@@ -1239,7 +1246,7 @@ fn shipped_bundles_load_and_run() {
 /// (both in f32), and on references the per-wordpiece mean `eval ppl` gets by its own path.
 #[test]
 fn nbest_lists_and_scores_agree_with_search_and_perplexity() {
-    let model = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../web/models/en-de");
+    let model = manifest_dir().join("../../web/models/en-de");
     let tmp = tempfile::tempdir().unwrap();
     let (src, refs) = (tmp.path().join("src.en"), tmp.path().join("ref.de"));
     std::fs::write(
@@ -1303,7 +1310,7 @@ fn nbest_lists_and_scores_agree_with_search_and_perplexity() {
     // scripts/rerank.py with this model alone, at the bundle's α (2.5), ranks as the beam.
     let scores_path = tmp.path().join("n.scores");
     std::fs::write(&scores_path, &scores).unwrap();
-    let rerank = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/rerank.py");
+    let rerank = manifest_dir().join("../../scripts/rerank.py");
     let list_args = ["--nbest", s(&list_path), "--scores", s(&scores_path)];
     match Command::new("python3")
         .arg(&rerank)
@@ -1383,7 +1390,7 @@ fn nbest_lists_and_scores_agree_with_search_and_perplexity() {
 /// q·scale): CT2's int8 quantizes activations its own way, so it is no reference for ours.
 #[test]
 fn shipped_translator_gives_ct2s_outputs() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let root = manifest_dir().join("../..");
     let fixtures = root.join("tests/fixtures");
     let index: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(root.join("web/models/index.json")).unwrap())
@@ -1435,7 +1442,7 @@ fn shipped_translator_gives_ct2s_outputs() {
 /// the CPU. Runs on lavapipe in CI; skips where wgpu finds no adapter.
 #[test]
 fn gpu_decoder_gives_the_cpus_outputs() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let root = manifest_dir().join("../..");
     let fixtures = root.join("tests/fixtures");
     let tmp = tempfile::tempdir().unwrap();
     for (id, src, tgt) in [("en-de", "en", "de"), ("de-en", "de", "en")] {
@@ -1512,13 +1519,12 @@ fn gpu_decoder_gives_the_cpus_outputs() {
 /// `config.json` states (to the printed two decimals).
 #[test]
 fn shipped_parser_scores_its_recorded_f1() {
-    let test_trees =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/ptb-sample/test.trees.gz");
+    let test_trees = manifest_dir().join("../../../shared/data/ptb-sample/test.trees.gz");
     if !test_trees.exists() {
         println!("SKIP: {} not found", test_trees.display());
         return;
     }
-    let bundle = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../web/models/ptb-parser");
+    let bundle = manifest_dir().join("../../web/models/ptb-parser");
     let config: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(bundle.join("config.json")).unwrap())
             .unwrap();

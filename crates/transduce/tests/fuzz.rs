@@ -6,6 +6,8 @@
 
 mod common;
 
+use std::path::PathBuf;
+
 use common::*;
 use transduce::bundle::{BundleFiles, WeightDtype, load_weights};
 use transduce::decode::{DecodeOptions, best_outputs};
@@ -20,12 +22,16 @@ use transduce_fuzz::{Outcome, Target};
 
 const SHIPPED: [&str; 3] = ["en-de", "de-en", "ptb-parser"];
 
+/// This package's folder as `cargo test` gives it at run time, so that a build cache shared by
+/// two checkouts tests the files of the one it runs in; the compile-time path otherwise.
+fn manifest_dir() -> PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from)
+}
+
 fn shipped(model: &str, file: &str) -> Vec<u8> {
-    let path = format!(
-        "{}/../../web/models/{model}/{file}",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+    let path = manifest_dir().join(format!("../../web/models/{model}/{file}"));
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 fn tokenizer() -> Tokenizer {
@@ -199,19 +205,20 @@ fn tree_seeds() -> Vec<Vec<u8>> {
     .iter()
     .map(|s| s.as_bytes().to_vec())
     .collect();
-    let sample = format!(
-        "{}/../../../shared/data/ptb-sample/dev.trees.gz",
-        env!("CARGO_MANIFEST_DIR")
-    );
+    let sample = manifest_dir().join("../../../shared/data/ptb-sample/dev.trees.gz");
     match std::process::Command::new("gzip")
-        .args(["-dc", &sample])
+        .arg("-dc")
+        .arg(&sample)
         .output()
     {
         Ok(out) if out.status.success() => {
             let text = String::from_utf8_lossy(&out.stdout);
             seeds.extend(text.lines().take(40).map(|l| l.as_bytes().to_vec()));
         }
-        _ => eprintln!("fuzz treebank: no PTB sample at {sample}; hand-written seeds only"),
+        _ => eprintln!(
+            "fuzz treebank: no PTB sample at {}; hand-written seeds only",
+            sample.display()
+        ),
     }
     seeds
 }
