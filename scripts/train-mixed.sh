@@ -29,7 +29,7 @@
 #      (scripts/rescored-teacher.sh, weight 0.6 on 8); factor 0.05, warm-up
 #      300, 4,096-token batches, the last 3 checkpoints averaged             EN_DE_STEPS
 #  10. de-en continued from 7 likewise, with RESCORE_DE_EN                  DE_EN_STEPS
-#      (9 and 10: the shipped bundles' step counts by default)
+#      (9 and 10: the shipped bundles' step counts by default, 4,552 and 4,075)
 #
 # 9 and 10 are the shipped bundles; 1-4 run only with COMPACT=1. RESCORE_EN_DE and
 # RESCORE_DE_EN have no default: the shipped runs used the bundles docs/RESULTS.md's
@@ -45,7 +45,8 @@
 # The compact stage 1 trained on 2 CPU cores over three sessions (stopped and resumed: exact
 # resume gives the same weights), stage 2 on an H100 (BACKEND=wgpu: 12,500 steps in 820 s),
 # 3 and 4 on one CPU core each, side by side, for 78 minutes, 7 and 8 on one thread each,
-# side by side, for 170 minutes (stopped at 60 and resumed). Step counts bound every stage.
+# side by side, for 170 minutes (stopped at 60 and resumed), 9 and 10 likewise for 175 and 150
+# minutes (stopped at 80 and 55 and resumed). Step counts bound every stage.
 # Stop it whenever and run it again: a finished stage (its bundle tested) is skipped, an
 # unfinished one resumes. BACKEND, RAYON_NUM_THREADS, DATA as in train-demo.sh.
 set -euo pipefail
