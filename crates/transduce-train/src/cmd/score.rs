@@ -38,24 +38,19 @@ pub struct ScoreCmd {
 }
 
 pub fn run(cmd: ScoreCmd) -> Result<()> {
-    let sources = data::corpus::read_lines(&cmd.src)?;
-    let targets = if cmd.nbest {
-        nbest_entries(
-            &data::corpus::read_lines(&cmd.tgt)?,
-            &cmd.tgt,
-            sources.len(),
-        )?
+    // (source line, target) entries: an n-best list names its source lines, a parallel
+    // file pairs line with line.
+    let (sources, targets): (Vec<String>, Vec<(usize, String)>) = if cmd.nbest {
+        let sources = data::corpus::read_lines(&cmd.src)?;
+        let list = data::corpus::read_lines(&cmd.tgt)?;
+        let entries = nbest_entries(&list, &cmd.tgt, sources.len())?;
+        (sources, entries)
     } else {
-        let targets = data::corpus::read_lines(&cmd.tgt)?;
-        if targets.len() != sources.len() {
-            return Err(CliError::LineCount {
-                src_path: cmd.src.clone(),
-                src_lines: sources.len(),
-                tgt_path: cmd.tgt.clone(),
-                tgt_lines: targets.len(),
-            });
-        }
-        targets.into_iter().enumerate().collect()
+        data::corpus::read_parallel(&cmd.src, &cmd.tgt)?
+            .into_iter()
+            .enumerate()
+            .map(|(i, (src, tgt))| (src, (i, tgt)))
+            .unzip()
     };
     let device = cmd.model.backend.device()?;
     let task = Task::Translate {
