@@ -52,8 +52,12 @@
 # run's batches, warm-up and checkpoints, e.g. 12000 / 300 on a GPU (scripts/train-mixed.sh
 # stages 5-6). TRAIN=0 skips training and averaging and goes on from
 # WORK/<src>-<tgt>/averaged.safetensors (e.g. averaged on the GPU machine and copied back).
-# Everything after training (averaging, α on val, export, the one test run) reruns in
-# minutes. Selection uses the vals only; each test set is translated once, at the end.
+# BEAMS (default 4, §6.1's) is the beam sizes tried with each α on val; e.g. "4 8" (the
+# shipped mixed translators': beam 8 costs about twice beam 4's time and gained +0.36 and
+# +0.34 on their val means; docs/RESULTS.md, "Beam size chosen on val"). The smallest beam
+# wins a tie.
+# Everything after training (averaging, beam and α on val, export, the one test run) reruns
+# in minutes. Selection uses the vals only; each test set is translated once, at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/common.sh
@@ -86,6 +90,7 @@ MIXED_PRESET=${MIXED_PRESET:-compact}
 DISTILL=${DISTILL:-}
 DISTILL_RESCORE=${DISTILL_RESCORE:-}
 DISTILL_WEIGHT=${DISTILL_WEIGHT:-0.6}
+BEAMS=${BEAMS:-4}
 what=${1:-all}
 case "$what" in
     en-de | de-en | translate | en-de-free | de-en-free | free | parse | all) ;;
@@ -357,31 +362,40 @@ translator() {
     fi
     "$T" export --model "$W/run" --checkpoint "$W/averaged.safetensors" --int8 \
         --source "$src" --target "$tgt" --out "$W/bundle" "${provenance[@]}"
-    # The length penalty is chosen on the vals (the mean BLEU of the two for the mixed
-    # translators, Tatoeba's alone for the free ones), as §6.1 chose α 0.6 on its
-    # development set. Multi30k val is scored either way, for the card.
-    local best_alpha=0.6 best_val=-1 tatoeba_val=0 multi30k_val=0 alpha t m mean
+    # The beam size and the length penalty are chosen on the vals (the mean BLEU of the two
+    # for the mixed translators, Tatoeba's alone for the free ones), as §6.1 chose α 0.6 on
+    # its development set. Multi30k val is scored either way, for the card.
+    local best_beam=4 best_alpha=0.6 best_val=-1 tatoeba_val=0 multi30k_val=0 beam alpha t m mean
+    local grid
     : > "$W/alpha.txt"
     # The free translators and the continued en-de chose the edge of the first grid (2.0).
-    for alpha in 0.6 1.0 1.5 2.0 2.5 3.0; do
-        "$T" translate --model "$W/bundle" --alpha "$alpha" --input "$tatoeba/val.$src.gz" \
-            --output "$W/val-tatoeba.$alpha.$tgt" --quiet
-        "$T" translate --model "$W/bundle" --alpha "$alpha" --input "$multi30k/val.$src.gz" \
-            --output "$W/val-multi30k.$alpha.$tgt" --quiet
-        t=$(bleu "$W/val-tatoeba.$alpha.$tgt" "$tatoeba/val.$tgt.gz")
-        m=$(bleu "$W/val-multi30k.$alpha.$tgt" "$multi30k/val.$tgt.gz")
-        mean=$(awk -v a="$t" -v b="$m" 'BEGIN { printf "%.2f", (a + b) / 2 }')
-        [ "$variant" = free ] && mean=$t
-        log "$src→$tgt val BLEU with α $alpha: Tatoeba $t, Multi30k $m (mean $mean)"
-        echo "$alpha $t $m $mean" >> "$W/alpha.txt"
-        if awk -v a="$mean" -v b="$best_val" 'BEGIN { exit !(a > b) }'; then
-            best_alpha=$alpha best_val=$mean tatoeba_val=$t multi30k_val=$m
-        fi
+    for beam in $BEAMS; do
+        for alpha in 0.6 1.0 1.5 2.0 2.5 3.0; do
+            grid=$alpha
+            [ "$BEAMS" = 4 ] || grid="$beam.$alpha"
+            "$T" translate --model "$W/bundle" --beam "$beam" --alpha "$alpha" \
+                --input "$tatoeba/val.$src.gz" --output "$W/val-tatoeba.$grid.$tgt" --quiet
+            "$T" translate --model "$W/bundle" --beam "$beam" --alpha "$alpha" \
+                --input "$multi30k/val.$src.gz" --output "$W/val-multi30k.$grid.$tgt" --quiet
+            t=$(bleu "$W/val-tatoeba.$grid.$tgt" "$tatoeba/val.$tgt.gz")
+            m=$(bleu "$W/val-multi30k.$grid.$tgt" "$multi30k/val.$tgt.gz")
+            mean=$(awk -v a="$t" -v b="$m" 'BEGIN { printf "%.2f", (a + b) / 2 }')
+            [ "$variant" = free ] && mean=$t
+            log "$src→$tgt val BLEU with beam $beam, α $alpha: Tatoeba $t, Multi30k $m (mean $mean)"
+            if [ "$BEAMS" = 4 ]; then
+                echo "$alpha $t $m $mean" >> "$W/alpha.txt"
+            else
+                echo "$beam $alpha $t $m $mean" >> "$W/alpha.txt"
+            fi
+            if awk -v a="$mean" -v b="$best_val" 'BEGIN { exit !(a > b) }'; then
+                best_beam=$beam best_alpha=$alpha best_val=$mean tatoeba_val=$t multi30k_val=$m
+            fi
+        done
     done
     # The one test run of each test set.
-    "$T" translate --model "$W/bundle" --alpha "$best_alpha" --input "$tatoeba/test.$src.gz" \
-        --output "$W/test-tatoeba.hyp.$tgt"
-    "$T" translate --model "$W/bundle" --alpha "$best_alpha" \
+    "$T" translate --model "$W/bundle" --beam "$best_beam" --alpha "$best_alpha" \
+        --input "$tatoeba/test.$src.gz" --output "$W/test-tatoeba.hyp.$tgt"
+    "$T" translate --model "$W/bundle" --beam "$best_beam" --alpha "$best_alpha" \
         --input "$multi30k/test2016.$src.gz" --output "$W/test2016.hyp.$tgt"
     "$T" eval bleu --hyp "$W/test-tatoeba.hyp.$tgt" --ref "$tatoeba/test.$tgt.gz" \
         | tee "$W/bleu-tatoeba.txt"
@@ -392,10 +406,11 @@ translator() {
     [ -z "$teachers" ] || command="DISTILL=$teachers $command"
     [ -n "$INIT" ] || [ "${!preset}" = compact ] || command="$preset=${!preset} $command"
     [ -z "$INIT" ] || command="INIT=$INIT LR_FACTOR=$LR_FACTOR $command"
+    [ "$BEAMS" = 4 ] || command="BEAMS=\"$BEAMS\" $command"
     tatoeba_test=$(awk '{ print $3; exit }' "$W/bleu-tatoeba.txt")
     multi30k_test=$(awk '{ print $3; exit }' "$W/bleu-test2016.txt")
     "$T" export --model "$W/run" --checkpoint "$W/averaged.safetensors" --int8 \
-        --source "$src" --target "$tgt" --out "$W/bundle" --alpha "$best_alpha" \
+        --source "$src" --target "$tgt" --out "$W/bundle" --beam "$best_beam" --alpha "$best_alpha" \
         --metric "bleu_tatoeba_test=$tatoeba_test" --metric "bleu_test2016=$multi30k_test" \
         --metric "bleu_tatoeba_val=$tatoeba_val" --metric "bleu_multi30k_val=$multi30k_val" \
         --metric "bleu_signature=$(cut -d' ' -f1 "$W/bleu-tatoeba.txt")" \

@@ -27,9 +27,10 @@
 #      (the `small` lineage trained from random weights with the mix's
 #      vocabulary) translate, each candidate rescored by both
 #      (scripts/rescored-teacher.sh, weight 0.6 on 8); factor 0.05, warm-up
-#      300, 4,096-token batches, the last 3 checkpoints averaged             EN_DE_STEPS
+#      300, 4,096-token batches, the last 3 checkpoints averaged, beam 4 or 8
+#      chosen with α on val                                                 EN_DE_STEPS
 #  10. de-en continued from 7 likewise, with RESCORE_DE_EN                  DE_EN_STEPS
-#      (9 and 10: the shipped bundles' step counts by default, 4,552 and 4,075)
+#      (9 and 10: the shipped bundles' step counts by default, 4,552 and 7,160)
 #
 # 9 and 10 are the shipped bundles; 1-4 run only with COMPACT=1. RESCORE_EN_DE and
 # RESCORE_DE_EN have no default: the shipped runs used the bundles docs/RESULTS.md's
@@ -45,8 +46,9 @@
 # The compact stage 1 trained on 2 CPU cores over three sessions (stopped and resumed: exact
 # resume gives the same weights), stage 2 on an H100 (BACKEND=wgpu: 12,500 steps in 820 s),
 # 3 and 4 on one CPU core each, side by side, for 78 minutes, 7 and 8 on one thread each,
-# side by side, for 170 minutes (stopped at 60 and resumed), 9 and 10 likewise for 175 and 150
-# minutes (stopped at 80 and 55 and resumed). Step counts bound every stage.
+# side by side, for 170 minutes (stopped at 60 and resumed), 9 and 10 likewise for 175 and 258
+# minutes (stopped at 80 and 55 and resumed; 10 resumed again at 150). Step counts bound
+# every stage.
 # Stop it whenever and run it again: a finished stage (its bundle tested) is skipped, an
 # unfinished one resumes. BACKEND, RAYON_NUM_THREADS, DATA as in train-demo.sh.
 set -euo pipefail
@@ -84,7 +86,8 @@ stage 8 small-m4 en-de EN_DE_STEPS=4714 INIT="$WORK/small/en-de/bundle" "${m4[@]
 # Stages 9 and 10: distilled from a teacher two lineages make together.
 : "${RESCORE_EN_DE:?set RESCORE_EN_DE to the small lineage's en-de bundle (see above)}"
 : "${RESCORE_DE_EN:?set RESCORE_DE_EN to the small lineage's de-en bundle (see above)}"
-kd=(MULTI30K_COPIES=4 LR_FACTOR=0.05 WARMUP=300 CHECKPOINT_STEPS=250 AVERAGE_LAST=3)
+kd=(MULTI30K_COPIES=4 LR_FACTOR=0.05 WARMUP=300 CHECKPOINT_STEPS=250 AVERAGE_LAST=3
+    BEAMS="4 8")
 stage 9 distilled en-de EN_DE_STEPS="$EN_DE_STEPS" INIT="$WORK/small-m4/en-de/bundle" \
     DISTILL="$WORK/small-m4/en-de/bundle" DISTILL_RESCORE="$RESCORE_EN_DE" "${kd[@]}"
 stage 10 distilled de-en DE_EN_STEPS="$DE_EN_STEPS" INIT="$WORK/small-m4/de-en/bundle" \

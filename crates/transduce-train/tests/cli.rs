@@ -1360,13 +1360,16 @@ fn nbest_lists_and_scores_agree_with_search_and_perplexity() {
         "{ppl} vs {sum} / {pieces}"
     );
 
-    // Bad input: more entries than the beam keeps; an empty source; a malformed list.
+    // Bad input: more entries than the beam keeps (the beam given, not the bundle's); an
+    // empty source; a malformed list.
     let e = fail(&[
         "translate",
         "--model",
         s(&model),
         "--input",
         s(&src),
+        "--beam",
+        "4",
         "--nbest",
         "5",
     ]);
