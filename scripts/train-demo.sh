@@ -366,27 +366,24 @@ translator() {
     # for the mixed translators, Tatoeba's alone for the free ones), as §6.1 chose α 0.6 on
     # its development set. Multi30k val is scored either way, for the card.
     local best_beam=4 best_alpha=0.6 best_val=-1 tatoeba_val=0 multi30k_val=0 beam alpha t m mean
-    local grid
+    # A grid point's key in file names and alpha.txt rows: α alone when only beam 4 is tried.
+    local key
     : > "$W/alpha.txt"
     # The free translators and the continued en-de chose the edge of the first grid (2.0).
     for beam in $BEAMS; do
         for alpha in 0.6 1.0 1.5 2.0 2.5 3.0; do
-            grid=$alpha
-            [ "$BEAMS" = 4 ] || grid="$beam.$alpha"
+            key=$alpha
+            [ "$BEAMS" = 4 ] || key="$beam $alpha"
             "$T" translate --model "$W/bundle" --beam "$beam" --alpha "$alpha" \
-                --input "$tatoeba/val.$src.gz" --output "$W/val-tatoeba.$grid.$tgt" --quiet
+                --input "$tatoeba/val.$src.gz" --output "$W/val-tatoeba.${key/ /.}.$tgt" --quiet
             "$T" translate --model "$W/bundle" --beam "$beam" --alpha "$alpha" \
-                --input "$multi30k/val.$src.gz" --output "$W/val-multi30k.$grid.$tgt" --quiet
-            t=$(bleu "$W/val-tatoeba.$grid.$tgt" "$tatoeba/val.$tgt.gz")
-            m=$(bleu "$W/val-multi30k.$grid.$tgt" "$multi30k/val.$tgt.gz")
+                --input "$multi30k/val.$src.gz" --output "$W/val-multi30k.${key/ /.}.$tgt" --quiet
+            t=$(bleu "$W/val-tatoeba.${key/ /.}.$tgt" "$tatoeba/val.$tgt.gz")
+            m=$(bleu "$W/val-multi30k.${key/ /.}.$tgt" "$multi30k/val.$tgt.gz")
             mean=$(awk -v a="$t" -v b="$m" 'BEGIN { printf "%.2f", (a + b) / 2 }')
             [ "$variant" = free ] && mean=$t
             log "$src→$tgt val BLEU with beam $beam, α $alpha: Tatoeba $t, Multi30k $m (mean $mean)"
-            if [ "$BEAMS" = 4 ]; then
-                echo "$alpha $t $m $mean" >> "$W/alpha.txt"
-            else
-                echo "$beam $alpha $t $m $mean" >> "$W/alpha.txt"
-            fi
+            echo "$key $t $m $mean" >> "$W/alpha.txt"
             if awk -v a="$mean" -v b="$best_val" 'BEGIN { exit !(a > b) }'; then
                 best_beam=$beam best_alpha=$alpha best_val=$mean tatoeba_val=$t multi30k_val=$m
             fi
