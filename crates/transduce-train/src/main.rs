@@ -4,6 +4,7 @@
 mod average;
 mod backend;
 mod bench;
+mod channel;
 mod cmd;
 mod data;
 mod error;

@@ -160,6 +160,7 @@ pub fn load(
             weights: None,
             metrics: Default::default(),
             sha256: Default::default(),
+            channel: None,
         },
         tokenizer,
         model,

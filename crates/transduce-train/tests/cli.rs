@@ -1386,6 +1386,204 @@ fn nbest_lists_and_scores_agree_with_search_and_perplexity() {
     assert!(e.contains("n.best: line 2"), "{e}");
 }
 
+/// `translate --channel` (noisy-channel reranking) picks, on each line, the beam candidate
+/// with the best beam score + w · log p(source | candidate) / lp(|source|), computed here
+/// from `translate --nbest` and the reverse model's `score`; weight 0 is the plain search.
+#[test]
+fn channel_reranking_agrees_with_nbest_and_score() {
+    let models = manifest_dir().join("../../web/models");
+    let (model, reverse) = (models.join("en-de"), models.join("de-en"));
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src.en");
+    let text = "Where is the train station?\nA man in a blue shirt is playing the guitar on a \
+                stage.\nI have no time today, but tomorrow I would like to.\n\nTwo dogs run \
+                through the snow.\n";
+    std::fs::write(&src, text).unwrap();
+    let sources: Vec<&str> = text.lines().collect();
+    let (beam, alpha, weight) = ("4", 2.5, 1.0);
+    let flags = ["--beam", beam, "--alpha", "2.5"];
+
+    let list_path = tmp.path().join("n.best");
+    let list = translate_file(
+        &model,
+        &src,
+        &list_path,
+        &[&flags[..], &["--nbest", beam]].concat(),
+    );
+    let entries: Vec<(usize, String, f64)> = list
+        .lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split(" ||| ").collect();
+            (
+                f[0].parse().unwrap(),
+                f[1].to_string(),
+                f[3].parse().unwrap(),
+            )
+        })
+        .collect();
+    // The reverse model scores each source given each non-empty candidate.
+    let scored: Vec<&(usize, String, f64)> = entries
+        .iter()
+        .filter(|e| !e.1.is_empty() && !sources[e.0].is_empty())
+        .collect();
+    let (cands, origs) = (tmp.path().join("cands.de"), tmp.path().join("origs.en"));
+    let join = |f: &dyn Fn(&&(usize, String, f64)) -> String| {
+        scored.iter().map(f).collect::<Vec<_>>().join("\n") + "\n"
+    };
+    std::fs::write(&cands, join(&|e| e.1.clone())).unwrap();
+    std::fs::write(&origs, join(&|e| sources[e.0].to_string())).unwrap();
+    let channel = run(&score_args(&reverse, &cands, &origs, false));
+    let mut best: Vec<Option<(f64, String)>> = vec![None; sources.len()];
+    for (entry, row) in scored.iter().zip(channel.lines()) {
+        let (log_prob, pieces) = row.split_once('\t').unwrap();
+        let lp = ((5.0 + pieces.parse::<f64>().unwrap()) / 6.0).powf(alpha);
+        let total = entry.2 + weight * log_prob.parse::<f64>().unwrap() / lp;
+        if best[entry.0].as_ref().is_none_or(|b| total > b.0) {
+            best[entry.0] = Some((total, entry.1.clone()));
+        }
+    }
+    let expected: String = best
+        .iter()
+        .map(|b| b.as_ref().map_or("", |b| b.1.as_str()).to_string() + "\n")
+        .collect();
+
+    let channel_flags = ["--channel", s(&reverse), "--channel-weight"];
+    let reranked = translate_file(
+        &model,
+        &src,
+        &tmp.path().join("nc.de"),
+        &[&flags[..], &channel_flags, &["1.0"]].concat(),
+    );
+    assert_eq!(reranked, expected);
+    let plain = translate_file(&model, &src, &tmp.path().join("plain.de"), &flags);
+    let zero = translate_file(
+        &model,
+        &src,
+        &tmp.path().join("zero.de"),
+        &[&flags[..], &channel_flags, &["0"]].concat(),
+    );
+    assert_eq!(zero, plain, "weight 0 is the plain search");
+    // Its n-best list: ranked by the combined score, the first entry the translation.
+    let nbest = translate_file(
+        &model,
+        &src,
+        &tmp.path().join("nc.best"),
+        &[&flags[..], &channel_flags, &["1.0", "--nbest", "2"]].concat(),
+    );
+    for (i, line) in reranked.lines().enumerate() {
+        let mine: Vec<Vec<&str>> = nbest
+            .lines()
+            .map(|l| l.split(" ||| ").collect::<Vec<_>>())
+            .filter(|e| e[0] == i.to_string())
+            .collect();
+        assert_eq!(mine[0][1], line, "line {i}: {nbest}");
+        let ranks: Vec<f64> = mine.iter().map(|e| e[3].parse().unwrap()).collect();
+        assert!(
+            ranks.windows(2).all(|w| w[0] >= w[1]),
+            "line {i}: {ranks:?}"
+        );
+    }
+
+    // Bad input: a channel in the same direction; no weight given or recorded; a weight
+    // without a channel; a negative weight.
+    let out = tmp.path().join("x").display().to_string();
+    let base = [
+        "translate",
+        "--model",
+        s(&model),
+        "--input",
+        s(&src),
+        "--output",
+        &out,
+    ];
+    let e = fail(
+        &[
+            &base[..],
+            &["--channel", s(&model), "--channel-weight", "0.3"],
+        ]
+        .concat(),
+    );
+    assert!(e.contains("needs a model from de to en"), "{e}");
+    let unrecorded = tmp.path().join("en-de");
+    std::fs::create_dir(&unrecorded).unwrap();
+    for file in ["model.safetensors", "tokenizer.json"] {
+        std::fs::copy(model.join(file), unrecorded.join(file)).unwrap();
+    }
+    let mut config: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(model.join("config.json")).unwrap()).unwrap();
+    config.as_object_mut().unwrap().remove("channel");
+    std::fs::write(unrecorded.join("config.json"), config.to_string()).unwrap();
+    let mut args = base.to_vec();
+    args[2] = s(&unrecorded);
+    let e = fail(&[&args[..], &["--channel", s(&reverse)]].concat());
+    assert!(e.contains("give --channel-weight"), "{e}");
+    let e = fail(&[&base[..], &["--channel-weight", "0.3"]].concat());
+    assert!(e.contains("--channel"), "{e}");
+    let e = fail(
+        &[
+            &base[..],
+            &["--channel", s(&reverse), "--channel-weight=-1"],
+        ]
+        .concat(),
+    );
+    assert!(e.contains("negative"), "{e}");
+    assert!(!Path::new(&out).exists(), "no output on bad input");
+}
+
+/// A shipped bundle's `channel` names a translator the page lists that translates the other
+/// way, and `translate --channel` with it alone (the weight its config records) runs.
+#[test]
+fn shipped_channels_name_a_listed_reverse_translator() {
+    let models = manifest_dir().join("../../web/models");
+    let index: Vec<serde_json::Value> =
+        serde_json::from_slice(&std::fs::read(models.join("index.json")).unwrap()).unwrap();
+    let config = |id: &str| -> serde_json::Value {
+        serde_json::from_slice(&std::fs::read(models.join(id).join("config.json")).unwrap())
+            .unwrap()
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let input = tmp.path().join("in.txt");
+    let mut checked = 0;
+    for entry in &index {
+        let id = entry["id"].as_str().unwrap();
+        let forward = config(id);
+        let Some(reverse) = forward["channel"]["model"].as_str() else {
+            continue;
+        };
+        assert!(
+            index.iter().any(|e| e["id"] == reverse),
+            "{id}: channel {reverse} is not in index.json"
+        );
+        let task = &config(reverse)["task"];
+        assert_eq!(
+            task["source"], forward["task"]["target"],
+            "{id} → {reverse}"
+        );
+        assert_eq!(
+            task["target"], forward["task"]["source"],
+            "{id} → {reverse}"
+        );
+        let text = match forward["task"]["source"].as_str().unwrap() {
+            "en" => "A man is sleeping on a bench.\n",
+            _ => "Ein Mann schläft auf einer Bank.\n",
+        };
+        std::fs::write(&input, text).unwrap();
+        let out = run(&[
+            "translate",
+            "--model",
+            s(&models.join(id)),
+            "--channel",
+            s(&models.join(reverse)),
+            "--input",
+            s(&input),
+            "--quiet",
+        ]);
+        assert_eq!(out.lines().count(), 1, "{id}: {out}");
+        checked += 1;
+    }
+    assert!(checked > 0, "no shipped bundle records a channel");
+}
+
 /// Each shipped translator's outputs for a few test2016 sentences are fixed: greedy and beam 4
 /// give, token for token, what CTranslate2 gives from the same bundle converted by
 /// `scripts/ct2.py` (tests/fixtures/README.md), one sentence at a time and all in one batch.

@@ -85,6 +85,37 @@ pub struct BundleConfig {
     /// sha256 (hex) of the other two files, checked on load.
     #[serde(default)]
     pub sha256: BTreeMap<String, String>,
+    /// Noisy-channel reranking with the reverse translator, as chosen on val (absent where
+    /// none was measured).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub channel: Option<ChannelConfig>,
+}
+
+/// The reverse translator that reranks this one's beam (noisy-channel reranking, Yee et
+/// al. 2019): each finished hypothesis Y of source X is ranked by
+/// `log p(Y|X) / lp(|Y|) + weight · log p(X|Y) / lp(|X|)`, lp §6.1's length penalty at the
+/// bundle's α, p(X|Y) the reverse model's by teacher forcing.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChannelConfig {
+    /// The reverse translator's id (e.g. `de-en` for an `en-de` bundle): the weight was
+    /// chosen with that bundle.
+    pub model: String,
+    /// The channel term's weight, ≥ 0.
+    pub weight: f64,
+}
+
+impl ChannelConfig {
+    /// Checks the weight: a finite number ≥ 0.
+    pub fn validate(&self) -> Result<()> {
+        if !(self.weight.is_finite() && self.weight >= 0.0) {
+            return Err(Error::invalid(
+                "channel.weight",
+                format!("{} is not a number ≥ 0", self.weight),
+            ));
+        }
+        Ok(())
+    }
 }
 
 impl BundleConfig {
@@ -107,6 +138,9 @@ impl BundleConfig {
         }
         config.model.validate()?;
         config.decoding.validate()?;
+        if let Some(channel) = &config.channel {
+            channel.validate()?;
+        }
         Ok(config)
     }
 

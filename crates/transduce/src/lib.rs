@@ -24,7 +24,7 @@ pub mod rng;
 pub mod task;
 pub mod tokenizer;
 
-pub use bundle::{Bundle, BundleConfig, BundleFiles, Task, WeightDtype};
+pub use bundle::{Bundle, BundleConfig, BundleFiles, ChannelConfig, Task, WeightDtype};
 pub use config::{ModelConfig, Positional};
 pub use decode::{DecodeOptions, Hypothesis};
 pub use error::{Error, Result};

@@ -294,6 +294,16 @@ fn lying_configs_are_refused_before_allocation() {
         let e = err(&bad).to_string();
         assert!(e.contains(&format!("decoding.{field}")), "{field}: {e}");
     }
+    // The noisy-channel weight: a number ≥ 0, and only the two known fields.
+    let bad = edit(&|c| c["channel"] = serde_json::json!({"model": "de-en", "weight": -0.5}));
+    let e = err(&bad).to_string();
+    assert!(e.contains("channel.weight"), "{e}");
+    let bad = edit(&|c| c["channel"] = serde_json::json!({"model": "de-en", "wieght": 0.3}));
+    let e = err(&bad).to_string();
+    assert!(e.contains("wieght"), "{e}");
+    let good = edit(&|c| c["channel"] = serde_json::json!({"model": "de-en", "weight": 0.3}));
+    let config = transduce::BundleConfig::from_json(&good.config).unwrap();
+    assert_eq!(config.channel.unwrap().weight, 0.3);
 }
 
 /// An int8 bundle's file with one tensor replaced: `edit(name, dtype, shape, bytes)` may

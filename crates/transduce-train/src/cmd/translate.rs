@@ -1,13 +1,14 @@
 //! `transduce translate`: translate lines with a bundle, a run or an ensemble (§6.1).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::Args;
-use transduce::Task;
 use transduce::decode::DecodeOptions;
+use transduce::{Bundle, Task};
 
 use super::{EnsembleArgs, read_input, write_output};
 use crate::backend::Backend;
+use crate::channel::Channel;
 use crate::error::{CliError, Result};
 use crate::{options, source, translate};
 
@@ -38,6 +39,15 @@ pub struct TranslateCmd {
     /// alike: the search can reach one text through two splits into wordpieces.
     #[arg(long, value_name = "N", value_parser = options::count)]
     pub nbest: Option<usize>,
+    /// Rerank the beam's finished translations with this reverse translator (a bundle or
+    /// run folder, e.g. de-en for an en-de model): noisy-channel reranking, each ranked by
+    /// its beam score + weight · log p(source | translation) / lp(|source|). Costs one
+    /// teacher-forced pass of the reverse model per candidate.
+    #[arg(long, value_name = "MODEL")]
+    pub channel: Option<PathBuf>,
+    /// The channel term's weight (default: the bundle's `channel.weight`, chosen on val).
+    #[arg(long, value_name = "WEIGHT", requires = "channel", value_parser = options::non_negative)]
+    pub channel_weight: Option<f64>,
     /// Sentences decoded together.
     #[arg(long, default_value_t = 32, value_parser = options::count)]
     pub batch_size: usize,
@@ -82,8 +92,35 @@ pub fn run(cmd: TranslateCmd) -> Result<()> {
         Some(model) => translate::Decoder::Gpu(model),
         None => translate::Decoder::of_bundles(&bundles)?,
     };
-    let out = match cmd.nbest {
-        None => translate::translate_lines(
+    if let Some(n) = cmd.nbest
+        && n > options.beam
+    {
+        return Err(CliError::Usage(format!(
+            "--nbest {n} asks for more translations than beam search keeps \
+             (beam {}): give --beam {n} or more",
+            options.beam
+        )));
+    }
+    let channel = match &cmd.channel {
+        Some(path) => {
+            let bundle = load_channel(path, &bundles[0], &device)?;
+            let weight = match (cmd.channel_weight, &bundles[0].config.channel) {
+                (Some(w), _) => w,
+                (None, Some(c)) => c.weight,
+                (None, None) => {
+                    return Err(CliError::Usage(
+                        "--channel: the model records no channel weight chosen on val; \
+                         give --channel-weight"
+                            .into(),
+                    ));
+                }
+            };
+            Some((bundle, weight))
+        }
+        None => None,
+    };
+    let out = match (cmd.nbest, &channel) {
+        (None, None) => translate::translate_lines(
             &bundles,
             &decoder,
             &lines,
@@ -91,28 +128,80 @@ pub fn run(cmd: TranslateCmd) -> Result<()> {
             cmd.batch_size,
             !cmd.quiet,
         )?,
-        Some(n) => {
-            if n > options.beam {
-                return Err(CliError::Usage(format!(
-                    "--nbest {n} asks for more translations than beam search keeps \
-                     (beam {}): give --beam {n} or more",
-                    options.beam
-                )));
-            }
-            let lists = translate::nbest_lines(
+        (n, _) => {
+            // With a channel every finished hypothesis is a candidate.
+            let keep = if channel.is_some() {
+                options.beam
+            } else {
+                n.unwrap_or(1)
+            };
+            let mut lists = translate::nbest_lines(
                 &bundles,
                 &decoder,
                 &lines,
                 &options,
                 cmd.batch_size,
-                n,
+                keep,
                 !cmd.quiet,
             )?;
-            nbest_format(&lists)
+            if let Some((bundle, weight)) = &channel {
+                let channel = Channel {
+                    bundle,
+                    weight: *weight,
+                };
+                channel.rerank(&lines, &mut lists, options.alpha, 4096)?;
+            }
+            match n {
+                Some(n) => {
+                    for list in &mut lists {
+                        list.truncate(n);
+                    }
+                    nbest_format(&lists)
+                }
+                None => lists
+                    .into_iter()
+                    .map(|list| list.into_iter().next().unwrap_or_default().text)
+                    .collect(),
+            }
         }
     };
     write_output(&out, cmd.output.as_deref())?;
     Ok(())
+}
+
+/// The reverse translator `--channel` names: a translation model from the forward
+/// model's target language to its source language.
+fn load_channel(
+    path: &Path,
+    forward: &Bundle,
+    device: &transduce::burn::prelude::Device,
+) -> Result<Bundle> {
+    let task = Task::Translate {
+        source: String::new(),
+        target: String::new(),
+    };
+    let bundle = source::load(path, None, task, device)?;
+    super::eval::refuse_parser(&bundle, path)?;
+    // Bundles name their languages (run folders do not): they must be the reverse pair.
+    if let (
+        Task::Translate { source, target },
+        Task::Translate {
+            source: fwd_source,
+            target: fwd_target,
+        },
+    ) = (&bundle.config.task, &forward.config.task)
+        && [source, target, fwd_source, fwd_target]
+            .iter()
+            .all(|l| !l.is_empty())
+        && (source != fwd_target || target != fwd_source)
+    {
+        return Err(CliError::Usage(format!(
+            "--channel {}: translates {source}→{target}; reranking {fwd_source}→{fwd_target} \
+             needs a model from {fwd_target} to {fwd_source}",
+            path.display()
+        )));
+    }
+    Ok(bundle)
 }
 
 /// The n-best lines `--nbest` writes, in input order.

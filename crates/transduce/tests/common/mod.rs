@@ -69,6 +69,7 @@ pub fn translation_bundle(tokenizer: Tokenizer, model: Transformer) -> Bundle {
             weights: None,
             metrics: Default::default(),
             sha256: Default::default(),
+            channel: None,
         },
         tokenizer,
         model,
