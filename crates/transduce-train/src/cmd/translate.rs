@@ -145,6 +145,11 @@ pub fn run(cmd: TranslateCmd) -> Result<()> {
                 !cmd.quiet,
             )?;
             if let Some((bundle, weight)) = &channel {
+                if !cmd.quiet {
+                    // The scoring pass has no progress bar; it takes longer than the search.
+                    let n: usize = lists.iter().map(Vec::len).sum();
+                    eprintln!("scoring {n} translations with the reverse model (--channel)");
+                }
                 let channel = Channel {
                     bundle,
                     weight: *weight,
