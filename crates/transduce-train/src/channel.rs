@@ -4,12 +4,14 @@
 //! (§6.1's beam ranks by log p(Y|X) / lp(|Y|) only).
 
 use transduce::Bundle;
-use transduce::decode::length_penalty;
+use transduce::decode::{Ensemble, forced_log_probs, length_penalty};
 
-use crate::data::cache::Pairs;
 use crate::error::Result;
-use crate::train;
 use crate::translate::Candidate;
+
+/// Pairs teacher-forced together: enough rows to fill the matrix products, few enough
+/// that the caches stay small.
+const BATCH_ROWS: usize = 64;
 
 /// The reverse translator and its term's weight.
 pub struct Channel<'a> {
@@ -23,22 +25,22 @@ impl Channel<'_> {
     /// is the forward search's α, `sources[i]` line i's source. A candidate the channel
     /// cannot condition on (an empty translation) ranks last; a line whose candidates all
     /// are such, and an empty line, keep the beam's order and scores. Weight 0 changes
-    /// nothing.
+    /// nothing. The reverse model scores by teacher forcing through the search's own
+    /// decoder ([`forced_log_probs`]): on the CPU the host decoder, int8 for int8 bundles.
     pub fn rerank(
         &self,
         sources: &[String],
         lists: &mut [Vec<Candidate>],
         alpha: f64,
-        max_tokens: usize,
     ) -> Result<()> {
         if self.weight == 0.0 {
             return Ok(());
         }
         let tokenizer = &self.bundle.tokenizer;
         let config = &self.bundle.config.model;
-        // One teacher-forced pair per candidate the channel can score: (line, index).
-        let mut pairs = Pairs::default();
-        let mut at = Vec::new();
+        // One teacher-forced pair per candidate the channel can score: the candidate as
+        // source, the line's source as target, and where it came from (line, index).
+        let mut pairs: Vec<(Vec<u32>, Vec<u32>, usize, usize)> = Vec::new();
         for (line, (source, list)) in sources.iter().zip(lists.iter()).enumerate() {
             let target = tokenizer.encode(source.trim())?;
             if target.is_empty() || config.check_length(target.len() + 1).is_err() {
@@ -49,17 +51,23 @@ impl Channel<'_> {
                 if src.is_empty() || config.check_length(src.len()).is_err() {
                     continue;
                 }
-                pairs.push(src, target.clone());
-                at.push((line, k));
+                pairs.push((src, target.clone(), line, k));
             }
         }
-        let focus = train::focus_rule(config, tokenizer)?;
-        let sums =
-            train::sentence_log_probs(&self.bundle.model, &pairs, focus.as_ref(), max_tokens)?;
+        // Similar lengths together, so padding stays small.
+        pairs.sort_by_key(|(src, tgt, ..)| (src.len(), tgt.len()));
+        let scorer = Ensemble::of_bundles(std::slice::from_ref(self.bundle))?;
         let mut channel: Vec<Vec<Option<f64>>> =
             lists.iter().map(|list| vec![None; list.len()]).collect();
-        for (((line, k), sum), target) in at.iter().zip(sums).zip(&pairs.tgt) {
-            channel[*line][*k] = Some(sum / length_penalty(target.len() + 1, alpha));
+        for batch in pairs.chunks(BATCH_ROWS) {
+            let (srcs, tgts): (Vec<Vec<u32>>, Vec<Vec<u32>>) = batch
+                .iter()
+                .map(|(s, t, ..)| (s.clone(), t.clone()))
+                .unzip();
+            let sums = forced_log_probs(scorer.clone(), &srcs, &tgts)?;
+            for ((_, tgt, line, k), sum) in batch.iter().zip(sums) {
+                channel[*line][*k] = Some(sum / length_penalty(tgt.len() + 1, alpha));
+            }
         }
         for (list, channel) in lists.iter_mut().zip(channel) {
             if channel.iter().all(Option::is_none) {

@@ -1401,7 +1401,8 @@ fn channel_reranking_agrees_with_nbest_and_score() {
     std::fs::write(&src, text).unwrap();
     let sources: Vec<&str> = text.lines().collect();
     let (beam, alpha, weight) = ("4", 2.5, 1.0);
-    let flags = ["--beam", beam, "--alpha", "2.5"];
+    // f32 arithmetic in both models, as `score` computes.
+    let flags = ["--beam", beam, "--alpha", "2.5", "--compute", "f32"];
 
     let list_path = tmp.path().join("n.best");
     let list = translate_file(

@@ -279,3 +279,61 @@ fn bad_sources_are_errors_not_panics() {
     let zero = DecodeOptions { beam: 0, ..options };
     assert!(beam_search(&model, &[vec![5]], &zero, None).is_err());
 }
+
+/// Teacher forcing through the search's scorer gives every finished hypothesis the
+/// log-probability the search summed for it, on the device and on the host (int8 too),
+/// whatever the batch holds; and it refuses what it cannot score.
+#[test]
+fn forced_log_probs_are_the_searchs_own() {
+    use transduce::HostModel;
+    use transduce::decode::forced_log_probs;
+    let model = tiny_model(30, 11);
+    let options = DecodeOptions {
+        beam: 4,
+        alpha: 0.6,
+        max_extra: 8,
+    };
+    let srcs = sources();
+    let host = HostModel::new(&model).unwrap();
+    let mut int8 = HostModel::new(&model).unwrap();
+    int8.quantize();
+    let check = |scorer: Ensemble| {
+        let found = beam_search(scorer.clone(), &srcs, &options, None).unwrap();
+        // Every hypothesis of every sentence in one batch: rows of one source repeat.
+        let (mut x, mut y, mut want) = (Vec::new(), Vec::new(), Vec::new());
+        for (src, hyps) in srcs.iter().zip(&found) {
+            for h in hyps {
+                x.push(src.clone());
+                y.push(h.tokens.clone());
+                want.push(h.log_prob);
+            }
+        }
+        assert!(want.len() > srcs.len());
+        let got = forced_log_probs(scorer, &x, &y).unwrap();
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert!((g - w).abs() < 1e-3, "pair {i}: forced {g}, searched {w}");
+        }
+    };
+    check(Ensemble::from(&model));
+    check(Ensemble::from(&host));
+    check(Ensemble::from(&int8));
+
+    // An independent value: one pair by full forward passes (no cache).
+    let (src, tgt) = (srcs[1].clone(), vec![7u32, 9, 12]);
+    let mut want = 0.0;
+    for t in 0..=tgt.len() {
+        let next = tgt.get(t).copied().unwrap_or(EOS);
+        want += next_log_probs(&model, &src, &tgt[..t])[next as usize];
+    }
+    let got = forced_log_probs(&model, std::slice::from_ref(&src), &[tgt]).unwrap()[0];
+    assert!((got - want).abs() < 1e-4, "{got} vs {want}");
+
+    for (targets, what) in [
+        (vec![vec![7u32, EOS]], "special"),
+        (vec![vec![30u32]], "outside"),
+        (vec![vec![7u32], vec![8]], "targets"),
+    ] {
+        let e = forced_log_probs(&model, std::slice::from_ref(&src), &targets).unwrap_err();
+        assert!(e.to_string().contains(what), "{what}: {e}");
+    }
+}

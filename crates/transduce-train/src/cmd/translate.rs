@@ -42,7 +42,7 @@ pub struct TranslateCmd {
     /// Rerank the beam's finished translations with this reverse translator (a bundle or
     /// run folder, e.g. de-en for an en-de model): noisy-channel reranking, each ranked by
     /// its beam score + weight · log p(source | translation) / lp(|source|). Costs one
-    /// teacher-forced pass of the reverse model per candidate.
+    /// teacher-forced pass of the reverse model per candidate (`--compute` applies to it too).
     #[arg(long, value_name = "MODEL")]
     pub channel: Option<PathBuf>,
     /// The channel term's weight (default: the bundle's `channel.weight`, chosen on val).
@@ -103,7 +103,8 @@ pub fn run(cmd: TranslateCmd) -> Result<()> {
     }
     let channel = match &cmd.channel {
         Some(path) => {
-            let bundle = load_channel(path, &bundles[0], &device)?;
+            let mut bundle = load_channel(path, &bundles[0], &device)?;
+            cmd.model.apply_compute(std::slice::from_mut(&mut bundle));
             let weight = match (cmd.channel_weight, &bundles[0].config.channel) {
                 (Some(w), _) => w,
                 (None, Some(c)) => c.weight,
@@ -154,7 +155,7 @@ pub fn run(cmd: TranslateCmd) -> Result<()> {
                     bundle,
                     weight: *weight,
                 };
-                channel.rerank(&lines, &mut lists, options.alpha, 4096)?;
+                channel.rerank(&lines, &mut lists, options.alpha)?;
             }
             match n {
                 Some(n) => {

@@ -9,11 +9,13 @@
 mod beam;
 mod constraints;
 mod ensemble;
+mod forced;
 mod greedy;
 
 pub use beam::{BeamSearch, RowView, beam_search, beam_search_async, by_score, search_mask};
 pub use constraints::{Constraint, Unconstrained};
 pub use ensemble::Ensemble;
+pub use forced::{forced_log_probs, forced_log_probs_async};
 pub use greedy::{extend as greedy_extend, greedy, greedy_async};
 
 use burn::prelude::*;
