@@ -147,7 +147,7 @@ pub fn run(cmd: TranslateCmd) -> Result<()> {
             )?;
             if let Some((bundle, weight)) = &channel {
                 if !cmd.quiet {
-                    // The scoring pass has no progress bar; it takes longer than the search.
+                    // The scoring pass has no progress bar; it takes about as long as the search.
                     let n: usize = lists.iter().map(Vec::len).sum();
                     eprintln!("scoring {n} translations with the reverse model (--channel)");
                 }
