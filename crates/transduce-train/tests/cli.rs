@@ -1569,16 +1569,12 @@ fn shipped_channels_name_a_listed_reverse_translator() {
             _ => "Ein Mann schläft auf einer Bank.\n",
         };
         std::fs::write(&input, text).unwrap();
-        let out = run(&[
-            "translate",
-            "--model",
-            s(&models.join(id)),
-            "--channel",
-            s(&models.join(reverse)),
-            "--input",
-            s(&input),
-            "--quiet",
-        ]);
+        let out = translate_file(
+            &models.join(id),
+            &input,
+            &tmp.path().join("out.txt"),
+            &["--channel", s(&models.join(reverse))],
+        );
         assert_eq!(out.lines().count(), 1, "{id}: {out}");
         checked += 1;
     }
