@@ -32,7 +32,10 @@ const allExamples = new Set(Object.values(EXAMPLES).flat());
 const state = {
   models: [],
   backend: params.get("backend") ?? "auto",
-  translator: null, // { id, engine }
+  // Rerank with the reverse translator the bundle names (`channel.model` in its config.json).
+  channel: params.get("channel") === "1",
+  translator: null, // { id, backend, channel, engine }
+  loading: false, // a translator is loading
   parser: null,
   lastSentences: [],
 };
@@ -92,9 +95,36 @@ function badge(engine) {
   el.dataset.device = engine.device;
 }
 
+/**
+ * The listed translator that checks `entry`'s translations (its config.json's
+ * `channel.model`), once known: from a loaded config, or read now when the box is ticked.
+ */
+async function channelOf(entry) {
+  if (entry.task !== "translate") return null;
+  if (entry.channel === undefined && state.channel) {
+    try {
+      const response = await fetch(new URL("config.json", new URL(modelUrl(entry), location.href)), { cache: "no-cache" });
+      entry.channel = response.ok ? ((await response.json()).channel ?? null) : null;
+    } catch {
+      entry.channel = null;
+    }
+  }
+  return state.models.find((m) => m.task === "translate" && m.id === entry.channel?.model) ?? null;
+}
+
+/** The box offers the check where the bundle names a listed reverse translator. */
+function showChannel(entry, reverse) {
+  $("channel-box").hidden = !reverse;
+  $("channel").checked = state.channel;
+  $("channel-name").textContent = reverse ? `${reverse.id} (${reverse.title})` : "";
+}
+
 async function load(entry) {
   const slot = entry.task === "parse" ? "parser" : "translator";
-  if (state[slot]?.id === entry.id && state[slot].backend === state.backend) return state[slot].engine;
+  const checker = state.channel ? await channelOf(entry) : null;
+  if (state[slot]?.id === entry.id && state[slot].backend === state.backend && state[slot].channel === (checker?.id ?? null)) {
+    return state[slot].engine;
+  }
   state[slot]?.engine.free();
   state[slot] = null;
   showError("");
@@ -102,18 +132,21 @@ async function load(entry) {
   button.disabled = true;
   status(`Loading ${entry.title}…`);
   const started = performance.now();
+  if (slot === "translator") state.loading = true;
   try {
     const engine = await Transduce.load(modelUrl(entry), {
       backend: state.backend,
       calibrate: params.get("calibrate") === "1",
       relaxedSimd: params.get("relaxed") !== "0",
+      channel: checker ? modelUrl(checker) : undefined,
       onProgress: ({ file, loaded, total, cached }) => {
         const pct = total ? ` ${Math.round((100 * loaded) / total)}%` : ` ${(loaded / 1e6).toFixed(1)} MB`;
         status(`Loading ${entry.title}: ${file}${cached ? " (cached)" : pct}`);
       },
     });
-    state[slot] = { id: entry.id, backend: state.backend, engine };
-    status(`${entry.title} ready in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+    state[slot] = { id: entry.id, backend: state.backend, channel: checker?.id ?? null, engine };
+    const checked = checker ? `, checked by ${checker.title}` : "";
+    status(`${entry.title}${checked} ready in ${((performance.now() - started) / 1000).toFixed(1)} s`);
     badge(engine);
     if (engine.task === "translate") {
       const t = engine.config.task;
@@ -126,10 +159,17 @@ async function load(entry) {
       $("target").lang = t.target;
       $("beam").value = engine.config.decoding.beam;
       $("alpha").value = engine.config.decoding.alpha;
+      entry.channel = engine.config.channel ?? null;
+      const reverse = await channelOf(entry);
+      showChannel(entry, reverse);
+      state.loading = false;
+      // The box changed while this loaded: load again as it now says.
+      if ((state.channel ? (reverse?.id ?? null) : null) !== state.translator.channel) return load(entry);
     }
     button.disabled = false;
     return engine;
   } catch (e) {
+    if (slot === "translator") state.loading = false;
     status("");
     showError(`Could not load ${entry.title}: ${e.message}`);
     badge(null);
@@ -200,7 +240,8 @@ async function translate() {
     });
     $("target").textContent = result.text;
     $("target").dataset.done = "true";
-    $("time").textContent = `${(result.ms / 1000).toFixed(2)} s on ${engine.backend === "webgpu" ? "WebGPU" : "CPU"}`;
+    const checked = result.channel ? `, checked by ${state.translator.channel}` : "";
+    $("time").textContent = `${(result.ms / 1000).toFixed(2)} s on ${engine.backend === "webgpu" ? "WebGPU" : "CPU"}${checked}`;
     badge(engine);
     state.lastSentences = result.sentences;
     $("att-sentence").replaceChildren(
@@ -386,6 +427,12 @@ async function main() {
   $("model").addEventListener("change", () => {
     const entry = state.models.find((m) => m.id === $("model").value);
     if (entry) load(entry).catch(() => {});
+  });
+  $("channel").addEventListener("change", () => {
+    state.channel = $("channel").checked;
+    // A load under way picks the new choice up when it ends (see load()).
+    const entry = state.models.find((m) => m.id === state.translator?.id);
+    if (entry && !state.loading) load(entry).catch(() => {});
   });
   $("backend").addEventListener("change", () => {
     state.backend = $("backend").value;

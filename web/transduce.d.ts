@@ -21,6 +21,14 @@ export interface LoadOptions {
   relaxedSimd?: boolean;
   /** Where worker.js lives (default: next to transduce.js). */
   workerUrl?: string | URL;
+  /**
+   * A translator the other way that checks every translation the beam finished
+   * (noisy-channel reranking, Yee et al. 2019; as `transduce translate --channel`). It
+   * decodes on the CPU; each translation takes about twice as long.
+   */
+  channel?: string | URL | BundleBytes;
+  /** Its score's weight (default: the `channel.weight` in the model's config.json). */
+  channelWeight?: number;
 }
 
 export interface BundleBytes {
@@ -50,6 +58,8 @@ export interface SentenceTranslation {
 export interface TranslateResult {
   text: string;
   sentences: SentenceTranslation[];
+  /** Whether the reverse model reranked the translations. */
+  channel: boolean;
   ms: number;
   /** Where it ran, on what, and why (auto's measurement, a lost GPU). */
   backend: "webgpu" | "cpu";
@@ -114,9 +124,13 @@ export class Transduce {
   };
   readonly config: any;
   readonly task: "translate" | "parse";
+  /** The reverse model loaded with `channel`: its config.json and the weight in use. */
+  readonly channel?: { config: any; weight: number };
   translate(
     text: string,
     options?: DecodeOptions & {
+      /** Rerank with the reverse model (default: true when one was loaded). */
+      channel?: boolean;
       onPartial?: (p: { index: number; count: number; sentence: SentenceTranslation; text: string }) => void;
     },
   ): Promise<TranslateResult>;

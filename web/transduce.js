@@ -48,11 +48,28 @@ export class Transduce {
    * options.cache: use the Cache API (default true).
    * options.relaxedSimd: the int8 products use relaxed-SIMD dot products where the browser
    *   has them (default true; false: SIMD128 everywhere, the same outputs, slower).
+   * options.channel: a translator the other way (a bundle URL or { config, tokenizer,
+   *   weights }) that checks every translation the beam finished: noisy-channel reranking
+   *   (Yee et al. 2019), as `transduce translate --channel` does. It decodes on the CPU,
+   *   and each translation then takes about twice as long; `translate()` uses it unless
+   *   given `channel: false`.
+   * options.channelWeight: the weight of its score (default: the `channel.weight` the
+   *   model's config.json records, chosen on val).
    */
   static async load(source, options = {}) {
     const { backend = "auto", onProgress, cache = true, calibrate = false, relaxedSimd = true, workerUrl = DEFAULT_WORKER } = options;
     if (!["auto", "webgpu", "cpu"].includes(backend)) {
       throw new TransduceError(`unknown backend "${backend}" (expected "auto", "webgpu" or "cpu")`);
+    }
+    const bundle = bundleArgs(source, "load()");
+    if (!bundle) throw new TransduceError("load() needs a bundle URL or { config, tokenizer, weights }");
+    const channel = bundleArgs(options.channel, "options.channel");
+    const { channelWeight } = options;
+    if (channelWeight !== undefined && !(typeof channelWeight === "number" && Number.isFinite(channelWeight))) {
+      throw new TransduceError("options.channelWeight must be a finite number");
+    }
+    if (channelWeight !== undefined && !channel) {
+      throw new TransduceError("options.channelWeight needs options.channel (the reverse model)");
     }
     let worker;
     try {
@@ -61,17 +78,7 @@ export class Transduce {
       throw new TransduceError(`cannot start the worker at ${workerUrl}: ${e.message}`);
     }
     const t = new Transduce(worker);
-    let args;
-    if (typeof source === "string" || source instanceof URL) {
-      const base = new URL(source, globalThis.document?.baseURI ?? globalThis.location?.href);
-      if (!base.pathname.endsWith("/")) base.pathname += "/";
-      args = { url: base.href, backend, cache, calibrate: !!calibrate, relaxedSimd: !!relaxedSimd };
-    } else if (source && source.config && source.tokenizer && source.weights) {
-      args = { files: source, backend, cache, calibrate: !!calibrate, relaxedSimd: !!relaxedSimd };
-    } else {
-      worker.terminate();
-      throw new TransduceError("load() needs a bundle URL or { config, tokenizer, weights }");
-    }
+    const args = { ...bundle, backend, cache, calibrate: !!calibrate, relaxedSimd: !!relaxedSimd, channel, channelWeight };
     try {
       t.#info = await t.#call("load", args, onProgress);
     } catch (e) {
@@ -95,13 +102,16 @@ export class Transduce {
   get config() { return this.#info.config; }
   /** "translate" or "parse". */
   get task() { return this.#info.config.task.kind; }
+  /** The reverse model loaded with options.channel: { config, weight }, or undefined. */
+  get channel() { return this.#info.channel; }
 
   /**
    * Translates text of any length: it is split into sentences, translated one by one, and
    * each finished sentence is passed to `options.onPartial({ index, count, sentence, text })`.
-   * options: { beam, alpha, maxExtra } (defaults: the bundle's, §6.1: 4, 0.6, 50).
+   * options: { beam, alpha, maxExtra } (defaults: the bundle's, §6.1: 4, 0.6, 50), and
+   * channel (default: true when loaded with options.channel; false decodes without it).
    * Resolves to { text, sentences: [{ source, target, sourceTokens, targetTokens,
-   * sourceIds, targetIds }], ms, backend, device, why }.
+   * sourceIds, targetIds }], channel, ms, backend, device, why }.
    */
   translate(text, options = {}) {
     if (!isOptions(options)) return rejectOptions(options);
@@ -183,6 +193,22 @@ export class Transduce {
     if (kind === "ok") pending.resolve(value);
     else pending.reject(new TransduceError(value));
   }
+}
+
+/**
+ * A bundle as the worker takes it: { url } for a folder URL (relative to the page), { files }
+ * for { config, tokenizer, weights }; undefined when `source` is left out; anything else is
+ * an error naming `what`.
+ */
+function bundleArgs(source, what) {
+  if (source === undefined || source === null) return undefined;
+  if (typeof source === "string" || source instanceof URL) {
+    const base = new URL(source, globalThis.document?.baseURI ?? globalThis.location?.href);
+    if (!base.pathname.endsWith("/")) base.pathname += "/";
+    return { url: base.href };
+  }
+  if (source.config && source.tokenizer && source.weights) return { files: source };
+  throw new TransduceError(`${what} needs a bundle URL or { config, tokenizer, weights }`);
 }
 
 /** Options are an object, or left out. */

@@ -5,6 +5,9 @@ const CACHE_NAME = "transduce-bundles-v1";
 // first results still arrive soon.
 const BATCH = 16;
 let engine = null;
+// The reverse translator that checks the engine's translations (noisy-channel reranking),
+// always on the CPU, from the engine's own module; and its weight.
+let channel = null;
 // The module the engine came from (its splitSentences goes with it).
 let engineModule = null;
 // `auto` on an engine with the GPU decoder: batches of at least `gpuFrom` sentences go to
@@ -71,14 +74,22 @@ function message(e) {
 }
 
 const OPS = {
-  async load({ url, files, backend, cache, calibrate = false, relaxedSimd = true }, emit) {
+  async load({ url, files, backend, cache, calibrate = false, relaxedSimd = true, channel: reverse, channelWeight }, emit) {
     // The bundle downloads while the backend is chosen and its module compiles.
     const fetching = url ? fetchBundle(url, cache, emit) : Promise.resolve().then(() => normalize(files));
     fetching.catch(() => {}); // awaited below; a failure must not surface twice
+    const fetchingReverse = !reverse
+      ? Promise.resolve(null)
+      : reverse.url
+        ? fetchBundle(reverse.url, cache, emit)
+        : Promise.resolve().then(() => normalize(reverse.files));
+    fetchingReverse.catch(() => {}); // awaited below
     const choice = await chooseBackend(backend, calibrate);
     const compiling = wasm(choice.backend);
     compiling.catch(() => {}); // awaited below
     const bytes = await fetching;
+    if (channel) channel.engine.free();
+    channel = null;
     if (engine) engine.free();
     engine = null;
     engineModule = null;
@@ -97,6 +108,26 @@ const OPS = {
       module.useRelaxedSimd((relaxedSimd && kernels.cpu) || undefined);
       loaded = await module.Engine.load(bytes.config, bytes.tokenizer, bytes.weights, "cpu");
     }
+    if (reverse) {
+      try {
+        const bytes = await fetchingReverse;
+        const checker = await module.Engine.load(bytes.config, bytes.tokenizer, bytes.weights, "cpu");
+        const weight = channelWeight ?? loaded.config.channel?.weight;
+        try {
+          if (typeof weight !== "number") {
+            throw new Error("the model's config.json records no channel weight chosen on val; give channelWeight");
+          }
+          loaded.checkChannel(checker, weight);
+        } catch (e) {
+          checker.free();
+          throw e;
+        }
+        channel = { engine: checker, weight };
+      } catch (e) {
+        loaded.free();
+        throw new Error(`channel: ${message(e)}`);
+      }
+    }
     engine = loaded;
     engineModule = module;
     policy = null;
@@ -112,6 +143,7 @@ const OPS = {
       fallbackReason: choice.fallbackReason ?? (policy && engine.backend === "cpu" ? policy.reason : undefined),
       calibration,
       config: engine.config,
+      channel: channel ? { config: channel.engine.config, weight: channel.weight } : undefined,
     };
   },
 
@@ -124,7 +156,11 @@ const OPS = {
     const model = need();
     // Options first, then the text (a string, not empty, not too long): one clear error
     // before any work.
-    model.checkRequest(text, options);
+    // `channel` (default: on when a reverse model was loaded) is the worker's option.
+    const { channel: check = !!channel, ...decode } = options ?? {};
+    if (typeof check !== "boolean") throw new Error(`options.channel must be true or false, not ${typeof check}`);
+    if (check && !channel) throw new Error("options.channel: no reverse model was loaded (load() with options.channel)");
+    model.checkRequest(text, decode);
     const started = performance.now();
     // Line breaks are kept; each line is split into sentences, and the sentences are
     // decoded BATCH at a time (one decoder batch), results passed on in order.
@@ -135,10 +171,10 @@ const OPS = {
     for (let start = 0; start < flat.length; start += BATCH) {
       const group = flat.slice(start, start + BATCH);
       route(model, group.length);
-      const results = await model.translateBatch(
-        group.map((g) => g.sentence),
-        options,
-      );
+      const batch = group.map((g) => g.sentence);
+      const results = check
+        ? await model.translateBatchWithChannel(batch, decode, channel.engine, channel.weight)
+        : await model.translateBatch(batch, decode);
       results.forEach((result, j) => {
         const { line } = group[j];
         sentences.push(result);
@@ -147,7 +183,7 @@ const OPS = {
         emit({ index: sentences.length - 1, count: flat.length, sentence: result, text: sofar.join("\n"), ...where(model) });
       });
     }
-    return { text: outLines.map((out) => out.join(" ")).join("\n"), sentences, ms: performance.now() - started, ...where(model) };
+    return { text: outLines.map((out) => out.join(" ")).join("\n"), sentences, channel: check, ms: performance.now() - started, ...where(model) };
   },
 
   async parse({ text, options, constrained }) {

@@ -109,6 +109,29 @@ async function expectations(bin, compute) {
         run(["translate", "--model", join(repo, "web", "models", reverse.id), "--beam", String(beam)], `${text}\n`).trim(),
     };
   }
+  // Noisy-channel reranking: the bundle's recorded reverse model, its defaults (beam,
+  // α, weight). Test sentences where the check changes native's output (up to 3) and
+  // where it does not (2), each on its own line.
+  const config = JSON.parse(await readFile(join(repo, "web", "models", model, "config.json"), "utf8"));
+  if (config.channel && index.some((m) => m.id === config.channel.model)) {
+    const pool = lines.slice(1, 61).map((l) => l.trim()).filter(Boolean);
+    const input = pool.join("\n") + "\n";
+    const bundle = join(repo, "web", "models", model);
+    const plain = run(["translate", "--model", bundle], input).trimEnd().split("\n");
+    const checked = run(["translate", "--model", bundle, "--channel", join(repo, "web", "models", config.channel.model)], input)
+      .trimEnd()
+      .split("\n");
+    const changed = pool.map((_, i) => i).filter((i) => plain[i] !== checked[i]).slice(0, 3);
+    const same = pool.map((_, i) => i).filter((i) => plain[i] === checked[i]).slice(0, 2);
+    const pick = [...changed, ...same].sort((a, b) => a - b);
+    out.channel = {
+      id: config.channel.model,
+      changed: changed.length,
+      text: pick.map((i) => pool[i]).join("\n"),
+      want: pick.map((i) => checked[i]).join("\n"),
+      plain: pick.map((i) => plain[i]).join("\n"),
+    };
+  }
   const parser = join(repo, "web", "models", "ptb-parser");
   if (existsSync(join(parser, "config.json"))) {
     out.parseSentence = "The dog saw a man in the park .";
@@ -340,6 +363,27 @@ async function translateWith(page, text, beam) {
       await p.close();
     });
   }
+  if (expected.channel) {
+    await test(`cpu: ?channel=1 checks with ${expected.channel.id} and translates as native \`translate --channel\` does`, async () => {
+      if (!expected.channel.changed) throw new Error("the check changed none of 60 native outputs; pick other sentences");
+      const p = await openPage(b.context, "backend=cpu&channel=1");
+      await waitReady(p, "cpu");
+      assertEqual(await p.isChecked("#channel"), true, "the check box");
+      assertEqual(await p.isVisible("#channel-box"), true, "the check box shown");
+      const beam = await p.inputValue("#beam");
+      assertEqual(await translateWith(p, expected.channel.text, beam), expected.channel.want, "checked translation");
+      const time = await p.textContent("#time");
+      if (!time.includes(`checked by ${expected.channel.id}`)) throw new Error(`time: ${time}`);
+      // Unticked: the page reloads without the reverse model and decodes as plain native.
+      await p.uncheck("#channel");
+      await waitReady(p, "cpu");
+      await p.waitForFunction(() => window.transduceDemo.translator?.channel === null);
+      assertEqual(await translateWith(p, expected.channel.text, beam), expected.channel.plain, "plain translation");
+      await p.close();
+    });
+  } else {
+    console.log(`SKIP: ${expected.model} records no listed channel model; the page's check was not tested`);
+  }
   await test("cpu: the main thread stays responsive while translating", async () => {
     // Timer gaps on the page while the worker decodes a long text with beam 4.
     await page.fill("#beam", "4");
@@ -496,6 +540,50 @@ async function translateWith(page, text, beam) {
     });
     assertEqual(found.after, expected.greedy, "translation after the bad calls");
   });
+  if (expected.channel) {
+    await test("api: a channel model the wrong way round, a bad weight or a channel option without one are refused", async () => {
+      const found = await run(async ({ model, reverse, sentence }) => {
+        const { Transduce } = await import("/transduce.js");
+        const out = {};
+        const attempt = async (name, call) => {
+          try {
+            await call();
+            out[name] = "resolved";
+          } catch (e) {
+            out[name] = `${e.name}: ${e.message}`;
+          }
+        };
+        await attempt("sameDirection", () => Transduce.load(`/models/${model}/`, { backend: "cpu", channel: `/models/${model}/` }));
+        await attempt("weightString", () => Transduce.load(`/models/${model}/`, { backend: "cpu", channel: `/models/${reverse}/`, channelWeight: "0.3" }));
+        await attempt("weightAlone", () => Transduce.load(`/models/${model}/`, { backend: "cpu", channelWeight: 0.3 }));
+        await attempt("channelNumber", () => Transduce.load(`/models/${model}/`, { backend: "cpu", channel: 7 }));
+        await attempt("missingReverse", () => Transduce.load(`/models/${model}/`, { backend: "cpu", channel: "/models/no-such-model/" }));
+        const t = await Transduce.load(`/models/${model}/`, { backend: "cpu" });
+        await attempt("noChannelLoaded", () => t.translate(sentence, { channel: true }));
+        await attempt("channelNotBoolean", () => t.translate(sentence, { channel: "yes" }));
+        t.free();
+        const c = await Transduce.load(`/models/${model}/`, { backend: "cpu", channel: `/models/${reverse}/` });
+        out.weight = c.channel.weight;
+        out.recorded = c.config.channel.weight;
+        const plain = await c.translate(sentence, { channel: false });
+        out.plainFlag = plain.channel;
+        out.checkedFlag = (await c.translate(sentence)).channel;
+        c.free();
+        return out;
+      }, { model: expected.model, reverse: expected.channel.id, sentence: expected.sentence });
+      check(found, {
+        sameDirection: /needs a model from/,
+        weightString: /channelWeight must be a finite number/,
+        weightAlone: /channelWeight needs options.channel/,
+        channelNumber: /options.channel needs a bundle URL/,
+        missingReverse: /no-such-model.*HTTP 404/,
+        noChannelLoaded: /no reverse model was loaded/,
+        channelNotBoolean: /channel must be true or false/,
+      });
+      assertEqual(found.weight, found.recorded, "the weight config.json records");
+      assertEqual([found.plainFlag, found.checkedFlag].join(), "false,true", "result.channel");
+    });
+  }
   await test("api: bundles that are not bundles, or whose config lies, are refused with a message", async () => {
     const found = await run(async ({ model, sentence }) => {
       const { Transduce } = await import("/transduce.js");

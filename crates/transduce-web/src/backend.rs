@@ -7,7 +7,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use transduce::Bundle;
-use transduce::decode::{Constraint, DecodeOptions};
+use transduce::decode::{Constraint, DecodeOptions, Hypothesis};
 
 /// Which backend to load on. `auto` is decided by the JavaScript wrapper, which can see
 /// the adapter and measures both backends.
@@ -67,6 +67,23 @@ impl Gpu {
         #[cfg(not(all(target_arch = "wasm32", feature = "webgpu")))]
         {
             let _ = (sources, options, constraint);
+            Err(transduce::Error::Device(
+                "no GPU decoder in this module".into(),
+            ))
+        }
+    }
+
+    /// Each source's finished hypotheses on the GPU, best first.
+    pub async fn hypotheses(
+        &self,
+        sources: &[Vec<u32>],
+        options: &DecodeOptions,
+    ) -> transduce::Result<Vec<Vec<Hypothesis>>> {
+        #[cfg(all(target_arch = "wasm32", feature = "webgpu"))]
+        return self.model.hypotheses(sources, options, None).await;
+        #[cfg(not(all(target_arch = "wasm32", feature = "webgpu")))]
+        {
+            let _ = (sources, options);
             Err(transduce::Error::Device(
                 "no GPU decoder in this module".into(),
             ))

@@ -24,7 +24,8 @@ use std::cell::{Cell, RefCell};
 
 use transduce::bundle::{Bundle, BundleFiles};
 use transduce::burn::prelude::Device;
-use transduce::decode::{self, Constraint, DecodeOptions};
+use transduce::decode::{self, Constraint, DecodeOptions, Hypothesis};
+use transduce::task::channel::Channel;
 use transduce::task::translate::split_sentences;
 use transduce::task::words::ptb_words;
 use transduce::task::{Parser, parse::print_tree};
@@ -434,6 +435,46 @@ impl Engine {
         sentences: Vec<String>,
         options: JsValue,
     ) -> Result<JsValue, JsError> {
+        self.translate_sentences(sentences, options, None).await
+    }
+
+    /// [`Engine::translate_batch`] with noisy-channel reranking (Yee et al. 2019): every
+    /// translation the beam finished is checked by `reverse`, a translator the other way
+    /// (on the CPU), and the best by beam score + `weight` · log p(source | translation) /
+    /// lp(|source|) is kept, as `transduce translate --channel` ranks. About twice the time
+    /// of the plain search.
+    #[wasm_bindgen(js_name = translateBatchWithChannel)]
+    pub async fn translate_batch_with_channel(
+        &self,
+        sentences: Vec<String>,
+        options: JsValue,
+        reverse: &Engine,
+        weight: f64,
+    ) -> Result<JsValue, JsError> {
+        let channel = Channel::new(&self.bundle, &reverse.bundle, weight).map_err(js_error)?;
+        self.translate_sentences(sentences, options, Some(channel))
+            .await
+    }
+
+    /// Checks that `reverse` can rerank this engine's translations with `weight` (a
+    /// translator from this one's target to its source; a finite weight), before any work.
+    #[wasm_bindgen(js_name = checkChannel)]
+    pub fn check_channel(&self, reverse: &Engine, weight: f64) -> Result<(), JsError> {
+        if self.parser.is_some() {
+            return Err(JsError::new(
+                "this bundle is a parser: only translators take a channel",
+            ));
+        }
+        Channel::new(&self.bundle, &reverse.bundle, weight).map_err(js_error)?;
+        Ok(())
+    }
+
+    async fn translate_sentences(
+        &self,
+        sentences: Vec<String>,
+        options: JsValue,
+        channel: Option<Channel<'_>>,
+    ) -> Result<JsValue, JsError> {
         if self.parser.is_some() {
             return Err(JsError::new("this bundle is a parser: call parse()"));
         }
@@ -452,6 +493,7 @@ impl Engine {
         }
         // Each sentence's pieces (word chunks) are sources of the one batch.
         let mut owner = Vec::new();
+        let mut pieces = Vec::new();
         let mut sources = Vec::new();
         for (i, text) in sentences.iter().enumerate() {
             for piece in word_chunks(text) {
@@ -462,16 +504,21 @@ impl Engine {
                     .map_err(js_error)?;
                 if !ids.is_empty() {
                     owner.push(i);
+                    pieces.push(piece);
                     sources.push(ids);
                 }
             }
         }
-        let outputs = if sources.is_empty() {
-            Vec::new()
-        } else {
-            self.best_outputs(&sources, &options, None)
+        let outputs = match (sources.is_empty(), channel) {
+            (true, _) => Vec::new(),
+            (false, None) => self
+                .best_outputs(&sources, &options, None)
                 .await
-                .map_err(js_error)?
+                .map_err(js_error)?,
+            (false, Some(channel)) => self
+                .channel_outputs(&pieces, &sources, &options, channel)
+                .await
+                .map_err(js_error)?,
         };
         let mut results: Vec<SentenceResult> = sentences
             .iter()
@@ -584,6 +631,60 @@ impl Engine {
             }
         }
         decode::best_outputs_async(self.bundle.scorer(), sources, options, constraint).await
+    }
+
+    /// Each source's finished hypotheses on the active backend, best first, with the GPU
+    /// fallback of [`Engine::best_outputs`].
+    async fn hypotheses(
+        &self,
+        sources: &[Vec<u32>],
+        options: &DecodeOptions,
+    ) -> transduce::Result<Vec<Vec<Hypothesis>>> {
+        if let (BackendChoice::WebGpu, Some(gpu)) = (self.active.get(), &self.gpu) {
+            match gpu.hypotheses(sources, options).await {
+                Ok(lists) => return Ok(lists),
+                Err(transduce::Error::Input(_)) => {}
+                Err(e) => {
+                    self.gpu_fault.borrow_mut().get_or_insert(e.to_string());
+                    self.active.set(BackendChoice::Cpu);
+                }
+            }
+        }
+        decode::hypotheses_async(self.bundle.scorer(), sources, options, None).await
+    }
+
+    /// Each source's output ids chosen among the beam's finished hypotheses by `channel`
+    /// (`texts[i]` is source i's text, which the reverse model scores).
+    async fn channel_outputs(
+        &self,
+        texts: &[String],
+        sources: &[Vec<u32>],
+        options: &DecodeOptions,
+        channel: Channel<'_>,
+    ) -> transduce::Result<Vec<Vec<u32>>> {
+        let lists = self.hypotheses(sources, options).await?;
+        let candidates = lists
+            .iter()
+            .map(|list| {
+                list.iter()
+                    .map(|h| self.bundle.tokenizer.decode(&h.tokens))
+                    .collect::<transduce::Result<Vec<String>>>()
+            })
+            .collect::<transduce::Result<Vec<_>>>()?;
+        let scores = channel
+            .scores_async(texts, &candidates, options.alpha)
+            .await?;
+        Ok(lists
+            .into_iter()
+            .zip(scores)
+            .map(|(mut list, scores)| {
+                let beam: Vec<f64> = list.iter().map(|h| h.score).collect();
+                match channel.rank(&beam, &scores).first() {
+                    Some(&(k, _)) => std::mem::take(&mut list[k].tokens),
+                    None => Vec::new(),
+                }
+            })
+            .collect())
     }
 
     fn token_strings(&self, ids: &[u32]) -> Vec<String> {

@@ -4,11 +4,11 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 use transduce::decode::DecodeOptions;
+use transduce::task::channel::Channel;
 use transduce::{Bundle, Task};
 
 use super::{EnsembleArgs, read_input, write_output};
 use crate::backend::Backend;
-use crate::channel::Channel;
 use crate::error::{CliError, Result};
 use crate::{options, source, translate};
 
@@ -101,9 +101,9 @@ pub fn run(cmd: TranslateCmd) -> Result<()> {
             options.beam
         )));
     }
-    let channel = match &cmd.channel {
+    let reverse = match &cmd.channel {
         Some(path) => {
-            let mut bundle = load_channel(path, &bundles[0], &device)?;
+            let mut bundle = load_channel(path, &device)?;
             cmd.model.apply_compute(std::slice::from_mut(&mut bundle));
             let weight = match (cmd.channel_weight, &bundles[0].config.channel) {
                 (Some(w), _) => w,
@@ -116,8 +116,16 @@ pub fn run(cmd: TranslateCmd) -> Result<()> {
                     ));
                 }
             };
-            Some((bundle, weight))
+            Some((path, bundle, weight))
         }
+        None => None,
+    };
+    // The direction is checked before any work.
+    let channel = match &reverse {
+        Some((path, bundle, weight)) => Some(
+            Channel::new(&bundles[0], bundle, *weight)
+                .map_err(|e| CliError::Usage(format!("--channel {}: {e}", path.display())))?,
+        ),
         None => None,
     };
     let out = match (cmd.nbest, &channel) {
@@ -145,17 +153,13 @@ pub fn run(cmd: TranslateCmd) -> Result<()> {
                 keep,
                 !cmd.quiet,
             )?;
-            if let Some((bundle, weight)) = &channel {
+            if let Some(channel) = &channel {
                 if !cmd.quiet {
                     // The scoring pass has no progress bar; it takes about as long as the search.
                     let n: usize = lists.iter().map(Vec::len).sum();
                     eprintln!("scoring {n} translations with the reverse model (--channel)");
                 }
-                let channel = Channel {
-                    bundle,
-                    weight: *weight,
-                };
-                channel.rerank(&lines, &mut lists, options.alpha)?;
+                crate::channel::rerank(channel, &lines, &mut lists, options.alpha)?;
             }
             match n {
                 Some(n) => {
@@ -175,38 +179,15 @@ pub fn run(cmd: TranslateCmd) -> Result<()> {
     Ok(())
 }
 
-/// The reverse translator `--channel` names: a translation model from the forward
-/// model's target language to its source language.
-fn load_channel(
-    path: &Path,
-    forward: &Bundle,
-    device: &transduce::burn::prelude::Device,
-) -> Result<Bundle> {
+/// The reverse translator `--channel` names (a translator; its direction is checked
+/// where the [`Channel`] is made).
+fn load_channel(path: &Path, device: &transduce::burn::prelude::Device) -> Result<Bundle> {
     let task = Task::Translate {
         source: String::new(),
         target: String::new(),
     };
     let bundle = source::load(path, None, task, device)?;
     super::eval::refuse_parser(&bundle, path)?;
-    // Bundles name their languages (run folders do not): they must be the reverse pair.
-    if let (
-        Task::Translate { source, target },
-        Task::Translate {
-            source: fwd_source,
-            target: fwd_target,
-        },
-    ) = (&bundle.config.task, &forward.config.task)
-        && [source, target, fwd_source, fwd_target]
-            .iter()
-            .all(|l| !l.is_empty())
-        && (source != fwd_target || target != fwd_source)
-    {
-        return Err(CliError::Usage(format!(
-            "--channel {}: translates {source}→{target}; reranking {fwd_source}→{fwd_target} \
-             needs a model from {fwd_target} to {fwd_source}",
-            path.display()
-        )));
-    }
     Ok(bundle)
 }
 

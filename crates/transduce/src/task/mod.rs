@@ -1,6 +1,7 @@
 //! What differs per task: translation needs nothing beyond the tokenizer; parsing (§6.3)
 //! has trees, their linearization and the well-formedness constraint.
 
+pub mod channel;
 pub mod focus;
 pub mod parse;
 pub mod translate;
