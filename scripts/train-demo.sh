@@ -46,6 +46,9 @@
 # direction, any vocabulary) makes the teacher DISTILL's bundle and BUNDLE2 together: each
 # translates, every candidate is scored by both, the weighted best is kept
 # (scripts/rescored-teacher.sh; DISTILL_WEIGHT, default 0.6, on DISTILL's).
+# DISTILL_CHANNEL=REVERSE (a bundle translating the other way, e.g. en-de for de-en) makes
+# the teacher DISTILL's bundle reranked by the reverse model (`translate --channel`, the
+# weight DISTILL's config.json records).
 # BACKEND=wgpu|cuda trains on a GPU (the compact mixed de-en trained there: 12,500 steps in
 # 15 minutes on an H100), PRECISION=bf16|f16 in mixed precision there (default f32);
 # MAX_TOKENS (default 4096), WARMUP (default 1000) and CHECKPOINT_STEPS (default 500) size a
@@ -90,6 +93,7 @@ MIXED_PRESET=${MIXED_PRESET:-compact}
 DISTILL=${DISTILL:-}
 DISTILL_RESCORE=${DISTILL_RESCORE:-}
 DISTILL_WEIGHT=${DISTILL_WEIGHT:-0.6}
+DISTILL_CHANNEL=${DISTILL_CHANNEL:-}
 BEAMS=${BEAMS:-4}
 what=${1:-all}
 case "$what" in
@@ -205,7 +209,8 @@ back_translated() {
 # teacher: the DISTILL bundle, or the ensemble of the DISTILL bundles (one vocabulary), with
 # its beam and α; with DISTILL_RESCORE=BUNDLE (any vocabulary), DISTILL's bundle and BUNDLE
 # each translate IN and every candidate is rescored by both (scripts/rescored-teacher.sh,
-# DISTILL_WEIGHT on DISTILL's).
+# DISTILL_WEIGHT on DISTILL's); with DISTILL_CHANNEL=REVERSE, DISTILL's bundle reranked by
+# the reverse model (`translate --channel`).
 teacher_translations() {
     local src=$1 tgt=$2 in=$3 out=$4 teachers=() models=() teacher
     IFS=, read -ra teachers <<< "$DISTILL"
@@ -214,11 +219,18 @@ teacher_translations() {
         models+=(--model "$teacher")
     done
     [ ! -f "$out" ] || return 0
-    if [ -n "$DISTILL_RESCORE" ]; then
-        [ "${#teachers[@]}" = 1 ] || {
-            echo "DISTILL_RESCORE rescores one DISTILL bundle, not ${#teachers[@]}" >&2
-            exit 2
-        }
+    if { [ -n "$DISTILL_RESCORE" ] || [ -n "$DISTILL_CHANNEL" ]; } \
+        && { [ "${#teachers[@]}" != 1 ] || { [ -n "$DISTILL_RESCORE" ] && [ -n "$DISTILL_CHANNEL" ]; }; }; then
+        echo "DISTILL_RESCORE or DISTILL_CHANNEL (not both) takes one DISTILL bundle" >&2
+        exit 2
+    fi
+    if [ -n "$DISTILL_CHANNEL" ]; then
+        bundle_for DISTILL_CHANNEL "$DISTILL_CHANNEL" "$tgt" "$src" "the channel of $src-$tgt"
+        log "distilling: $in translated by $DISTILL, reranked with $DISTILL_CHANNEL"
+        "$T" translate --model "$DISTILL" --channel "$DISTILL_CHANNEL" --input "$in" \
+            --output "$out.part" --quiet
+        mv "$out.part" "$out"
+    elif [ -n "$DISTILL_RESCORE" ]; then
         bundle_for DISTILL_RESCORE "$DISTILL_RESCORE" "$src" "$tgt" "the teacher of $src-$tgt"
         log "distilling: $in translated by $DISTILL and $DISTILL_RESCORE, rescored"
         T="$T" scripts/rescored-teacher.sh "$in" "$out" "$DISTILL" "$DISTILL_RESCORE" \
@@ -320,6 +332,7 @@ translator() {
         M="$W/distilled" teachers=$DISTILL
         [ -z "$DISTILL_RESCORE" ] \
             || teachers="$DISTILL DISTILL_RESCORE=$DISTILL_RESCORE DISTILL_WEIGHT=$DISTILL_WEIGHT"
+        [ -z "$DISTILL_CHANNEL" ] || teachers="$DISTILL DISTILL_CHANNEL=$DISTILL_CHANNEL"
     fi
     # One BPE vocabulary for both directions: en-de learns it, de-en reuses it.
     local vocabulary=(--vocab-size 8000)

@@ -10,8 +10,8 @@ export interface LoadOptions {
   backend?: Backend;
   /** In "auto", measure even a software adapter or Firefox's WebGPU (default false). */
   calibrate?: boolean;
-  /** Download progress of each bundle file. */
-  onProgress?: (p: { file: string; loaded: number; total: number; cached: boolean }) => void;
+  /** Download progress of each bundle file (`url`: the file's; a channel's files too). */
+  onProgress?: (p: { file: string; url: string; loaded: number; total: number; cached: boolean }) => void;
   /** Keep bundle files in the Cache API (default true). */
   cache?: boolean;
   /**

@@ -44,7 +44,8 @@ export class Transduce {
    *   request then goes to the faster for its size; otherwise the CPU), "webgpu" (fail
    *   rather than fall back at load; a GPU lost later hands requests to the CPU) or "cpu".
    * options.calibrate: in "auto", measure even a software adapter or Firefox's WebGPU.
-   * options.onProgress({ file, loaded, total, cached }): download progress.
+   * options.onProgress({ file, url, loaded, total, cached }): download progress (a
+   *   channel's files report too; `url` tells them apart).
    * options.cache: use the Cache API (default true).
    * options.relaxedSimd: the int8 products use relaxed-SIMD dot products where the browser
    *   has them (default true; false: SIMD128 everywhere, the same outputs, slower).

@@ -53,6 +53,11 @@ export interface ConfigureOptions {
   models?: Record<string, string | URL> | TranslatorModel[];
   backend?: "auto" | "webgpu" | "cpu";
   workerUrl?: string | URL;
+  /**
+   * Check every translation with the registry's model for the reverse pair, where there is
+   * one (noisy-channel reranking): both bundles download, each translation takes about 2×.
+   */
+  channel?: boolean;
 }
 
 /** Adds bundles to the registry and sets how translators load them. */

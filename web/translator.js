@@ -19,7 +19,7 @@ const CACHE_NAME = "transduce-bundles-v1";
 const INPUT_QUOTA = 100_000;
 
 /** Language pair → { url, languages } and loading options, set by configure()/install(). */
-const settings = { models: new Map(), backend: "auto", workerUrl: undefined };
+const settings = { models: new Map(), backend: "auto", workerUrl: undefined, channel: false };
 /** Bundle URL → number of create() calls downloading it now. */
 const downloading = new Map();
 /** Bundle URLs a translator of this page has loaded. */
@@ -69,9 +69,15 @@ function checkLanguages(options) {
  *   [{ sourceLanguage, targetLanguage, url }, …]; bundle URLs are folders
  *   (config.json, tokenizer.json, model.safetensors), relative to the page.
  * backend: "auto" (default), "webgpu" or "cpu"; workerUrl: where worker.js lives.
+ * channel: true checks every translation with the registry's model for the reverse pair,
+ *   where there is one (noisy-channel reranking, as `transduce translate --channel`): both
+ *   bundles are downloaded, and each translation takes about twice as long.
  * Calling it again adds to the registry.
  */
-export function configure({ models = {}, backend, workerUrl } = {}) {
+export function configure({ models = {}, backend, workerUrl, channel } = {}) {
+  if (channel !== undefined && typeof channel !== "boolean") {
+    throw new TypeError(`Translator: channel must be true or false, not ${typeof channel}`);
+  }
   const entries = Array.isArray(models)
     ? models
     : Object.entries(models).map(([pair, url]) => {
@@ -92,6 +98,13 @@ export function configure({ models = {}, backend, workerUrl } = {}) {
   }
   if (backend !== undefined) settings.backend = backend;
   if (workerUrl !== undefined) settings.workerUrl = workerUrl;
+  if (channel !== undefined) settings.channel = channel;
+}
+
+/** The bundle URLs a pair's translator loads: its own, and with `channel` the reverse pair's. */
+function bundleUrls(entry) {
+  const reverse = settings.channel ? settings.models.get(`${entry.target}→${entry.source}`) : undefined;
+  return reverse ? [entry.url, reverse.url] : [entry.url];
 }
 
 /** Whether the bundle's files are in the Cache API under the sums its config.json lists. */
@@ -142,9 +155,10 @@ export class Translator {
     checkLanguages(options);
     const entry = lookup(options.sourceLanguage, options.targetLanguage);
     if (!entry) return "unavailable";
-    if (loadedUrls.has(entry.url)) return "available";
-    if (downloading.get(entry.url)) return "downloading";
-    return (await cached(entry.url)) ? "available" : "downloadable";
+    const urls = bundleUrls(entry);
+    if (urls.every((url) => loadedUrls.has(url))) return "available";
+    if (urls.some((url) => downloading.get(url))) return "downloading";
+    return (await Promise.all(urls.map(cached))).every(Boolean) ? "available" : "downloadable";
   }
 
   /**
@@ -167,34 +181,36 @@ export class Translator {
     }
     const progress = monotonic(events);
     const fractions = new Map();
-    downloading.set(entry.url, (downloading.get(entry.url) ?? 0) + 1);
+    const urls = bundleUrls(entry);
+    for (const url of urls) downloading.set(url, (downloading.get(url) ?? 0) + 1);
     let engine;
     try {
       progress(0);
       const loading = Transduce.load(entry.url, {
         backend: settings.backend,
         workerUrl: settings.workerUrl,
-        onProgress: ({ file, loaded, total }) => {
+        channel: urls[1],
+        onProgress: ({ file, url, loaded, total }) => {
           // The files are fetched one after another and each size is known only when its
           // download starts, so the bar is split ahead: config.json and tokenizer.json fill
-          // the first tenth, model.safetensors (most of the bytes) the rest. Below 1 until
-          // the model is loaded.
-          fractions.set(file, total > 0 ? Math.min(1, loaded / total) : 0);
+          // the first tenth of each bundle's share, model.safetensors (most of the bytes)
+          // the rest. Below 1 until the model is loaded.
+          fractions.set(`${url}#${file}`, [file, total > 0 ? Math.min(1, loaded / total) : 0]);
           let sum = 0;
-          for (const [name, fraction] of fractions) sum += (SHARE[name] ?? 0) * fraction;
+          for (const [name, fraction] of fractions.values()) sum += ((SHARE[name] ?? 0) * fraction) / urls.length;
           progress(Math.min(0.99, sum));
         },
       });
       engine = await abortable(loading, signal, (t) => t.free());
     } finally {
-      downloading.set(entry.url, downloading.get(entry.url) - 1);
+      for (const url of urls) downloading.set(url, downloading.get(url) - 1);
     }
     const task = engine.config.task;
     if (task.kind !== "translate") {
       engine.free();
       throw error("NotSupportedError", `${entry.url} is not a translation model`);
     }
-    loadedUrls.add(entry.url);
+    for (const url of urls) loadedUrls.add(url);
     progress(1);
     return new Translator(engine, entry.source, entry.target, signal, CREATE);
   }

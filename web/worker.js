@@ -411,7 +411,7 @@ async function download(url, expected, useCache, emit) {
     if (hit) {
       const bytes = new Uint8Array(await hit.arrayBuffer());
       if ((await sha256(bytes)) === expected.toLowerCase()) {
-        emit({ file, loaded: bytes.length, total: bytes.length, cached: true });
+        emit({ file, url: url.href, loaded: bytes.length, total: bytes.length, cached: true });
         return bytes;
       }
       await cache.delete(key); // a damaged entry: fetch again
@@ -433,7 +433,7 @@ async function download(url, expected, useCache, emit) {
     if (done) break;
     chunks.push(value);
     loaded += value.length;
-    emit({ file, loaded, total, cached: false });
+    emit({ file, url: url.href, loaded, total, cached: false });
   }
   const bytes = new Uint8Array(loaded);
   let offset = 0;

@@ -132,6 +132,21 @@ async function expectations(bin, compute) {
       plain: pick.map((i) => plain[i]).join("\n"),
     };
   }
+  // The Translator polyfill's `channel: true` with the free pair: sentences written for
+  // this test, the first two of which the check changes (native, beam 4).
+  const free = (args, text) => run(["translate", "--model", join(repo, "web", "models", "en-de-free"), ...args], text)
+    .trimEnd()
+    .split("\n");
+  const freeSentences = [
+    "We should leave before it starts raining.",
+    "I have never been to Japan, but I would like to go.",
+    "Two dogs are running through the snow.",
+  ];
+  out.channelFree = {
+    sentences: freeSentences,
+    plain: free([], freeSentences.join("\n") + "\n"),
+    checked: free(["--channel", join(repo, "web", "models", "de-en-free")], freeSentences.join("\n") + "\n"),
+  };
   const parser = join(repo, "web", "models", "ptb-parser");
   if (existsSync(join(parser, "config.json"))) {
     out.parseSentence = "The dog saw a man in the park .";
@@ -888,6 +903,41 @@ async function translateWith(page, text, beam) {
 }
 {
   const b = await browser();
+  await test("translator: channel: true checks with the reverse pair's model, as native `translate --channel` does", async () => {
+    const { sentences, plain, checked } = expected.channelFree;
+    if (plain.join() === checked.join()) throw new Error("the check changes none of the sentences; pick others");
+    const page = await b.context.newPage();
+    await page.goto(`${base}/models/index.json`);
+    const found = await page.evaluate(async ({ sentences }) => {
+      const { configure, Translator } = await import("/repo/pkg/translator.js");
+      const name = (call) => {
+        try {
+          call();
+          return "returned";
+        } catch (e) {
+          return `${e.name}: ${e.message}`;
+        }
+      };
+      const out = { bad: name(() => configure({ channel: "yes" })) };
+      configure({ models: { "en-de": "/repo/web/models/en-de-free/", "de-en": "/repo/web/models/de-en-free/" }, backend: "cpu", channel: true });
+      const pair = { sourceLanguage: "en", targetLanguage: "de" };
+      const progress = [];
+      const t = await Translator.create({ ...pair, monitor: (m) => m.addEventListener("downloadprogress", (e) => progress.push(e.loaded)) });
+      out.progress = progress;
+      out.after = await Translator.availability(pair);
+      out.text = await t.translate(sentences.join("\n"));
+      t.destroy();
+      return out;
+    }, { sentences });
+    assertEqual(found.bad, "TypeError: Translator: channel must be true or false, not string", "configure({ channel: \"yes\" })");
+    assertEqual(found.text, checked.join("\n"), "checked translation");
+    assertEqual(found.after, "available", "availability after create");
+    const p = found.progress;
+    if (p.length < 3 || p[0] !== 0 || p.at(-1) !== 1 || p.some((x, i) => i && x < p[i - 1])) {
+      throw new Error(`downloadprogress must run 0 … 1, rising: ${JSON.stringify(p)}`);
+    }
+    await page.close();
+  }, { needsTestServer: true });
   await test("translator: install() leaves the browser's own Translator in place", async () => {
     const page = await b.context.newPage();
     await page.goto(`${base}/models/index.json`);
