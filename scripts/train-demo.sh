@@ -47,8 +47,9 @@
 # translates, every candidate is scored by both, the weighted best is kept
 # (scripts/rescored-teacher.sh; DISTILL_WEIGHT, default 0.6, on DISTILL's).
 # DISTILL_CHANNEL=REVERSE (a bundle translating the other way, e.g. en-de for de-en) makes
-# the teacher DISTILL's bundle reranked by the reverse model (`translate --channel`, the
-# weight DISTILL's config.json records).
+# the teacher DISTILL's bundle reranked by the reverse model (`translate --channel`, weight
+# DISTILL_CHANNEL_WEIGHT, default 0.3: the one chosen on val for the shipped de-en of stage
+# 10 of scripts/train-mixed.sh).
 # BACKEND=wgpu|cuda trains on a GPU (the compact mixed de-en trained there: 12,500 steps in
 # 15 minutes on an H100), PRECISION=bf16|f16 in mixed precision there (default f32);
 # MAX_TOKENS (default 4096), WARMUP (default 1000) and CHECKPOINT_STEPS (default 500) size a
@@ -94,6 +95,7 @@ DISTILL=${DISTILL:-}
 DISTILL_RESCORE=${DISTILL_RESCORE:-}
 DISTILL_WEIGHT=${DISTILL_WEIGHT:-0.6}
 DISTILL_CHANNEL=${DISTILL_CHANNEL:-}
+DISTILL_CHANNEL_WEIGHT=${DISTILL_CHANNEL_WEIGHT:-0.3}
 BEAMS=${BEAMS:-4}
 what=${1:-all}
 case "$what" in
@@ -227,8 +229,8 @@ teacher_translations() {
     if [ -n "$DISTILL_CHANNEL" ]; then
         bundle_for DISTILL_CHANNEL "$DISTILL_CHANNEL" "$tgt" "$src" "the channel of $src-$tgt"
         log "distilling: $in translated by $DISTILL, reranked with $DISTILL_CHANNEL"
-        "$T" translate --model "$DISTILL" --channel "$DISTILL_CHANNEL" --input "$in" \
-            --output "$out.part" --quiet
+        "$T" translate --model "$DISTILL" --channel "$DISTILL_CHANNEL" \
+            --channel-weight "$DISTILL_CHANNEL_WEIGHT" --input "$in" --output "$out.part" --quiet
         mv "$out.part" "$out"
     elif [ -n "$DISTILL_RESCORE" ]; then
         bundle_for DISTILL_RESCORE "$DISTILL_RESCORE" "$src" "$tgt" "the teacher of $src-$tgt"
@@ -332,7 +334,7 @@ translator() {
         M="$W/distilled" teachers=$DISTILL
         [ -z "$DISTILL_RESCORE" ] \
             || teachers="$DISTILL DISTILL_RESCORE=$DISTILL_RESCORE DISTILL_WEIGHT=$DISTILL_WEIGHT"
-        [ -z "$DISTILL_CHANNEL" ] || teachers="$DISTILL DISTILL_CHANNEL=$DISTILL_CHANNEL"
+        [ -z "$DISTILL_CHANNEL" ] || teachers="$DISTILL DISTILL_CHANNEL=$DISTILL_CHANNEL DISTILL_CHANNEL_WEIGHT=$DISTILL_CHANNEL_WEIGHT"
     fi
     # One BPE vocabulary for both directions: en-de learns it, de-en reuses it.
     local vocabulary=(--vocab-size 8000)
