@@ -139,9 +139,11 @@ async function load(entry) {
       calibrate: params.get("calibrate") === "1",
       relaxedSimd: params.get("relaxed") !== "0",
       channel: checker ? modelUrl(checker) : undefined,
-      onProgress: ({ file, loaded, total, cached }) => {
+      onProgress: ({ file, url, loaded, total, cached }) => {
         const pct = total ? ` ${Math.round((100 * loaded) / total)}%` : ` ${(loaded / 1e6).toFixed(1)} MB`;
-        status(`Loading ${entry.title}: ${file}${cached ? " (cached)" : pct}`);
+        // The reverse model's files report too.
+        const reverse = checker && url?.startsWith(new URL(modelUrl(checker), location.href).href);
+        status(`Loading ${reverse ? checker.title : entry.title}: ${file}${cached ? " (cached)" : pct}`);
       },
     });
     state[slot] = { id: entry.id, backend: state.backend, channel: checker?.id ?? null, engine };
