@@ -76,13 +76,9 @@ function message(e) {
 const OPS = {
   async load({ url, files, backend, cache, calibrate = false, relaxedSimd = true, channel: reverse, channelWeight }, emit) {
     // The bundle downloads while the backend is chosen and its module compiles.
-    const fetching = url ? fetchBundle(url, cache, emit) : Promise.resolve().then(() => normalize(files));
+    const fetching = bundleBytes({ url, files }, cache, emit);
     fetching.catch(() => {}); // awaited below; a failure must not surface twice
-    const fetchingReverse = !reverse
-      ? Promise.resolve(null)
-      : reverse.url
-        ? fetchBundle(reverse.url, cache, emit)
-        : Promise.resolve().then(() => normalize(reverse.files));
+    const fetchingReverse = reverse ? bundleBytes(reverse, cache, emit) : Promise.resolve(null);
     fetchingReverse.catch(() => {}); // awaited below
     const choice = await chooseBackend(backend, calibrate);
     const compiling = wasm(choice.backend);
@@ -214,6 +210,11 @@ function tokenIds(ids, name) {
 function need() {
   if (!engine) throw new Error("no model is loaded");
   return engine;
+}
+
+/** A bundle's three files: fetched from `url` (cached, checked), or `files` as given. */
+function bundleBytes({ url, files }, cache, emit) {
+  return url ? fetchBundle(url, cache, emit) : Promise.resolve().then(() => normalize(files));
 }
 
 function normalize(files) {

@@ -618,19 +618,15 @@ impl Engine {
         options: &DecodeOptions,
         constraint: Option<&dyn Constraint>,
     ) -> transduce::Result<Vec<Vec<u32>>> {
-        if let (BackendChoice::WebGpu, Some(gpu)) = (self.active.get(), &self.gpu) {
-            match gpu.best_outputs(sources, options, constraint).await {
-                Ok(outputs) => return Ok(outputs),
-                // A request the GPU decoder does not take (too long for its attention, too
-                // large a batch) or bad input: the CPU decodes it, or says what is wrong.
-                Err(transduce::Error::Input(_)) => {}
-                Err(e) => {
-                    self.gpu_fault.borrow_mut().get_or_insert(e.to_string());
-                    self.active.set(BackendChoice::Cpu);
-                }
+        let on_gpu = self
+            .gpu_first(async |gpu| gpu.best_outputs(sources, options, constraint).await)
+            .await;
+        match on_gpu {
+            Some(outputs) => Ok(outputs),
+            None => {
+                decode::best_outputs_async(self.bundle.scorer(), sources, options, constraint).await
             }
         }
-        decode::best_outputs_async(self.bundle.scorer(), sources, options, constraint).await
     }
 
     /// Each source's finished hypotheses on the active backend, best first, with the GPU
@@ -640,17 +636,35 @@ impl Engine {
         sources: &[Vec<u32>],
         options: &DecodeOptions,
     ) -> transduce::Result<Vec<Vec<Hypothesis>>> {
-        if let (BackendChoice::WebGpu, Some(gpu)) = (self.active.get(), &self.gpu) {
-            match gpu.hypotheses(sources, options).await {
-                Ok(lists) => return Ok(lists),
-                Err(transduce::Error::Input(_)) => {}
-                Err(e) => {
-                    self.gpu_fault.borrow_mut().get_or_insert(e.to_string());
-                    self.active.set(BackendChoice::Cpu);
-                }
+        match self
+            .gpu_first(async |gpu| gpu.hypotheses(sources, options).await)
+            .await
+        {
+            Some(lists) => Ok(lists),
+            None => decode::hypotheses_async(self.bundle.scorer(), sources, options, None).await,
+        }
+    }
+
+    /// `run` on the GPU when it is the active backend; `None` when the CPU must take the
+    /// request instead. A request the GPU decoder does not take (too long for its
+    /// attention, too large a batch) or bad input goes to the CPU, which decodes it or says
+    /// what is wrong; any other GPU failure moves this request and all later ones there.
+    async fn gpu_first<T>(
+        &self,
+        run: impl AsyncFnOnce(&backend::Gpu) -> transduce::Result<T>,
+    ) -> Option<T> {
+        let (BackendChoice::WebGpu, Some(gpu)) = (self.active.get(), &self.gpu) else {
+            return None;
+        };
+        match run(gpu).await {
+            Ok(out) => Some(out),
+            Err(transduce::Error::Input(_)) => None,
+            Err(e) => {
+                self.gpu_fault.borrow_mut().get_or_insert(e.to_string());
+                self.active.set(BackendChoice::Cpu);
+                None
             }
         }
-        decode::hypotheses_async(self.bundle.scorer(), sources, options, None).await
     }
 
     /// Each source's output ids chosen among the beam's finished hypotheses by `channel`
