@@ -19,7 +19,10 @@
 # process autotunes anew unless the binary is built with --features tune-cache and
 # TUNE_CACHE=1 (docs/BENCHMARKS.md, "A persistent autotune cache"). A call may start it
 # detached and a later call collect it (docs/RESULTS.md, "The `small` mixed lineage continued
-# on a lent H100"): one tuning, not one per call. Back here: `cat ende.tar.* | tar xf -`, then
+# on a lent H100"): one tuning, not one per call. RUNS (default "ende deen") names the runs:
+# run R reads .dev/${DATA_R:-R}-data.tar.xz, continues INIT_R (default: its data's run's
+# INIT) and trains at LR_R (default LR), so two variants of one direction can share the GPU
+# (RUNS="ende ende2" DATA_ende2=ende LR_ende2=0.2). Back here: `cat ende.tar.* | tar xf -`, then
 # the averaged weights as WORK/en-de/averaged.safetensors and run.json, metrics.jsonl,
 # tokenizer.json in WORK/en-de/run, and `TRAIN=0 EN_DE_STEPS=<last step> INIT=...
 # scripts/train-demo.sh en-de`.
@@ -44,28 +47,37 @@ export CUBECL_AUTOTUNE_LEVEL=${CUBECL_AUTOTUNE_LEVEL:-minimal}
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
 S=${S:-/tmp/dev}; mkdir -p $S
 xz -dc .dev/transduce.xz > $S/transduce && chmod +x $S/transduce
-for d in ende deen; do mkdir -p $S/$d-data && xz -dc .dev/$d-data.tar.xz | tar xf - -C $S/$d-data & done; wait
+RUNS=${RUNS:-ende deen}
+declare -A INIT=([ende]=${INIT_ENDE:-web/models/en-de-free} [deen]=${INIT_DEEN:-web/models/de-en-free})
+declare -A DATA_OF RATE PID BACK TRIED
+for d in $RUNS; do
+  v=DATA_$d; DATA_OF[$d]=${!v:-$d}
+  v=INIT_$d; INIT[$d]=${!v:-${INIT[$d]:-${INIT[${DATA_OF[$d]}]:-}}}
+  v=LR_$d; RATE[$d]=${!v:-${LR:-0.2}}
+done
+for x in $(printf '%s\n' "${DATA_OF[@]}" | sort -u); do
+  mkdir -p $S/$x-data && xz -dc .dev/$x-data.tar.xz | tar xf - -C $S/$x-data &
+done; wait
 T=$S/transduce
 L=$S/logs; mkdir -p $L
-declare -A INIT=([ende]=${INIT_ENDE:-web/models/en-de-free} [deen]=${INIT_DEEN:-web/models/de-en-free})
-declare -A PID BACK TRIED
-start() { # start DIRECTION BACKEND PRECISION MINUTES
+start() { # start RUN BACKEND PRECISION MINUTES
   rm -rf $S/$1
   BACK[$1]=$2
   local from="--init ${INIT[$1]}"; [ -z "${PRESET:-}" ] || from="--preset $PRESET"
-  $T train --data $S/$1-data/data --out $S/$1 $from --backend $2 --precision $3 \
-    --max-tokens $BATCH --warmup ${WARMUP:-300} --lr-factor ${LR:-0.2} --max-minutes $4 \
+  $T train --data $S/${DATA_OF[$1]}-data/data --out $S/$1 $from --backend $2 --precision $3 \
+    --max-tokens $BATCH --warmup ${WARMUP:-300} --lr-factor ${RATE[$1]} --max-minutes $4 \
     --checkpoint-minutes ${CKPT:-0.5} --checkpoint-steps 100000 --keep 30 --quiet \
     > $L/train-$1-$2.log 2>&1 &
   PID[$1]=$!
 }
 mins() { python3 -c "print(round(max(0.5, ($BUDGET - $(el) - 60) / 60), 2))"; }
-m=$(mins); log "training en-de and de-en on $B $P for $m min"
-start ende $B $P $m; start deen $B $P $m
+m=$(mins); log "training $RUNS on $B $P for $m min"
+for d in $RUNS; do start $d $B $P $m; done
 n=0
-while [ -n "${PID[ende]}${PID[deen]}" ]; do
+running() { local d; for d in $RUNS; do printf %s "${PID[$d]}"; done; }
+while [ -n "$(running)" ]; do
   sleep 5; n=$((n + 1))
-  for d in ende deen; do
+  for d in $RUNS; do
     pid=${PID[$d]}
     if [ -n "$pid" ] && ! kill -0 $pid 2>/dev/null; then
       wait $pid; rc=$?; PID[$d]=""
@@ -81,11 +93,11 @@ while [ -n "${PID[ende]}${PID[deen]}" ]; do
   # the watchdog: whatever runs past the budget, or is told to by a file $S/stop (a later
   # call's way to end a detached run early), is stopped; its last checkpoint is kept
   if [ $(el) -gt $((BUDGET - 15)) ] || [ -e $S/stop ]; then
-    for d in ende deen; do [ -z "${PID[$d]}" ] || { log "stopping $d"; kill ${PID[$d]}; }; done
+    for d in $RUNS; do [ -z "${PID[$d]}" ] || { log "stopping $d"; kill ${PID[$d]}; }; done
   fi
 done
 log "averaging and packing"
-for d in ende deen; do
+for d in $RUNS; do
   tail -2 $L/train-$d-*.log
   grep valid $S/$d/metrics.jsonl | tail -3
   ls $S/$d/checkpoints | tail -8 | tr '\n' ' '; echo
