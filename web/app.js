@@ -133,6 +133,8 @@ async function load(entry) {
   status(`Loading ${entry.title}…`);
   const started = performance.now();
   if (slot === "translator") state.loading = true;
+  // The reverse model's files report progress too: their URLs start with this.
+  const checkerBase = checker ? new URL(modelUrl(checker), location.href).href : null;
   try {
     const engine = await Transduce.load(modelUrl(entry), {
       backend: state.backend,
@@ -141,8 +143,7 @@ async function load(entry) {
       channel: checker ? modelUrl(checker) : undefined,
       onProgress: ({ file, url, loaded, total, cached }) => {
         const pct = total ? ` ${Math.round((100 * loaded) / total)}%` : ` ${(loaded / 1e6).toFixed(1)} MB`;
-        // The reverse model's files report too.
-        const reverse = checker && url?.startsWith(new URL(modelUrl(checker), location.href).href);
+        const reverse = checkerBase && url?.startsWith(checkerBase);
         status(`Loading ${reverse ? checker.title : entry.title}: ${file}${cached ? " (cached)" : pct}`);
       },
     });
