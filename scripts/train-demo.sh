@@ -50,6 +50,10 @@
 # the teacher DISTILL's bundle reranked by the reverse model (`translate --channel`, weight
 # DISTILL_CHANNEL_WEIGHT, default 0.3: the one chosen on val for the shipped de-en of stage
 # 10 of scripts/train-mixed.sh).
+# SOUP=FILE averages the run's averaged weights once more, in equal parts, with FILE (f32
+# safetensors of the same architecture, e.g. INIT's own average before its int8 export): a
+# "model soup" (Wortsman et al. 2022) of the init and its continuation, which lie in one basin
+# (stage 13 of scripts/train-mixed.sh).
 # BACKEND=wgpu|cuda trains on a GPU (the compact mixed de-en trained there: 12,500 steps in
 # 15 minutes on an H100), PRECISION=bf16|f16 in mixed precision there (default f32);
 # MAX_TOKENS (default 4096), WARMUP (default 1000) and CHECKPOINT_STEPS (default 500) size a
@@ -87,6 +91,7 @@ FREE_DROPOUT=${FREE_DROPOUT:-0.1}
 FREE_AVERAGE_LAST=${FREE_AVERAGE_LAST:-3}
 BACK_TRANSLATE=${BACK_TRANSLATE:-}
 INIT=${INIT:-}
+SOUP=${SOUP:-}
 LR_FACTOR=${LR_FACTOR:-${FREE_LR_FACTOR:-0.5}}
 TRANSLATE_MINUTES=${TRANSLATE_MINUTES:-100000}
 FREE_PRESET=${FREE_PRESET:-compact}
@@ -373,7 +378,13 @@ translator() {
             --max-tokens "$MAX_TOKENS" --warmup "$WARMUP" --lr-factor "$LR_FACTOR" \
             "${regularise[@]}" --checkpoint-steps "$CHECKPOINT_STEPS" --checkpoint-minutes 100000 \
             --keep 20
-        "$T" average --run "$W/run" --last "$last" --out "$W/averaged.safetensors"
+        if [ -n "$SOUP" ]; then
+            "$T" average --run "$W/run" --last "$last" --out "$W/run-averaged.safetensors"
+            "$T" average --inputs "$SOUP" "$W/run-averaged.safetensors" \
+                --out "$W/averaged.safetensors"
+        else
+            "$T" average --run "$W/run" --last "$last" --out "$W/averaged.safetensors"
+        fi
     fi
     "$T" export --model "$W/run" --checkpoint "$W/averaged.safetensors" --int8 \
         --source "$src" --target "$tgt" --out "$W/bundle" "${provenance[@]}"
@@ -419,6 +430,7 @@ translator() {
     [ -n "$INIT" ] || [ "${!preset}" = compact ] || command="$preset=${!preset} $command"
     [ -z "$INIT" ] || command="INIT=$INIT LR_FACTOR=$LR_FACTOR $command"
     [ "$BEAMS" = 4 ] || command="BEAMS=\"$BEAMS\" $command"
+    [ -z "$SOUP" ] || command="SOUP=$SOUP $command"
     tatoeba_test=$(awk '{ print $3; exit }' "$W/bleu-tatoeba.txt")
     multi30k_test=$(awk '{ print $3; exit }' "$W/bleu-test2016.txt")
     "$T" export --model "$W/run" --checkpoint "$W/averaged.safetensors" --int8 \

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Reproduces the two mixed translators, web/models/en-de and de-en (Tatoeba + Multi30k,
-# non-commercial): twelve stages of scripts/train-demo.sh.
+# non-commercial): thirteen stages of scripts/train-demo.sh.
 #
 #   RESCORE_EN_DE=BUNDLE RESCORE_DE_EN=BUNDLE scripts/train-mixed.sh
 #       (WORK, default work/mixed: stages 1-2 in WORK/scratch, 3-4 in WORK/continued, 5-6 in
-#        WORK/small, 7-8 in WORK/small-m4, 9-10 in WORK/distilled, 11-12 in WORK/channel)
+#        WORK/small, 7-8 in WORK/small-m4, 9-10 in WORK/distilled, 11-12 in WORK/channel, 13 in WORK/souped)
 #
 #   1. en-de from random weights on the mix (its vocabulary)              11,500 steps
 #   2. de-en from random weights on the mix (1's vocabulary)              12,500 steps
@@ -37,10 +37,13 @@
 #      (11: the shipped bundle's step count by default, 2,311)
 #  12. en-de continued from 9 likewise, its teacher 9 reranked by 11
 #      (weight 0.2, as chosen on val for 9), on a GPU: 16,000-token
-#      batches, factor 0.1, bf16 (SMALL_BACKEND, SMALL_PRECISION)            EN_DE_STEPS
-#      (12: the shipped bundle's step count by default, 3,481)
+#      batches, factor 0.1, bf16 (SMALL_BACKEND, SMALL_PRECISION)            3,481 steps
+#  13. en-de continued from 12 likewise, its teacher 12 reranked by 11, on
+#      BACKEND (the CPU) as 9, then its last 3 checkpoints' mean averaged
+#      again with 12's (SOUP: the init and its continuation, one basin)     EN_DE_STEPS
+#      (13: the shipped bundle's step count by default, 2,000)
 #
-# 11 (de-en) and 12 (en-de) are the shipped bundles; 1-4 run only with COMPACT=1. RESCORE_EN_DE and
+# 11 (de-en) and 13 (en-de) are the shipped bundles; 1-4 run only with COMPACT=1. RESCORE_EN_DE and
 # RESCORE_DE_EN have no default: the shipped runs used the bundles docs/RESULTS.md's
 # sections on the `small` lineage made (a GPU lease's runs of scripts/gpu-lease-mixed.sh,
 # en-de then continued on the CPU with back-translated CC0 German), as the bundle cards say. 5 and 6 trained side by
@@ -59,7 +62,8 @@
 # for 85 minutes (its teacher: 24 minutes on 2 cores), 12 on one H200 for 11.5 minutes
 # beside a variant at factor 0.2 (its teacher: 18 minutes on 2 cores; bounded by time and
 # checkpointed every half minute: the averaged checkpoints were steps 2,986 3,228 3,481, where
-# a rerun checkpoints every 250). Step counts bound every stage.
+# a rerun checkpoints every 250), 13 on one thread beside a variant at factor 0.1 for 80
+# minutes (its teacher: 17 minutes on 2 cores). Step counts bound every stage.
 # Stop it whenever and run it again: a finished stage (its bundle tested) is skipped, an
 # unfinished one resumes. BACKEND, RAYON_NUM_THREADS, DATA as in train-demo.sh.
 set -euo pipefail
@@ -108,9 +112,13 @@ stage 11 channel de-en DE_EN_STEPS="$DE_EN_STEPS" INIT="$WORK/distilled/de-en/bu
     DISTILL="$WORK/distilled/de-en/bundle" DISTILL_CHANNEL="$WORK/distilled/en-de/bundle" \
     "${kd[@]}"
 # Stage 12: distilled from 9 checked by 11, on a GPU.
-stage 12 channel en-de EN_DE_STEPS="$EN_DE_STEPS" INIT="$WORK/distilled/en-de/bundle" \
+stage 12 channel en-de EN_DE_STEPS=3481 INIT="$WORK/distilled/en-de/bundle" \
     DISTILL="$WORK/distilled/en-de/bundle" DISTILL_CHANNEL="$WORK/channel/de-en/bundle" \
     DISTILL_CHANNEL_WEIGHT=0.2 "${kd[@]}" LR_FACTOR=0.1 MAX_TOKENS=16000 BACKEND="$SB" \
     PRECISION="$SP"
-log "the mixed translators: $WORK/channel/en-de/bundle and $WORK/channel/de-en/bundle" \
+# Stage 13: distilled from 12 checked by 11, on the CPU, souped with 12.
+stage 13 souped en-de EN_DE_STEPS="$EN_DE_STEPS" INIT="$WORK/channel/en-de/bundle" \
+    DISTILL="$WORK/channel/en-de/bundle" DISTILL_CHANNEL="$WORK/channel/de-en/bundle" \
+    DISTILL_CHANNEL_WEIGHT=0.2 SOUP="$WORK/channel/en-de/averaged.safetensors" "${kd[@]}"
+log "the mixed translators: $WORK/souped/en-de/bundle and $WORK/channel/de-en/bundle" \
     "(copy them to web/models/en-de and web/models/de-en)"
