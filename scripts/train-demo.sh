@@ -53,7 +53,8 @@
 # SOUP=FILE averages the run's averaged weights once more, in equal parts, with FILE (f32
 # safetensors of the same architecture, e.g. INIT's own average before its int8 export): a
 # "model soup" (Wortsman et al. 2022) of the init and its continuation, which lie in one basin
-# (stage 13 of scripts/train-mixed.sh).
+# (stage 13 of scripts/train-mixed.sh); the run's own average is kept as run-averaged.safetensors.
+# With TRAIN=0, averaged.safetensors is taken as it is (already souped).
 # BACKEND=wgpu|cuda trains on a GPU (the compact mixed de-en trained there: 12,500 steps in
 # 15 minutes on an H100), PRECISION=bf16|f16 in mixed precision there (default f32);
 # MAX_TOKENS (default 4096), WARMUP (default 1000) and CHECKPOINT_STEPS (default 500) size a

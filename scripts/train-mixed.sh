@@ -4,7 +4,8 @@
 #
 #   RESCORE_EN_DE=BUNDLE RESCORE_DE_EN=BUNDLE scripts/train-mixed.sh
 #       (WORK, default work/mixed: stages 1-2 in WORK/scratch, 3-4 in WORK/continued, 5-6 in
-#        WORK/small, 7-8 in WORK/small-m4, 9-10 in WORK/distilled, 11-12 in WORK/channel, 13 in WORK/souped)
+#        WORK/small, 7-8 in WORK/small-m4, 9-10 in WORK/distilled, 11-12 in WORK/channel,
+#        13 in WORK/souped)
 #
 #   1. en-de from random weights on the mix (its vocabulary)              11,500 steps
 #   2. de-en from random weights on the mix (1's vocabulary)              12,500 steps
