@@ -379,13 +379,10 @@ translator() {
             --max-tokens "$MAX_TOKENS" --warmup "$WARMUP" --lr-factor "$LR_FACTOR" \
             "${regularise[@]}" --checkpoint-steps "$CHECKPOINT_STEPS" --checkpoint-minutes 100000 \
             --keep 20
-        if [ -n "$SOUP" ]; then
-            "$T" average --run "$W/run" --last "$last" --out "$W/run-averaged.safetensors"
-            "$T" average --inputs "$SOUP" "$W/run-averaged.safetensors" \
-                --out "$W/averaged.safetensors"
-        else
-            "$T" average --run "$W/run" --last "$last" --out "$W/averaged.safetensors"
-        fi
+        local run_average="$W/averaged.safetensors"
+        [ -z "$SOUP" ] || run_average="$W/run-averaged.safetensors"
+        "$T" average --run "$W/run" --last "$last" --out "$run_average"
+        [ -z "$SOUP" ] || "$T" average --inputs "$SOUP" "$run_average" --out "$W/averaged.safetensors"
     fi
     "$T" export --model "$W/run" --checkpoint "$W/averaged.safetensors" --int8 \
         --source "$src" --target "$tgt" --out "$W/bundle" "${provenance[@]}"

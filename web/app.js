@@ -133,14 +133,15 @@ async function load(entry) {
   status(`Loading ${entry.title}…`);
   const started = performance.now();
   if (slot === "translator") state.loading = true;
+  const checkerUrl = checker ? modelUrl(checker) : undefined;
   // The reverse model's files report progress too: their URLs start with this.
-  const checkerBase = checker ? new URL(modelUrl(checker), location.href).href : null;
+  const checkerBase = checkerUrl ? new URL(checkerUrl, location.href).href : null;
   try {
     const engine = await Transduce.load(modelUrl(entry), {
       backend: state.backend,
       calibrate: params.get("calibrate") === "1",
       relaxedSimd: params.get("relaxed") !== "0",
-      channel: checker ? modelUrl(checker) : undefined,
+      channel: checkerUrl,
       onProgress: ({ file, url, loaded, total, cached }) => {
         const pct = total ? ` ${Math.round((100 * loaded) / total)}%` : ` ${(loaded / 1e6).toFixed(1)} MB`;
         const reverse = checkerBase && url?.startsWith(checkerBase);
