@@ -4,7 +4,6 @@
 use std::path::Path;
 use std::time::Instant;
 
-use transduce::burn::optim::{AdamConfig, GradientsParams};
 use transduce::burn::prelude::*;
 use transduce::burn::tensor::TensorData;
 use transduce::decode::{DecodeOptions, Ensemble, beam_search};
@@ -13,8 +12,12 @@ use transduce::{HostModel, ModelConfig, Precision, Transformer};
 use crate::data::batch::Batch;
 use crate::data::cache::Pairs;
 use crate::error::{Result, io};
-use crate::train::precision::{LossScale, unscale};
-use crate::train::{batch_tensors, loss, rng::Rng, teacher_forced};
+use crate::train::census::{Census, StepCensus};
+use crate::train::precision::LossScale;
+use crate::train::start::{StartReport, StartWatch};
+use crate::train::{
+    Examples, LOG_EVERY, StepWork, adam, optimizer_step, read_scalars, rng::Rng, teacher_forced,
+};
 
 /// The training workload and what the benchmark does besides timing it.
 #[derive(Clone, Debug)]
@@ -53,6 +56,10 @@ pub struct BenchReport {
     pub train_tokens_per_sec: f64,
     pub train_gflops: f64,
     pub decode_sentences_per_sec: f64,
+    /// What a timed step cost the host: launches, kernels, CPU time, reads.
+    pub census: Option<StepCensus>,
+    /// What the start cost: loading, tunes, compiles, first step, steady rate.
+    pub start: Option<StartReport>,
 }
 
 fn synthetic(n: usize, len: usize, vocab: usize, seed: u64) -> Pairs {
@@ -205,9 +212,11 @@ fn train(config: &ModelConfig, device: &Device, options: &BenchOptions) -> Resul
         precision,
         ..
     } = options;
+    let mut watch = StartWatch::begin();
     // Training: fixed batches of 25-token sentences.
     let len = 25;
     let rows = (batch_tokens / (len + 1)).max(1);
+    let tokens_per_step = rows * (len + 1);
     let pairs = synthetic(rows, len, config.vocab_size, 1);
     let batch: Vec<usize> = (0..rows).collect();
     let ad = device.clone().autodiff();
@@ -223,40 +232,63 @@ fn train(config: &ModelConfig, device: &Device, options: &BenchOptions) -> Resul
     if let Some(dir) = &options.exchange {
         write_exchange(dir, &model, &pairs, &batch)?;
     }
-    // As `train` does: f16 scales the loss, and every half-precision step unscales and
-    // checks its gradients (one read).
-    let scale = LossScale::initial(precision).map(|s| s.scale);
-    let mut optim = AdamConfig::new()
-        .with_beta_1(0.9)
-        .with_beta_2(0.98)
-        .with_epsilon(1e-9)
-        .init();
-    // Each step returns its loss sum, read only after the timed loop.
-    let mut step = |model: Transformer| -> Result<(Transformer, Tensor<1>)> {
-        let (logits, tgt_out) = batch_tensors(&pairs, &batch, None, &ad)?.logits(&model);
-        let l = loss::label_smoothed(logits, tgt_out, config.label_smoothing).smoothed;
-        let value = l.clone().detach();
-        let grads =
-            GradientsParams::from_grads(l.mul_scalar(scale.unwrap_or(1.0)).backward(), &model);
-        let grads = match scale {
-            Some(scale) => unscale(grads, &model, 1.0 / scale)?.0,
-            None => grads,
-        };
-        let model = optim.step(1e-4, model, grads);
-        ad.sync().ok();
-        Ok((model, value))
+    // The trainer's own step (`train::optimizer_step`): f16 scales the loss, and every
+    // half-precision step unscales and checks its gradients (one read); losses are read
+    // back every `LOG_EVERY` steps in one transaction, as `train` reads them.
+    let mut loss_scale = LossScale::initial(precision);
+    let mut optimizer = adam();
+    let group = [&batch];
+    let devices = [ad.clone()];
+    let work = |n: u64| StepWork {
+        devices: &devices,
+        group: &group,
+        examples: Examples {
+            pairs: &pairs,
+            focus: None,
+            classes: None,
+        },
+        group_tokens: tokens_per_step,
+        epsilon: config.label_smoothing,
+        seed: n,
     };
-    let (mut model, mut last) = step(model)?; // warm-up
+    watch.loaded();
+    let mut step = |model: Transformer, n: u64| {
+        let stepped = optimizer_step(
+            model,
+            &mut optimizer,
+            &work(n),
+            1e-4,
+            precision,
+            &mut loss_scale,
+        );
+        watch.step();
+        stepped
+    };
+    // Two untimed steps: the first compiles (and on GPUs fuses and autotunes) the
+    // kernels; the second is the first with Adam's moments already there.
+    let (model, warm) = step(model, 0)?;
+    let (mut model, warm) = step(model, 1).map(|(m, l)| (m, vec![warm, l]))?;
+    read_scalars(warm.into_iter().map(|l| l.smoothed).collect())?;
+    let census = Census::start();
     let start = Instant::now();
-    for _ in 0..steps.max(1) {
-        (model, last) = step(model)?;
+    let mut pending = Vec::new();
+    let mut last = f64::NAN;
+    for n in 0..steps.max(1) {
+        let loss;
+        (model, loss) = step(model, 2 + n as u64)?;
+        pending.push(loss.smoothed);
+        if pending.len() >= LOG_EVERY || n + 1 == steps.max(1) {
+            last = *read_scalars(std::mem::take(&mut pending))?
+                .last()
+                .expect("a loss was read");
+        }
     }
     let secs = start.elapsed().as_secs_f64();
-    let tokens_per_step = rows * (len + 1);
+    let census = census.finish(steps.max(1) as u64);
     let tokens = tokens_per_step * steps.max(1);
     let train_tokens_per_sec = tokens as f64 / secs;
     let train_gflops = train_flops(config, tokens) / secs / 1e9;
-    let final_loss = read(last.into_data())?[0] as f64 / tokens_per_step as f64;
+    let final_loss = last;
     drop(model);
     Ok(BenchReport {
         tokens_per_step,
@@ -268,6 +300,8 @@ fn train(config: &ModelConfig, device: &Device, options: &BenchOptions) -> Resul
         train_tokens_per_sec,
         train_gflops,
         decode_sentences_per_sec: f64::NAN,
+        census: Some(census),
+        start: Some(watch.report()),
     })
 }
 

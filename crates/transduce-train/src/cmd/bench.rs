@@ -103,7 +103,7 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
             Backend::Wgpu => "wgpu-wgsl".to_string(),
             other => format!("{other:?}").to_lowercase(),
         };
-        let json = serde_json::json!({
+        let mut json = serde_json::json!({
             "framework": "transduce",
             "backend": backend,
             "preset": cmd.preset,
@@ -116,6 +116,16 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
             "step_ms": r.step_ms,
             "final_loss": r.final_loss,
         });
+        if let Some(c) = &r.census {
+            json["launches_per_step"] = c.launches.into();
+            json["kernels_per_step"] = c.kernels.into();
+            json["host_ms_per_step"] = c.host_ms.into();
+            json["other_threads_ms_per_step"] = c.other_ms.into();
+            json["reads_per_step"] = c.reads.into();
+        }
+        if let Some(start) = &r.start {
+            json["start"] = serde_json::to_value(start).unwrap_or_default();
+        }
         println!("{json}");
         return Ok(());
     }
@@ -128,6 +138,7 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
             r.tokens_per_step,
             r.final_loss
         );
+        print_census(&r);
         return Ok(());
     }
     println!(
@@ -144,11 +155,29 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
         r.train_gflops,
         100.0 * r.train_gflops / r.matmul_gflops
     );
+    print_census(&r);
     println!(
         "decoding (beam 4):  {:>10.2} sentences/s",
         r.decode_sentences_per_sec
     );
     Ok(())
+}
+
+/// The training step's census, and the kernels it launches most.
+fn print_census(r: &bench::BenchReport) {
+    if let Some(start) = &r.start {
+        println!("start:              {start}");
+    }
+    let Some(c) = &r.census else { return };
+    println!("training step:      {c}");
+    if c.launches > 0.0 {
+        let top: Vec<String> = c
+            .top
+            .iter()
+            .map(|(name, n)| format!("{n:.0} {name}"))
+            .collect();
+        println!("  most launched:    {}", top.join(", "));
+    }
 }
 
 /// `bench --model` / `--random-decoder`: decoding speed of the host decoder (`--backend

@@ -7,6 +7,7 @@ use transduce::ModelConfig;
 use transduce::bundle::TOKENIZER_FILE;
 
 use crate::backend::Backend;
+use crate::data::shape::Shapes;
 use crate::error::{CliError, Result, io};
 use crate::{fsutil, options, prepare, source, train};
 
@@ -97,6 +98,17 @@ pub struct TrainCmd {
     /// No progress bar.
     #[arg(long)]
     pub quiet: bool,
+    /// Read the training loss back every this many steps (one transaction for all of
+    /// them; `metrics.jsonl` still has a line per step). A read per step makes the host
+    /// wait for the GPU every step.
+    #[arg(long, default_value_t = train::LOG_EVERY, value_parser = options::count)]
+    pub log_every: usize,
+    /// Batch shapes: `classes` pads every batch to one of a few shapes (rows × length),
+    /// so a GPU tunes and compiles kernels for a handful of shapes instead of one per
+    /// batch; `exact` makes each batch as long as its longest pair. Default: classes on
+    /// wgpu and CUDA, exact on the CPU (where padding only costs). Fixed for the run.
+    #[arg(long, value_enum)]
+    pub shapes: Option<Shapes>,
 }
 
 pub fn run(cmd: TrainCmd) -> Result<()> {
@@ -141,6 +153,10 @@ pub fn run(cmd: TrainCmd) -> Result<()> {
                     valid_every: cmd.valid_every,
                     seed: cmd.seed,
                     precision: cmd.precision,
+                    shapes: cmd.shapes.unwrap_or(match cmd.backend {
+                        Backend::Cpu | Backend::Ndarray => Shapes::Exact,
+                        Backend::Wgpu | Backend::Cuda => Shapes::Classes,
+                    }),
                 },
                 data: data_dir.clone(),
                 init: init.map(|i| i.weights),
@@ -174,6 +190,7 @@ pub fn run(cmd: TrainCmd) -> Result<()> {
         devices,
         resume: cmd.resume,
         progress: !cmd.quiet,
+        log_every: cmd.log_every,
     }
     .run()?;
     eprintln!(

@@ -3,3 +3,4 @@
 pub mod batch;
 pub mod cache;
 pub mod corpus;
+pub mod shape;

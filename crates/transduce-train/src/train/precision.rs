@@ -139,11 +139,7 @@ pub fn unscale(
         true => true,
         false => {
             let total = Tensor::cat(visitor.sums, 0).sum();
-            let value = total
-                .into_data()
-                .try_into_vec_as::<f64>()
-                .map_err(|e| CliError::Usage(format!("device read failed: {e:?}")))?[0];
-            value.is_finite()
+            super::read_scalars(vec![total])?[0].is_finite()
         }
     };
     Ok((visitor.grads, finite))

@@ -1,0 +1,208 @@
+//! What a training step costs the host, counted the same way on every backend: kernel
+//! launches the host issues, kernels that run, CPU time of the trainer's own threads, and
+//! reads back from the device.
+//!
+//! On a GPU the step is host-bound (docs/BENCHMARKS.md): each launch costs host work in
+//! fusion tracing, autodiff bookkeeping and the launch itself, and each read stops the host
+//! from running ahead of the device. Times on a software device (lavapipe) mean little;
+//! these counts are the same on any machine, so every change to the step is measured by
+//! them first.
+
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use burn_cubecl::cubecl::logging::{LaunchObservation, LaunchObserver};
+
+thread_local! {
+    /// Device reads the trainer's own code has issued on this thread (each
+    /// [`note_read`] is one blocking round trip: `into_data` or a `Transaction`). Per
+    /// thread: a census counts the reads of the loop it watches, not of other work in
+    /// the process (tests run side by side).
+    static READS: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Counts one blocking read of device values (one `into_data` or one transaction).
+pub fn note_read() {
+    READS.with(|r| r.set(r.get() + 1));
+}
+
+fn reads() -> u64 {
+    READS.with(Cell::get)
+}
+
+/// Kernel launches issued by this process's host threads, by kernel name.
+#[derive(Default)]
+struct Launches(Mutex<HashMap<&'static str, u64>>);
+
+impl LaunchObserver for Launches {
+    fn launched(&self, kernel: &'static str) {
+        if let Ok(mut counts) = self.0.lock() {
+            *counts.entry(kernel).or_default() += 1;
+        }
+    }
+}
+
+/// Whether a thread is the trainer's own: the main thread, where the trainer, burn's
+/// autodiff and tensor API run, or one of cubecl's device-service threads (`DS…`), where
+/// fusion, compilation and the launches run. The rest are a driver's (a software
+/// device's queue and rasterizer workers, the NVIDIA driver's threads, Mesa's disk cache)
+/// or the CPU backend's compute pool: the device's work, not the host's overhead.
+fn is_own_thread(tid: &str, name: &str) -> bool {
+    tid == std::process::id().to_string() || name.trim().starts_with("DS")
+}
+
+/// CPU nanoseconds of this process's threads so far: (the trainer's own, the others).
+/// Linux's per-thread `schedstat` (nanoseconds on the CPU); elsewhere (0, 0).
+fn thread_cpu_ns() -> (u64, u64) {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return (0, 0);
+    };
+    let (mut own, mut other) = (0u64, 0u64);
+    for task in tasks.flatten() {
+        let dir = task.path();
+        let Ok(schedstat) = std::fs::read_to_string(dir.join("schedstat")) else {
+            continue;
+        };
+        let ns: u64 = schedstat
+            .split_whitespace()
+            .next()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
+        let name = std::fs::read_to_string(dir.join("comm")).unwrap_or_default();
+        if is_own_thread(&task.file_name().to_string_lossy(), &name) {
+            own += ns;
+        } else {
+            other += ns;
+        }
+    }
+    (own, other)
+}
+
+/// Watches a stretch of training from [`Census::start`] to [`Census::finish`].
+pub struct Census {
+    launches: Arc<Launches>,
+    _observation: LaunchObservation,
+    reads: u64,
+    cpu: (u64, u64),
+}
+
+/// What a stretch of `steps` optimizer steps cost, per step.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StepCensus {
+    pub steps: u64,
+    /// Launches issued by the host per step (a replayed graph would count 1).
+    pub launches: f64,
+    /// Kernels that ran per step (equal to launches while every kernel is launched by
+    /// the host).
+    pub kernels: f64,
+    /// CPU milliseconds per step of the threads running the trainer, burn and cubecl.
+    pub host_ms: f64,
+    /// CPU milliseconds per step of the other threads: the driver's (a software device's
+    /// queue and workers, CUDA's) or the CPU backend's compute pool.
+    pub other_ms: f64,
+    /// Blocking device reads per step, issued by the thread that took the census.
+    pub reads: f64,
+    /// The kernels launched most, with their launches per step.
+    pub top: Vec<(String, f64)>,
+}
+
+impl Census {
+    /// Starts counting; only one census may watch at a time (the launch hook is
+    /// process-wide).
+    pub fn start() -> Census {
+        let launches = Arc::new(Launches::default());
+        let observation = LaunchObservation::new(launches.clone());
+        Census {
+            launches,
+            _observation: observation,
+            reads: reads(),
+            cpu: thread_cpu_ns(),
+        }
+    }
+
+    /// Stops counting; the figures are divided by `steps`.
+    pub fn finish(self, steps: u64) -> StepCensus {
+        let cpu = thread_cpu_ns();
+        let reads = reads() - self.reads;
+        drop(self._observation);
+        let counts = self
+            .launches
+            .0
+            .lock()
+            .map(|c| c.clone())
+            .unwrap_or_default();
+        let per = |n: u64| n as f64 / steps.max(1) as f64;
+        let total: u64 = counts.values().sum();
+        let mut top: Vec<(String, f64)> = counts
+            .iter()
+            .map(|(name, &n)| (short_name(name), per(n)))
+            .collect();
+        top.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        top.truncate(12);
+        StepCensus {
+            steps,
+            launches: per(total),
+            kernels: per(total),
+            host_ms: per(cpu.0.saturating_sub(self.cpu.0)) / 1e6,
+            other_ms: per(cpu.1.saturating_sub(self.cpu.1)) / 1e6,
+            reads: per(reads),
+            top,
+        }
+    }
+}
+
+/// A kernel's name without its module path and generic arguments.
+fn short_name(name: &str) -> String {
+    let base = name.split('<').next().unwrap_or(name);
+    base.rsplit("::").next().unwrap_or(base).to_string()
+}
+
+impl std::fmt::Display for StepCensus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "launches/step {:.0}, kernels/step {:.0}, host ms/step {:.1} (other threads {:.1}), reads/step {:.2}",
+            self.launches, self.kernels, self.host_ms, self.other_ms, self.reads
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_names_drop_paths_and_generics() {
+        assert_eq!(
+            short_name("burn_cubecl::kernel::matmul::Kernel<f32, Foo<u32>>"),
+            "Kernel"
+        );
+        assert_eq!(short_name("elemwise_fuse"), "elemwise_fuse");
+    }
+
+    #[test]
+    fn own_threads_are_told_apart() {
+        let main = std::process::id().to_string();
+        assert!(is_own_thread(&main, "transduce\n"));
+        assert!(is_own_thread("1", "DSD-4-0\n"));
+        assert!(!is_own_thread("1", "llvmpipe-0\n"));
+        assert!(!is_own_thread("1", "transduce\n"));
+    }
+
+    /// The thread clock moves with work done on this thread.
+    #[test]
+    fn thread_cpu_time_counts_work() {
+        let before = thread_cpu_ns();
+        let mut x = 0u64;
+        for i in 0..20_000_000u64 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(i);
+        }
+        std::hint::black_box(x);
+        let after = thread_cpu_ns();
+        // Test threads are not the main thread: their time is the others'.
+        if cfg!(target_os = "linux") {
+            assert!(after.1 > before.1, "{before:?} -> {after:?}");
+        }
+    }
+}
