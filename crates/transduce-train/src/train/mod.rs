@@ -263,9 +263,9 @@ pub fn read_scalars(tensors: Vec<Tensor<1>>) -> Result<Vec<f64>> {
     census::note_read();
     // A transaction reads tensors of one kind: autodiff-wrapped and plain ones (a loss
     // computed on the inner backend) cannot be mixed, so all are unwrapped.
-    let transaction = tensors
-        .into_iter()
-        .fold(Transaction::default(), |t, x| t.register(x.inner().slice(0..1)));
+    let transaction = tensors.into_iter().fold(Transaction::default(), |t, x| {
+        t.register(x.inner().slice(0..1))
+    });
     let data = transaction
         .try_execute()
         .map_err(|e| CliError::Usage(format!("device read failed: {e:?}")))?;
