@@ -266,26 +266,32 @@ fn train(config: &ModelConfig, device: &Device, options: &BenchOptions) -> Resul
     };
     // Two untimed steps: the first compiles (and on GPUs fuses and autotunes) the
     // kernels; the second is the first with Adam's moments already there.
-    let (model, warm) = step(model, 0)?;
-    let (mut model, warm) = step(model, 1).map(|(m, l)| (m, vec![warm, l]))?;
-    read_scalars(warm.into_iter().map(|l| l.smoothed).collect())?;
+    let mut model = model;
+    let mut warm = Vec::new();
+    for n in 0..2 {
+        let loss;
+        (model, loss) = step(model, n)?;
+        warm.push(loss.smoothed);
+    }
+    read_scalars(warm)?;
+    let steps = steps.max(1);
     let census = Census::start();
     let start = Instant::now();
     let mut pending = Vec::new();
     let mut last = f64::NAN;
-    for n in 0..steps.max(1) {
+    for n in 0..steps {
         let loss;
         (model, loss) = step(model, 2 + n as u64)?;
         pending.push(loss.smoothed);
-        if pending.len() >= LOG_EVERY || n + 1 == steps.max(1) {
+        if pending.len() >= LOG_EVERY || n + 1 == steps {
             last = *read_scalars(std::mem::take(&mut pending))?
                 .last()
                 .expect("a loss was read");
         }
     }
     let secs = start.elapsed().as_secs_f64();
-    let census = census.finish(steps.max(1) as u64);
-    let tokens = tokens_per_step * steps.max(1);
+    let census = census.finish(steps as u64);
+    let tokens = tokens_per_step * steps;
     let train_tokens_per_sec = tokens as f64 / secs;
     let train_gflops = train_flops(config, tokens) / secs / 1e9;
     let final_loss = last;
@@ -293,7 +299,7 @@ fn train(config: &ModelConfig, device: &Device, options: &BenchOptions) -> Resul
     Ok(BenchReport {
         tokens_per_step,
         rows,
-        step_ms: 1e3 * secs / steps.max(1) as f64,
+        step_ms: 1e3 * secs / steps as f64,
         final_loss,
         matmul_gflops: f64::NAN,
         matmul_error: 0.0,

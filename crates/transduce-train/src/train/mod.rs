@@ -242,16 +242,15 @@ fn target_tokens(pairs: &Pairs, batch: &Batch) -> usize {
     batch.iter().map(|&i| pairs.tgt[i].len() + 1).sum()
 }
 
-fn scalar(t: Tensor<1>) -> Result<f64> {
-    values(t).map(|v| v[0])
+/// The error of a failed read of device values.
+fn read_failed(e: impl std::fmt::Debug) -> CliError {
+    CliError::Usage(format!("device read failed: {e:?}"))
 }
 
 /// A vector's values, read back to the host (one blocking read).
 fn values(t: Tensor<1>) -> Result<Vec<f64>> {
     census::note_read();
-    t.into_data()
-        .try_into_vec_as::<f64>()
-        .map_err(|e| CliError::Usage(format!("device read failed: {e:?}")))
+    t.into_data().try_into_vec_as::<f64>().map_err(read_failed)
 }
 
 /// The first value of each vector, read back together in one transaction (one blocking
@@ -266,14 +265,12 @@ pub fn read_scalars(tensors: Vec<Tensor<1>>) -> Result<Vec<f64>> {
     let transaction = tensors.into_iter().fold(Transaction::default(), |t, x| {
         t.register(x.inner().slice(0..1))
     });
-    let data = transaction
-        .try_execute()
-        .map_err(|e| CliError::Usage(format!("device read failed: {e:?}")))?;
+    let data = transaction.try_execute().map_err(read_failed)?;
     data.into_iter()
         .map(|d| {
             d.try_into_vec_as::<f64>()
                 .map(|v| v[0])
-                .map_err(|e| CliError::Usage(format!("device read failed: {e:?}")))
+                .map_err(read_failed)
         })
         .collect()
 }
@@ -292,7 +289,7 @@ pub fn evaluate_nll(
     let (mut total, mut tokens) = (0.0, 0usize);
     for batch in make_batches(&src_lens, &tgt_lens, max_tokens) {
         let (logits, tgt_out) = batch_tensors(pairs, &batch, focus, None, &device)?.logits(model);
-        total += scalar(loss::label_smoothed(logits, tgt_out, 0.0).nll)?;
+        total += read_scalars(vec![loss::label_smoothed(logits, tgt_out, 0.0).nll])?[0];
         tokens += target_tokens(pairs, &batch);
     }
     Ok(total / tokens.max(1) as f64)
@@ -322,13 +319,13 @@ pub fn sentence_log_probs(
 
 /// The gradients of one optimizer step: summed over batches on one device, or, from
 /// several devices, one set per device for burn's `step_multi` to add up.
-pub enum Grads {
+enum Grads {
     One(GradientsParams),
     Multi(MultiGradientsParams),
 }
 
 /// What one step's forward and backward passes give.
-pub struct StepGradients {
+struct StepGradients {
     pub grads: Grads,
     /// The step's loss, on the main device and not yet read ([`read_scalars`] reads many
     /// steps' at once: a read per step would stop the host from running ahead).

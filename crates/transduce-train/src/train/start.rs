@@ -67,7 +67,7 @@ pub fn tunes() -> BTreeMap<String, u64> {
 pub struct StartWatch {
     began: Instant,
     tunes_before: u64,
-    kernels: Option<LaunchedKernels>,
+    kernels: LaunchedKernels,
     loaded_secs: Option<f64>,
     /// Seconds since `began` at the end of each step.
     step_ends: Vec<f64>,
@@ -96,7 +96,7 @@ impl StartWatch {
         StartWatch {
             began: Instant::now(),
             tunes_before: tunes().values().sum(),
-            kernels: Some(LaunchedKernels::new()),
+            kernels: LaunchedKernels::new(),
             loaded_secs: None,
             step_ends: Vec::new(),
         }
@@ -112,9 +112,9 @@ impl StartWatch {
         self.step_ends.push(self.began.elapsed().as_secs_f64());
     }
 
-    /// The report so far; compiled kernels are counted up to now.
-    pub fn report(&mut self) -> StartReport {
-        let compiled = self.kernels.take().map_or(0, |k| k.finish().len());
+    /// What the start cost; compiled kernels are counted up to now.
+    pub fn report(self) -> StartReport {
+        let compiled = self.kernels.finish().len();
         let by_tuner = tunes();
         let tunes: u64 = by_tuner.values().sum::<u64>() - self.tunes_before;
         let loaded_secs = self.loaded_secs.unwrap_or(0.0);
@@ -128,7 +128,7 @@ impl StartWatch {
             })
             .collect();
         let (steady_from_step, median_step_secs) = steady_start(&times);
-        let report = StartReport {
+        StartReport {
             loaded_secs,
             first_step_secs: self.step_ends.first().copied().unwrap_or(0.0),
             tunes,
@@ -137,9 +137,7 @@ impl StartWatch {
             median_step_secs,
             steady_from_step,
             steady_secs: steady_from_step.map(|s| self.step_ends[s - 1]),
-        };
-        self.kernels = Some(LaunchedKernels::new());
-        report
+        }
     }
 }
 
