@@ -16,7 +16,8 @@ use crate::train::census::{Census, StepCensus};
 use crate::train::precision::LossScale;
 use crate::train::start::{StartReport, StartWatch};
 use crate::train::{
-    Examples, LOG_EVERY, StepWork, adam, optimizer_step, read_scalars, rng::Rng, teacher_forced,
+    Examples, LOG_EVERY, StepWork, adam, optimizer_step, optimizer_step_between, read_scalars,
+    rng::Rng, teacher_forced,
 };
 
 /// The training workload and what the benchmark does besides timing it.
@@ -58,6 +59,8 @@ pub struct BenchReport {
     pub decode_sentences_per_sec: f64,
     /// What a timed step cost the host: launches, kernels, CPU time, reads.
     pub census: Option<StepCensus>,
+    /// Launches of one step's forward and backward passes, and of its optimizer update.
+    pub phases: Option<(f64, f64)>,
     /// What the start cost: loading, tunes, compiles, first step, steady rate.
     pub start: Option<StartReport>,
 }
@@ -291,6 +294,31 @@ fn train(config: &ModelConfig, device: &Device, options: &BenchOptions) -> Resul
     }
     let secs = start.elapsed().as_secs_f64();
     let census = census.finish(steps as u64);
+    // One more step, untimed, with the device drained between its phases: the launches
+    // of the forward and backward passes apart from the optimizer's (burn-fusion launches
+    // queued work when the device syncs, so each phase's launches land in its own count).
+    ad.sync().ok();
+    let mut passes = Some(Census::start());
+    let (mut backward, mut update) = (None, None);
+    let between = || {
+        ad.sync().ok();
+        backward = passes.take().map(|c| c.finish(1));
+        update = Some(Census::start());
+    };
+    let (phased, _) = optimizer_step_between(
+        model,
+        &mut optimizer,
+        &work(2 + steps as u64),
+        1e-4,
+        precision,
+        &mut loss_scale,
+        between,
+    )?;
+    ad.sync().ok();
+    let phases = backward
+        .zip(update)
+        .map(|(b, u)| (b.launches, u.finish(1).launches));
+    model = phased;
     let tokens = tokens_per_step * steps;
     let train_tokens_per_sec = tokens as f64 / secs;
     let train_gflops = train_flops(config, tokens) / secs / 1e9;
@@ -307,6 +335,7 @@ fn train(config: &ModelConfig, device: &Device, options: &BenchOptions) -> Resul
         train_gflops,
         decode_sentences_per_sec: f64::NAN,
         census: Some(census),
+        phases,
         start: Some(watch.report()),
     })
 }

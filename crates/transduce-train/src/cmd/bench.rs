@@ -123,6 +123,10 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
             json["other_threads_ms_per_step"] = c.other_ms.into();
             json["reads_per_step"] = c.reads.into();
         }
+        if let Some((passes, update)) = r.phases {
+            json["launches_forward_backward"] = passes.into();
+            json["launches_optimizer"] = update.into();
+        }
         if let Some(start) = &r.start {
             json["start"] = serde_json::to_value(start).unwrap_or_default();
         }
@@ -177,6 +181,11 @@ fn print_census(r: &bench::BenchReport) {
             .map(|(name, n)| format!("{n:.0} {name}"))
             .collect();
         println!("  most launched:    {}", top.join(", "));
+    }
+    if let Some((passes, update)) = r.phases.filter(|_| c.launches > 0.0) {
+        println!(
+            "  by phase:         {passes:.0} forward and backward, {update:.0} optimizer (one step, synced between)"
+        );
     }
 }
 

@@ -218,7 +218,13 @@ fn eval_ppl(
         return Err(CliError::Usage("nothing to score: no usable pairs".into()));
     }
     let focus = train::focus_rule(&bundle.config.model, &bundle.tokenizer)?;
-    let nll = train::evaluate_nll(&bundle.model, &ids, focus.as_ref(), 4096)?;
+    let nll = train::evaluate_nll(
+        &bundle.model,
+        &ids,
+        focus.as_ref(),
+        4096,
+        crate::data::shape::Shapes::Exact,
+    )?;
     println!(
         "perplexity {:.6} (loss {nll:.6} nats per target wordpiece, {} pairs)",
         nll.exp(),

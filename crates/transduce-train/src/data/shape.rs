@@ -37,6 +37,21 @@ pub enum Shapes {
     Classes,
 }
 
+impl Shapes {
+    /// The batches of a data set under this policy (§5.1's bucketing, or by class).
+    pub fn batches(self, src_lens: &[usize], tgt_lens: &[usize], max_tokens: usize) -> Vec<Batch> {
+        match self {
+            Shapes::Exact => crate::data::batch::make_batches(src_lens, tgt_lens, max_tokens),
+            Shapes::Classes => make_class_batches(src_lens, tgt_lens, max_tokens),
+        }
+    }
+
+    /// `Some(max_tokens)` where batches are padded to their class ([`batch_shape`]).
+    pub fn classes(self, max_tokens: usize) -> Option<usize> {
+        (self == Shapes::Classes).then_some(max_tokens)
+    }
+}
+
 /// The padded length of a sequence of `n` tokens.
 pub fn class_length(n: usize) -> usize {
     let step = match n {
