@@ -29,6 +29,89 @@ pub(crate) const LINEAR_COLUMNS: u32 = 4;
 /// Rows per workgroup of the products followed by LayerNorm.
 pub(crate) const NORM_ROWS: u32 = 2;
 
+/// A kernel's serial depth: the iterations, with loads from global memory, of the longest
+/// chain of loops one of its threads runs. At batch 1 a decoder step is bound by latency,
+/// not arithmetic, and the sum of its dispatches' depths is what bounds its time
+/// (`transduce bench` prints it as `serial depth`). Each kernel's figure is read off its
+/// WGSL loops below, next to the kernel it describes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Depth {
+    Fixed(u64),
+    /// An attention over `n` keys (the cache's `t + 1` or the source's length): the
+    /// scores, `⌈n / WG⌉ · DK` loads, then the weighted values, `⌈DV / WG⌉ · n`.
+    Attention {
+        dk: u64,
+        dv: u64,
+        keys: Keys,
+    },
+}
+
+impl Depth {
+    /// The depth at decoder position `t` with a source of `source_len` tokens.
+    pub(crate) fn at(self, t: u64, source_len: u64) -> u64 {
+        match self {
+            Depth::Fixed(d) => d,
+            Depth::Attention { dk, dv, keys } => {
+                let n = match keys {
+                    Keys::Source => source_len,
+                    Keys::Cache { .. } => t + 1,
+                };
+                n.div_ceil(WG as u64) * dk + (dv.div_ceil(WG as u64)) * n
+            }
+        }
+    }
+
+    /// `embed.wgsl`: a thread writes every 64th of the `d` columns.
+    pub(crate) fn embed(d: usize) -> Depth {
+        Depth::Fixed(d.div_ceil(WG as usize) as u64)
+    }
+
+    /// The products' loop over the inner dimension (`K`, or `K / 4` words of int8).
+    fn inner(k: usize, storage: WeightStorage) -> u64 {
+        match storage {
+            WeightStorage::Int8 => (k / 4) as u64,
+            _ => k as u64,
+        }
+    }
+
+    /// `linear.wgsl`: the inner loop, then the epilogue's `RB × CPT` stores (each reading
+    /// its bias and column scale).
+    pub(crate) fn linear(k: usize, storage: WeightStorage) -> Depth {
+        Depth::Fixed(Self::inner(k, storage) + (LINEAR_ROWS * LINEAR_COLUMNS) as u64)
+    }
+
+    /// `linear_norm.wgsl`: the inner loop, then per row of `RB` the residual's `CPT`
+    /// reads and the `CPT` writes through γ and β (its reductions stay in workgroup
+    /// memory).
+    pub(crate) fn linear_norm(k: usize, n: usize, storage: WeightStorage) -> Depth {
+        let cpt = n.div_ceil(WG as usize) as u64;
+        Depth::Fixed(Self::inner(k, storage) + NORM_ROWS as u64 * 2 * cpt)
+    }
+
+    /// `attention.wgsl`.
+    pub(crate) fn attention(d_k: usize, d_v: usize, keys: Keys) -> Depth {
+        Depth::Attention {
+            dk: d_k as u64,
+            dv: d_v as u64,
+            keys,
+        }
+    }
+
+    /// `history.wgsl`: one read per thread.
+    pub(crate) fn history() -> Depth {
+        Depth::Fixed(1)
+    }
+
+    /// `select.wgsl`: the maximum, the sum of exponentials, then one pass per candidate,
+    /// each over every 256th word.
+    pub(crate) fn select(vocab: usize, k: usize) -> Depth {
+        Depth::Fixed((2 + k as u64) * vocab.div_ceil(SELECT_WG) as u64)
+    }
+}
+
+/// Threads per workgroup of the top-k selection.
+const SELECT_WG: usize = 256;
+
 /// An f32 as a WGSL literal that reads back to the same value.
 pub(crate) fn float(x: f32) -> String {
     format!("{x:e}f")

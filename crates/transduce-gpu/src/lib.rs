@@ -44,6 +44,12 @@ enum Positions {
     Sinusoid,
 }
 
+/// Source tokens of [`GpuModel::serial_depth`]'s reference sentence.
+pub const DEPTH_SOURCE: usize = 20;
+/// The decoder step (1-based) [`GpuModel::serial_depth`] counts: its self-attention
+/// reads as many cached positions.
+pub const DEPTH_STEP: usize = 20;
+
 /// A model on the GPU, ready to decode.
 pub struct GpuModel {
     gpu: Gpu,
@@ -109,6 +115,26 @@ impl GpuModel {
     /// Starts counting afresh.
     pub fn reset_counts(&self) {
         self.counts.set(Counts::default());
+    }
+
+    /// A decoder step's serial depth at the reference point ([`DEPTH_SOURCE`],
+    /// [`DEPTH_STEP`], greedy, one sentence): the sum over the step's dispatches of the
+    /// longest chain of loop iterations with global loads one thread runs, read from the
+    /// dispatches this decoder records for that batch. At batch 1 the GPU waits on memory,
+    /// so this, not the arithmetic, bounds a step's time.
+    pub fn serial_depth(&self) -> Result<u64> {
+        let shape = workspace::Shape {
+            sources: 1,
+            source_rows: DEPTH_SOURCE,
+            rows: 1,
+            cap: DEPTH_STEP + 1,
+            k: 1,
+            positions: DEPTH_STEP + 1,
+        };
+        let ws = self.take_workspace(shape)?;
+        let depth = ws.step_depth(DEPTH_STEP as u64 - 1, DEPTH_SOURCE as u64);
+        self.give_back(ws);
+        Ok(depth)
     }
 
     fn position_tables(&self, rows: usize) -> (Vec<f32>, Vec<f32>) {

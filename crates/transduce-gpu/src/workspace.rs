@@ -11,7 +11,7 @@ use bytemuck::{Pod, Zeroable};
 use transduce::{Error, Result};
 
 use crate::GpuModel;
-use crate::kernels::{self, AttentionLayout, Keys, Store};
+use crate::kernels::{self, AttentionLayout, Depth, Keys, Store};
 use crate::weights::{LayerNorm, Linear};
 
 /// Mirrors `Params` in common.wgsl.
@@ -99,6 +99,7 @@ struct Dispatch {
     pipeline: wgpu::ComputePipeline,
     bind_group: wgpu::BindGroup,
     grid: Grid,
+    depth: Depth,
 }
 
 #[derive(Clone, Copy)]
@@ -212,6 +213,7 @@ fn bind(
     pipeline: &wgpu::ComputePipeline,
     buffers: &[&wgpu::Buffer],
     grid: Grid,
+    depth: Depth,
 ) -> Dispatch {
     let layout = pipeline.get_bind_group_layout(0);
     let entries: Vec<wgpu::BindGroupEntry> = buffers
@@ -231,6 +233,7 @@ fn bind(
         pipeline: pipeline.clone(),
         bind_group,
         grid,
+        depth,
     }
 }
 
@@ -249,6 +252,7 @@ impl Workspace {
         let gpu = &model.gpu;
         let c = &model.config;
         let k = &model.kernels;
+        let weights = model.storage();
         let w = &model.weights;
         let (d, dff, h) = (c.d_model, c.d_ff, c.n_heads);
         let (hk, hv) = (h * c.d_k, h * c.d_v);
@@ -328,7 +332,8 @@ impl Workspace {
                 (l.n as u32).div_ceil(kernels::WG * kernels::LINEAR_COLUMNS),
                 kernels::LINEAR_ROWS,
             );
-            bind(gpu, &k.linear(l.k, l.n, store), &buffers, grid)
+            let depth = Depth::linear(l.k, weights);
+            bind(gpu, &k.linear(l.k, l.n, store), &buffers, grid, depth)
         };
         let add_norm = |params: &wgpu::Buffer,
                         l: &Linear,
@@ -341,16 +346,17 @@ impl Workspace {
                 &k.linear_norm(l.k, l.n),
                 &buffers,
                 Grid::Blocks(1, kernels::NORM_ROWS),
+                Depth::linear_norm(l.k, l.n, weights),
             )
         };
         let attend = |params: &wgpu::Buffer,
-                      pipeline: &wgpu::ComputePipeline,
+                      (pipeline, depth): &(wgpu::ComputePipeline, Depth),
                       rows: &wgpu::Buffer,
                       q: &wgpu::Buffer,
                       kv: &wgpu::Buffer,
                       out: &wgpu::Buffer| {
             let buffers = [params, rows, &sources, &history, q, kv, out];
-            bind(gpu, pipeline, &buffers, Grid::Heads(h as u32))
+            bind(gpu, pipeline, &buffers, Grid::Heads(h as u32), *depth)
         };
         let layout = |qs: usize, kvs: usize, ko: usize, vo: usize| AttentionLayout {
             qs: qs as u32,
@@ -374,14 +380,13 @@ impl Workspace {
                 &memory,
             ],
             Grid::Rows,
+            Depth::embed(d),
         )];
-        let enc_attention = k.attention(
-            h,
-            c.d_k,
-            c.d_v,
-            layout(width, width, hk, 2 * hk),
-            Keys::Source,
-        );
+        let attention = |layout, keys| {
+            let pipeline = k.attention(h, c.d_k, c.d_v, layout, keys);
+            (pipeline, Depth::attention(c.d_k, c.d_v, keys))
+        };
+        let enc_attention = attention(layout(width, width, hk, 2 * hk), Keys::Source);
         let p = &enc_params;
         for l in &w.encoder {
             encoder.push(linear(p, &l.qkv, Store::Plain, &memory, &[&qkv]));
@@ -401,6 +406,7 @@ impl Workspace {
             &k.history(cap as u32),
             &[&dec_params, &dec_rows, &history, &next_history],
             Grid::History(cap as u32),
+            Depth::history(),
         );
         let mut step = vec![bind(
             gpu,
@@ -415,11 +421,11 @@ impl Workspace {
                 &x,
             ],
             Grid::Rows,
+            Depth::embed(d),
         )];
         let kv_layout = layout(hk, hk + hv, 0, hk);
-        let self_attention =
-            k.attention(h, c.d_k, c.d_v, kv_layout, Keys::Cache { cap: cap as u32 });
-        let cross_attention = k.attention(h, c.d_k, c.d_v, kv_layout, Keys::Source);
+        let self_attention = attention(kv_layout, Keys::Cache { cap: cap as u32 });
+        let cross_attention = attention(kv_layout, Keys::Source);
         let split = Store::Split {
             q: hk as u32,
             cap: cap as u32,
@@ -441,6 +447,7 @@ impl Workspace {
             &k.select(vocab, shape.k),
             &[p, &logits, &masks, &candidates, &dec_rows, &next_rows],
             Grid::Rows,
+            Depth::select(vocab, shape.k),
         ));
         Ok(Workspace {
             shape,
@@ -463,6 +470,15 @@ impl Workspace {
     }
 
     /// Mask words per row.
+    /// The decoder step's serial depth ([`Depth`]) at position `t` with a source of
+    /// `source_len` tokens: the sum over the step's dispatches, the history's included.
+    pub(crate) fn step_depth(&self, t: u64, source_len: u64) -> u64 {
+        std::iter::once(&self.history_step)
+            .chain(&self.step)
+            .map(|d| d.depth.at(t, source_len))
+            .sum()
+    }
+
     pub(crate) fn words(&self) -> usize {
         self.words
     }

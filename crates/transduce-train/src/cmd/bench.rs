@@ -253,6 +253,15 @@ fn decoding(cmd: BenchCmd) -> Result<()> {
             )));
         }
     };
+    if let Some(model) = &gpu {
+        println!(
+            "serial depth {} (iterations with global loads, summed over a step's dispatches: \
+             greedy, one {}-token source, step {})",
+            model.serial_depth()?,
+            transduce_gpu::DEPTH_SOURCE,
+            transduce_gpu::DEPTH_STEP
+        );
+    }
     let mut order: Vec<usize> = (0..sources.len()).collect();
     order.sort_by_key(|&i| (sources[i].len(), i));
     for &beam in &cmd.beams {
