@@ -15,9 +15,10 @@
 # B=cpu P=f32 BUDGET=170 BATCH=1500 rehearses it here. PRESET=small (or another preset) trains
 # both from random weights instead of continuing the free bundles: then each data folder is
 # the one `MIXED_PRESET=small scripts/train-demo.sh en-de|de-en` prepares without INIT (the
-# vocabulary learned on the mix), and WARMUP / LR / BATCH size the schedule to the lease. Each
-# process autotunes anew unless the binary is built with --features tune-cache and
-# TUNE_CACHE=1 (docs/BENCHMARKS.md, "A persistent autotune cache"). A call may start it
+# vocabulary learned on the mix), and WARMUP / LR / BATCH size the schedule to the lease. The
+# binary keeps its autotune decisions and compiled kernels in TRANSDUCE_CACHE_DIR (here
+# .dev/gpu-cache, carried in from an earlier lease and returned as gpu-cache.tgz: a folder per
+# GPU model, driver and build inside, so only a matching one is read). A call may start it
 # detached and a later call collect it (docs/RESULTS.md, "The `small` mixed lineage continued
 # on a lent H100"): one tuning, not one per call. RUNS (default "ende deen") names the runs:
 # run R reads .dev/${DATA_R:-R}-data.tar.xz, continues INIT_R (default: its data's run's
@@ -40,10 +41,7 @@ if [ -z "${REHEARSAL:-}" ]; then
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 fi
 export CUBECL_AUTOTUNE_LEVEL=${CUBECL_AUTOTUNE_LEVEL:-minimal}
-# TUNE_CACHE=1 (a binary built with --features cuda,tune-cache): cubecl keeps its autotune
-# decisions, and with this file the PTX it compiles, in target/environment (carried in from
-# an earlier lease of the same GPU kind, or started here); it comes back as tune-cache.tgz
-[ -z "${TUNE_CACHE:-}" ] || [ -e cubecl.toml ] || printf '[compilation]\ncache = true\n' > cubecl.toml
+export TRANSDUCE_CACHE_DIR=${TRANSDUCE_CACHE_DIR:-$PWD/.dev/gpu-cache}
 OUT=${OUT:-/tmp/out}; mkdir -p $OUT
 S=${S:-/tmp/dev}; mkdir -p $S
 xz -dc .dev/transduce.xz > $S/transduce && chmod +x $S/transduce
@@ -110,7 +108,7 @@ for d in $RUNS; do
   split -b 16000000 -d $S/$d.tar $OUT/$d.tar.
 done
 tar czf $OUT/logs.tgz -C $S logs
-# what a tune-cache build kept (TUNE_CACHE above): unpack it here and carry it
-# (`carry: ["target/environment"]`) to the next lease of the same GPU kind
-[ ! -d target/environment ] || tar czf $OUT/tune-cache.tgz target/environment
+# the GPU cache (TRANSDUCE_CACHE_DIR above): unpack it into .dev here and carry it
+# (`carry: [".dev/gpu-cache"]`) to the next lease
+[ ! -d "$TRANSDUCE_CACHE_DIR" ] || tar czf $OUT/gpu-cache.tgz -C "$(dirname "$TRANSDUCE_CACHE_DIR")" "$(basename "$TRANSDUCE_CACHE_DIR")"
 ls -la $OUT; log done

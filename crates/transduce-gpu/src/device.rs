@@ -15,6 +15,9 @@ pub struct Gpu {
     info: wgpu::AdapterInfo,
     /// The device was opened with `shader-f16`: weights are stored in f16.
     pub(crate) f16: bool,
+    /// The device was opened with `timestamp-query` (natively, where the adapter has it):
+    /// [`crate::GpuModel::profile`] can time each dispatch.
+    pub(crate) timestamps: bool,
     /// The first error the device reported outside any call (validation, out of memory), or
     /// its loss: after one, every read fails with it, so callers fall back to the CPU.
     fault: Arc<Mutex<Option<String>>>,
@@ -55,11 +58,16 @@ impl Gpu {
     /// caches exceed WebGPU's default buffer sizes).
     pub async fn from_adapter(adapter: wgpu::Adapter, allow_f16: bool) -> Result<Gpu> {
         let f16 = allow_f16 && adapter.features().contains(wgpu::Features::SHADER_F16);
-        let features = if f16 {
-            wgpu::Features::SHADER_F16
-        } else {
-            wgpu::Features::empty()
-        };
+        // Timestamps only natively: a page has no use for them, and browsers coarsen them.
+        let timestamps = !cfg!(target_arch = "wasm32")
+            && adapter.features().contains(wgpu::Features::TIMESTAMP_QUERY);
+        let mut features = wgpu::Features::empty();
+        if f16 {
+            features |= wgpu::Features::SHADER_F16;
+        }
+        if timestamps {
+            features |= wgpu::Features::TIMESTAMP_QUERY;
+        }
         let (device, queue) = adapter
             .request_device(&wgpu::DeviceDescriptor {
                 label: Some("transduce-gpu"),
@@ -89,6 +97,7 @@ impl Gpu {
             queue,
             info: adapter.get_info(),
             f16,
+            timestamps,
             fault,
         })
     }

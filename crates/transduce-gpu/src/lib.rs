@@ -50,6 +50,31 @@ pub const DEPTH_SOURCE: usize = 20;
 /// reads as many cached positions.
 pub const DEPTH_STEP: usize = 20;
 
+/// One kernel's share of [`GpuModel::profile`]'s steps.
+#[derive(Clone, Debug, PartialEq)]
+pub struct KernelTime {
+    pub name: &'static str,
+    /// Dispatches over all the profiled steps.
+    pub calls: u64,
+    /// Their GPU time, microseconds.
+    pub total_us: f64,
+}
+
+/// Where a decoder step's GPU time goes ([`GpuModel::profile`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Profile {
+    pub steps: usize,
+    pub kernels: Vec<KernelTime>,
+}
+
+impl Profile {
+    /// Summed GPU time of a step's dispatches, microseconds (passes run back to back, so
+    /// launch gaps between them are not in it).
+    pub fn step_us(&self) -> f64 {
+        self.kernels.iter().map(|k| k.total_us).sum::<f64>() / self.steps as f64
+    }
+}
+
 /// A model on the GPU, ready to decode.
 pub struct GpuModel {
     gpu: Gpu,
@@ -135,6 +160,79 @@ impl GpuModel {
         let depth = ws.step_depth(DEPTH_STEP as u64 - 1, DEPTH_SOURCE as u64);
         self.give_back(ws);
         Ok(depth)
+    }
+
+    /// GPU time of each kernel of a decoder step, where the device has timestamps
+    /// (`None` otherwise): `batch` sentences of [`DEPTH_SOURCE`] synthetic tokens, `beam`
+    /// rows each, `steps` decoder steps, each dispatch in its own timed compute pass.
+    /// Dispatches of one name (every layer's) are summed; the order is a step's.
+    pub async fn profile(
+        &self,
+        batch: usize,
+        beam: usize,
+        steps: usize,
+    ) -> Result<Option<Profile>> {
+        if !self.gpu.timestamps {
+            return Ok(None);
+        }
+        let (batch, beam, steps) = (batch.max(1), beam.max(1), steps.max(1));
+        let rows = batch * beam;
+        let shape = workspace::Shape {
+            sources: batch,
+            source_rows: batch * DEPTH_SOURCE,
+            rows,
+            cap: steps + 1,
+            k: beam,
+            positions: (steps + 1).max(DEPTH_SOURCE),
+        };
+        let ws = self.take_workspace(shape)?;
+        let vocab = self.config.vocab_size;
+        let sources: Vec<Vec<u32>> = (0..batch)
+            .map(|s| {
+                (0..DEPTH_SOURCE)
+                    .map(|j| 4 + ((s * 31 + j * 17) % (vocab - 4)) as u32)
+                    .collect()
+            })
+            .collect();
+        let mut counts = Counts::default();
+        ws.encode(self, &sources, &mut counts);
+        let mut kernels: Vec<KernelTime> = Vec::new();
+        let mut outcome = Ok(());
+        for t in 0..steps {
+            let step_rows: Vec<workspace::Row> = (0..rows)
+                .map(|i| workspace::Row {
+                    token: transduce::tokenizer::BOS,
+                    src: (i / beam) as u32,
+                    pos: t as u32,
+                    parent: i as u32,
+                    focus: -1,
+                    limit: workspace::NO_LIMIT,
+                })
+                .collect();
+            let times = match ws.profile_step(self, t, &step_rows).await {
+                Ok(times) => times,
+                Err(e) => {
+                    outcome = Err(e);
+                    break;
+                }
+            };
+            for (name, ns) in times {
+                match kernels.iter_mut().find(|k| k.name == name) {
+                    Some(k) => {
+                        k.calls += 1;
+                        k.total_us += ns / 1e3;
+                    }
+                    None => kernels.push(KernelTime {
+                        name,
+                        calls: 1,
+                        total_us: ns / 1e3,
+                    }),
+                }
+            }
+        }
+        self.give_back(ws);
+        outcome?;
+        Ok(Some(Profile { steps, kernels }))
     }
 
     fn position_tables(&self, rows: usize) -> (Vec<f32>, Vec<f32>) {

@@ -100,6 +100,15 @@ struct Dispatch {
     bind_group: wgpu::BindGroup,
     grid: Grid,
     depth: Depth,
+    /// What it computes, for [`Workspace::profile_step`]'s table.
+    name: &'static str,
+}
+
+impl Dispatch {
+    fn named(mut self, name: &'static str) -> Dispatch {
+        self.name = name;
+        self
+    }
 }
 
 #[derive(Clone, Copy)]
@@ -234,6 +243,7 @@ fn bind(
         bind_group,
         grid,
         depth,
+        name: "",
     }
 }
 
@@ -407,22 +417,26 @@ impl Workspace {
             &[&dec_params, &dec_rows, &history, &next_history],
             Grid::History(cap as u32),
             Depth::history(),
-        );
-        let mut step = vec![bind(
-            gpu,
-            &embed,
-            &[
-                &dec_params,
-                &dec_rows,
-                &w.tgt_embedding,
-                &positions.1,
-                &sources,
-                &memory,
-                &x,
-            ],
-            Grid::Rows,
-            Depth::embed(d),
-        )];
+        )
+        .named("history");
+        let mut step = vec![
+            bind(
+                gpu,
+                &embed,
+                &[
+                    &dec_params,
+                    &dec_rows,
+                    &w.tgt_embedding,
+                    &positions.1,
+                    &sources,
+                    &memory,
+                    &x,
+                ],
+                Grid::Rows,
+                Depth::embed(d),
+            )
+            .named("embedding"),
+        ];
         let kv_layout = layout(hk, hk + hv, 0, hk);
         let self_attention = attention(kv_layout, Keys::Cache { cap: cap as u32 });
         let cross_attention = attention(kv_layout, Keys::Source);
@@ -432,23 +446,34 @@ impl Workspace {
         };
         let p = &dec_params;
         for ((l, kv), cache) in w.decoder.iter().zip(&cross).zip(&caches) {
-            step.push(linear(p, &l.qkv, split, &x, &[&qkv, cache]));
-            step.push(attend(p, &self_attention, &dec_rows, &qkv, cache, &context));
-            step.push(add_norm(p, &l.o, &l.self_norm, &context, &x));
-            step.push(linear(p, &l.cross_q, Store::Plain, &x, &[&qkv]));
-            step.push(attend(p, &cross_attention, &dec_rows, &qkv, kv, &context));
-            step.push(add_norm(p, &l.cross_o, &l.cross_norm, &context, &x));
-            step.push(linear(p, &l.fc1, Store::Relu, &x, &[&hidden]));
-            step.push(add_norm(p, &l.fc2, &l.ffn_norm, &hidden, &x));
+            let qkv_product = linear(p, &l.qkv, split, &x, &[&qkv, cache]);
+            step.push(qkv_product.named("self Q/K/V"));
+            let a = attend(p, &self_attention, &dec_rows, &qkv, cache, &context);
+            step.push(a.named("self-attention"));
+            step.push(add_norm(p, &l.o, &l.self_norm, &context, &x).named("self out + norm"));
+            let q = linear(p, &l.cross_q, Store::Plain, &x, &[&qkv]);
+            step.push(q.named("cross Q"));
+            let a = attend(p, &cross_attention, &dec_rows, &qkv, kv, &context);
+            step.push(a.named("cross-attention"));
+            let o = add_norm(p, &l.cross_o, &l.cross_norm, &context, &x);
+            step.push(o.named("cross out + norm"));
+            let f = linear(p, &l.fc1, Store::Relu, &x, &[&hidden]);
+            step.push(f.named("FFN inner (ReLU)"));
+            let f = add_norm(p, &l.fc2, &l.ffn_norm, &hidden, &x);
+            step.push(f.named("FFN outer + norm"));
         }
-        step.push(linear(p, &w.output, Store::Plain, &x, &[&logits]));
-        step.push(bind(
-            gpu,
-            &k.select(vocab, shape.k),
-            &[p, &logits, &masks, &candidates, &dec_rows, &next_rows],
-            Grid::Rows,
-            Depth::select(vocab, shape.k),
-        ));
+        let output = linear(p, &w.output, Store::Plain, &x, &[&logits]);
+        step.push(output.named("output projection"));
+        step.push(
+            bind(
+                gpu,
+                &k.select(vocab, shape.k),
+                &[p, &logits, &masks, &candidates, &dec_rows, &next_rows],
+                Grid::Rows,
+                Depth::select(vocab, shape.k),
+            )
+            .named("log-softmax + top-k"),
+        );
         Ok(Workspace {
             shape,
             enc_params,
@@ -605,6 +630,85 @@ impl Workspace {
             bytes: cand_bytes,
             index,
         }
+    }
+
+    /// One decoder step at position `t` over `rows` with each dispatch in its own compute
+    /// pass between two GPU timestamps: each dispatch's name and nanoseconds, in order.
+    /// Needs a device with `timestamp-query` ([`crate::Gpu`] asks for it natively).
+    pub(crate) async fn profile_step(
+        &self,
+        model: &GpuModel,
+        t: usize,
+        rows: &[Row],
+    ) -> Result<Vec<(&'static str, f64)>> {
+        let gpu = &model.gpu;
+        let n = rows.len();
+        let params = Params {
+            rows: n as u32,
+            t: t as u32,
+            flags: 0,
+            pad: 0,
+        };
+        gpu.queue
+            .write_buffer(&self.dec_params, 0, bytemuck::bytes_of(&params));
+        gpu.queue
+            .write_buffer(&self.dec_rows, 0, bytemuck::cast_slice(rows));
+        let dispatches: Vec<&Dispatch> = std::iter::once(&self.history_step)
+            .chain(&self.step)
+            .collect();
+        let count = 2 * dispatches.len() as u32;
+        let queries = gpu.device.create_query_set(&wgpu::QuerySetDescriptor {
+            label: Some("profile"),
+            ty: wgpu::QueryType::Timestamp,
+            count,
+        });
+        let bytes = 8 * count as u64;
+        let buffer = |usage| {
+            gpu.device.create_buffer(&wgpu::BufferDescriptor {
+                label: None,
+                size: bytes,
+                usage,
+                mapped_at_creation: false,
+            })
+        };
+        let resolved = buffer(wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC);
+        let readback = buffer(wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST);
+        let history_bytes = (n * self.shape.cap * 4) as u64;
+        let mut encoder = gpu.device.create_command_encoder(&Default::default());
+        for (i, d) in dispatches.iter().enumerate() {
+            {
+                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                    label: None,
+                    timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
+                        query_set: &queries,
+                        beginning_of_pass_write_index: Some(2 * i as u32),
+                        end_of_pass_write_index: Some(2 * i as u32 + 1),
+                    }),
+                });
+                record(&mut pass, std::slice::from_ref(*d), n as u32);
+            }
+            if i == 0 {
+                // As a recorded step does: the history, then its copy into place.
+                encoder.copy_buffer_to_buffer(
+                    &self.next_history,
+                    0,
+                    &self.history,
+                    0,
+                    history_bytes,
+                );
+            }
+        }
+        encoder.resolve_query_set(&queries, 0..count, &resolved, 0);
+        encoder.copy_buffer_to_buffer(&resolved, 0, &readback, 0, bytes);
+        let index = gpu.queue.submit([encoder.finish()]);
+        let raw = gpu.read(&readback, bytes, index).await?;
+        let ticks: Vec<u64> = bytemuck::pod_collect_to_vec(&raw);
+        let period = gpu.queue.get_timestamp_period() as f64;
+        Ok(dispatches
+            .iter()
+            .zip(ticks.chunks_exact(2))
+            .map(|(d, pair)| (d.name, pair[1].saturating_sub(pair[0]) as f64 * period))
+            .collect())
     }
 
     /// A submitted step's candidates (`shape.k` per row).

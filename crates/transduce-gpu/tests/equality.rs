@@ -226,3 +226,57 @@ fn serial_depth_is_counted_from_the_recorded_dispatches() {
         assert_eq!(depth, want, "{} weights", gpu_model.storage());
     }
 }
+
+/// `GpuModel::profile` times every dispatch of a step: as many calls per step as the step
+/// records (the history, the embedding, 8 per layer, the projection and the top-k), named
+/// by what they compute, each with a time. Skips where the adapter has no timestamps.
+#[test]
+fn profile_times_every_dispatch_of_a_step() {
+    let Some(gpu) = gpu() else { return };
+    let device = Device::flex();
+    device.seed(5);
+    let config = ModelConfig::tiny().with_vocab(300);
+    let model = Transformer::new(&config, &device).unwrap();
+    let host = HostModel::new(&model).unwrap();
+    let gpu_model = GpuModel::new(&gpu, &host);
+    let Some(profile) = pollster::block_on(gpu_model.profile(2, 4, 3)).unwrap() else {
+        eprintln!("SKIP: profile_times_every_dispatch_of_a_step: no timestamp queries");
+        return;
+    };
+    assert_eq!(profile.steps, 3);
+    let layers = config.n_layers as u64;
+    let calls: u64 = profile.kernels.iter().map(|k| k.calls).sum();
+    assert_eq!(calls, 3 * (4 + 8 * layers), "{profile:?}");
+    let names: Vec<&str> = profile.kernels.iter().map(|k| k.name).collect();
+    assert_eq!(
+        names,
+        [
+            "history",
+            "embedding",
+            "self Q/K/V",
+            "self-attention",
+            "self out + norm",
+            "cross Q",
+            "cross-attention",
+            "cross out + norm",
+            "FFN inner (ReLU)",
+            "FFN outer + norm",
+            "output projection",
+            "log-softmax + top-k"
+        ]
+    );
+    for k in &profile.kernels {
+        let per_step = if k.name.contains("history")
+            || k.name.contains("embedding")
+            || k.name.contains("output")
+            || k.name.contains("top-k")
+        {
+            1
+        } else {
+            layers
+        };
+        assert_eq!(k.calls, 3 * per_step, "{}", k.name);
+        assert!(k.total_us.is_finite() && k.total_us >= 0.0, "{k:?}");
+    }
+    assert!(profile.step_us() > 0.0, "{profile:?}");
+}

@@ -35,6 +35,7 @@ impl Backend {
     /// from records is created on the default device).
     pub fn device(self) -> Result<Device> {
         self.pin_default();
+        crate::gpu_cache::install(self);
         match self {
             Backend::Cpu => Ok(Device::flex()),
             // Deprecated in burn 0.22, kept so the CPU backends can be compared.
@@ -65,6 +66,7 @@ impl Backend {
     /// index listed twice opens two devices (two queues) on one adapter. CUDA indices are
     /// device ordinals. The CPU backends are one device that already uses every core.
     pub fn devices(self, indices: &[usize]) -> Result<Vec<Device>> {
+        crate::gpu_cache::install(self);
         match (self, indices) {
             (_, []) => Ok(vec![self.device()?]),
             (Backend::Cpu | Backend::Ndarray, [0]) => Ok(vec![self.device()?]),

@@ -10,6 +10,7 @@ mod data;
 mod error;
 mod fsutil;
 mod gpu;
+mod gpu_cache;
 mod memory;
 mod options;
 mod parse;
@@ -24,6 +25,7 @@ use clap::{Parser, Subcommand};
 use cmd::{
     average::AverageCmd, bench::BenchCmd, eval::EvalCmd, export::ExportCmd, parse::ParseCmd,
     prepare::PrepareCmd, score::ScoreCmd, train::TrainCmd, translate::TranslateCmd,
+    warmup::WarmupCmd,
 };
 use error::Result;
 
@@ -61,6 +63,8 @@ enum Command {
     Export(ExportCmd),
     /// Measure training and decoding speed on a synthetic workload.
     Bench(BenchCmd),
+    /// Tune and compile a GPU run's every batch shape ahead, into the persistent GPU cache.
+    Warmup(WarmupCmd),
     /// Print Table 3's parameter counts, computed, next to the paper's.
     Table3,
 }
@@ -86,6 +90,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Eval { metric } => cmd::eval::run(metric),
         Command::Export(cmd) => cmd::export::run(cmd),
         Command::Bench(cmd) => cmd::bench::run(cmd),
+        Command::Warmup(cmd) => cmd::warmup::run(cmd),
         Command::Table3 => {
             print!("{}", transduce::config::table3_report());
             Ok(())

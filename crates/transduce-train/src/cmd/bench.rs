@@ -69,6 +69,11 @@ pub struct BenchCmd {
     /// Beam sizes to time (1 = greedy).
     #[arg(long, value_delimiter = ',', default_value = "1,4")]
     pub beams: Vec<usize>,
+    /// With `--backend wgpu`: time each kernel of a decoder step on the GPU (timestamps
+    /// around every dispatch, where the adapter has them) for every batch size × beam, and
+    /// print where a step's GPU time goes.
+    #[arg(long)]
+    pub profile: bool,
 }
 
 pub fn run(cmd: BenchCmd) -> Result<()> {
@@ -262,6 +267,13 @@ fn decoding(cmd: BenchCmd) -> Result<()> {
             transduce_gpu::DEPTH_STEP
         );
     }
+    if let (Some(model), true) = (&gpu, cmd.profile) {
+        for &beam in &cmd.beams {
+            for &batch in &cmd.batches {
+                print_profile(model, batch, beam)?;
+            }
+        }
+    }
     let mut order: Vec<usize> = (0..sources.len()).collect();
     order.sort_by_key(|&i| (sources[i].len(), i));
     for &beam in &cmd.beams {
@@ -309,6 +321,42 @@ fn decoding(cmd: BenchCmd) -> Result<()> {
             }
             println!("{line}");
         }
+    }
+    Ok(())
+}
+
+/// `bench --profile`: one table of GPU time per kernel of a decoder step.
+fn print_profile(model: &transduce_gpu::GpuModel, batch: usize, beam: usize) -> Result<()> {
+    const STEPS: usize = 20;
+    let Some(profile) = pollster::block_on(model.profile(batch, beam, STEPS))? else {
+        println!("profile: this adapter has no timestamp queries; nothing to time");
+        return Ok(());
+    };
+    let search = if beam <= 1 {
+        "greedy".to_string()
+    } else {
+        format!("beam {beam}")
+    };
+    let step = profile.step_us();
+    println!(
+        "GPU time of a decoder step ({search}, batch {batch}, {}-token sources, mean of steps 1–{STEPS}): {step:.1} µs",
+        transduce_gpu::DEPTH_SOURCE
+    );
+    println!(
+        "  {:<22} {:>10} {:>10} {:>10} {:>6}",
+        "kernel", "calls/step", "µs/call", "µs/step", "share"
+    );
+    for k in &profile.kernels {
+        let per_step = k.calls as f64 / profile.steps as f64;
+        let us_step = k.total_us / profile.steps as f64;
+        println!(
+            "  {:<22} {:>10.0} {:>10.1} {:>10.1} {:>5.1}%",
+            k.name,
+            per_step,
+            k.total_us / k.calls as f64,
+            us_step,
+            100.0 * us_step / step.max(f64::MIN_POSITIVE)
+        );
     }
     Ok(())
 }

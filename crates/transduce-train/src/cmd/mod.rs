@@ -10,6 +10,7 @@ pub mod prepare;
 pub mod score;
 pub mod train;
 pub mod translate;
+pub mod warmup;
 
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};

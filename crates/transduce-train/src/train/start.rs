@@ -67,6 +67,7 @@ pub fn tunes() -> BTreeMap<String, u64> {
 pub struct StartWatch {
     began: Instant,
     tunes_before: u64,
+    tunes_by_tuner_before: BTreeMap<String, u64>,
     kernels: LaunchedKernels,
     loaded_secs: Option<f64>,
     /// Seconds since `began` at the end of each step.
@@ -87,6 +88,10 @@ pub struct StartReport {
     /// The steady rate's first step (1-based) and its time since the start, if reached.
     pub steady_from_step: Option<usize>,
     pub steady_secs: Option<f64>,
+    /// Seconds from the start to the end of the 20th step, if the run had one.
+    pub step20_secs: Option<f64>,
+    /// Where autotune decisions and compiled kernels persist (GPU backends).
+    pub cache: Option<String>,
 }
 
 impl StartWatch {
@@ -96,6 +101,7 @@ impl StartWatch {
         StartWatch {
             began: Instant::now(),
             tunes_before: tunes().values().sum(),
+            tunes_by_tuner_before: tunes(),
             kernels: LaunchedKernels::new(),
             loaded_secs: None,
             step_ends: Vec::new(),
@@ -117,6 +123,16 @@ impl StartWatch {
         let compiled = self.kernels.finish().len();
         let by_tuner = tunes();
         let tunes: u64 = by_tuner.values().sum::<u64>() - self.tunes_before;
+        let by_tuner = by_tuner
+            .into_iter()
+            .map(|(k, n)| {
+                (
+                    k.clone(),
+                    n - self.tunes_by_tuner_before.get(&k).copied().unwrap_or(0),
+                )
+            })
+            .filter(|(_, n)| *n > 0)
+            .collect();
         let loaded_secs = self.loaded_secs.unwrap_or(0.0);
         let times: Vec<f64> = self
             .step_ends
@@ -137,6 +153,8 @@ impl StartWatch {
             median_step_secs,
             steady_from_step,
             steady_secs: steady_from_step.map(|s| self.step_ends[s - 1]),
+            step20_secs: self.step_ends.get(19).copied(),
+            cache: crate::gpu_cache::placement().map(|p| p.to_string()),
         }
     }
 }
@@ -187,6 +205,10 @@ impl std::fmt::Display for StartReport {
                 ", steady rate not reached (needs {WINDOW} steps near the median {:.1} ms)",
                 1e3 * self.median_step_secs
             ),
+        }?;
+        match &self.cache {
+            Some(cache) => write!(f, "; GPU cache {cache}"),
+            None => Ok(()),
         }
     }
 }
