@@ -25,9 +25,16 @@ pub(crate) const MAX_KEYS: usize = 1024;
 /// Rows per workgroup of the plain products.
 pub(crate) const LINEAR_ROWS: u32 = 4;
 /// Columns per thread of the plain products.
-pub(crate) const LINEAR_COLUMNS: u32 = 4;
+pub(crate) const LINEAR_COLUMNS: u32 = 2;
+/// Column lanes × slices of the inner dimension: the plain products' 256 threads.
+pub(crate) const LINEAR_LANES: u32 = 32;
+pub(crate) const LINEAR_SLICES: u32 = 8;
 /// Rows per workgroup of the products followed by LayerNorm.
 pub(crate) const NORM_ROWS: u32 = 2;
+/// Column lanes × slices of the inner dimension of the products followed by LayerNorm
+/// (fewer slices: a slice's partial sums for a whole row meet in workgroup memory).
+pub(crate) const NORM_LANES: u32 = 64;
+pub(crate) const NORM_SLICES: u32 = 4;
 
 /// A kernel's serial depth: the iterations, with loads from global memory, of the longest
 /// chain of loops one of its threads runs. At batch 1 a decoder step is bound by latency,
@@ -38,7 +45,8 @@ pub(crate) const NORM_ROWS: u32 = 2;
 pub(crate) enum Depth {
     Fixed(u64),
     /// An attention over `n` keys (the cache's `t + 1` or the source's length): the
-    /// scores, `⌈n / WG⌉ · DK` loads, then the weighted values, `⌈DV / WG⌉ · n`.
+    /// scores, `⌈n / 64⌉ · ⌈DK / 4⌉` loads (four threads share a key), then the weighted
+    /// values, `⌈DV / 64⌉ · ⌈n / 4⌉` (four threads share a dimension).
     Attention {
         dk: u64,
         dv: u64,
@@ -56,7 +64,9 @@ impl Depth {
                     Keys::Source => source_len,
                     Keys::Cache { .. } => t + 1,
                 };
-                n.div_ceil(WG as u64) * dk + (dv.div_ceil(WG as u64)) * n
+                let lanes = (ATTENTION_THREADS / ATTENTION_PARTS) as u64;
+                let parts = ATTENTION_PARTS as u64;
+                n.div_ceil(lanes) * dk.div_ceil(parts) + dv.div_ceil(lanes) * n.div_ceil(parts)
             }
         }
     }
@@ -66,26 +76,22 @@ impl Depth {
         Depth::Fixed(d.div_ceil(WG as usize) as u64)
     }
 
-    /// The products' loop over the inner dimension (`K`, or `K / 4` words of int8).
-    fn inner(k: usize, storage: WeightStorage) -> u64 {
-        match storage {
-            WeightStorage::Int8 => (k / 4) as u64,
-            _ => k as u64,
-        }
-    }
-
-    /// `linear.wgsl`: the inner loop, then the epilogue's `RB × CPT` stores (each reading
-    /// its bias and column scale).
+    /// `linear.wgsl`: one slice of the inner loop, then the epilogue's stores: `RB × CPT`
+    /// pairs shared by the slices (each reading its bias and column scale; the partial
+    /// sums come from workgroup memory).
     pub(crate) fn linear(k: usize, storage: WeightStorage) -> Depth {
-        Depth::Fixed(Self::inner(k, storage) + (LINEAR_ROWS * LINEAR_COLUMNS) as u64)
+        let slice = inner_words(k, storage).div_ceil(LINEAR_SLICES as usize) as u64;
+        let pairs = (LINEAR_ROWS * LINEAR_COLUMNS).div_ceil(LINEAR_SLICES) as u64;
+        Depth::Fixed(slice + pairs)
     }
 
-    /// `linear_norm.wgsl`: the inner loop, then per row of `RB` the residual's `CPT`
-    /// reads and the `CPT` writes through γ and β (its reductions stay in workgroup
-    /// memory).
+    /// `linear_norm.wgsl`: one slice of the inner loop, then per row of `RB` the
+    /// residual's `CPT` reads and the `CPT` writes through γ and β (its reductions stay
+    /// in workgroup memory).
     pub(crate) fn linear_norm(k: usize, n: usize, storage: WeightStorage) -> Depth {
-        let cpt = n.div_ceil(WG as usize) as u64;
-        Depth::Fixed(Self::inner(k, storage) + NORM_ROWS as u64 * 2 * cpt)
+        let slice = inner_words(k, storage).div_ceil(NORM_SLICES as usize) as u64;
+        let cpt = n.div_ceil(NORM_LANES as usize) as u64;
+        Depth::Fixed(slice + NORM_ROWS as u64 * 2 * cpt)
     }
 
     /// `attention.wgsl`.
@@ -109,6 +115,19 @@ impl Depth {
     }
 }
 
+/// The products' loop over the inner dimension: `K` values, or `K / 4` words of int8.
+fn inner_words(k: usize, storage: WeightStorage) -> usize {
+    match storage {
+        WeightStorage::Int8 => k / 4,
+        _ => k,
+    }
+}
+
+/// Threads per workgroup of `attention.wgsl`, and the threads that share a key (scores) or
+/// an output dimension (values).
+const ATTENTION_THREADS: u32 = 256;
+const ATTENTION_PARTS: u32 = 4;
+
 /// Threads per workgroup of the top-k selection.
 const SELECT_WG: usize = 256;
 
@@ -119,15 +138,16 @@ pub(crate) fn float(x: f32) -> String {
 
 /// The products' weight access for each storage: declarations (`column_scale(j)`, the
 /// factor of column `j`'s sum) and the loop over the inner dimension that adds
-/// `x[row r, k] · w[k, col0 + c·WG]` to `acc[r][c]`.
+/// `x[row r, k] · w[k, col0 + c·LANES]` to `acc[r][c]`, for the thread's slice `kb..ke`
+/// of the inner dimension (values, or words of int8).
 fn weights_access(storage: WeightStorage) -> (&'static str, &'static str) {
     match storage {
         WeightStorage::F32 | WeightStorage::F16 => (
             "fn column_scale(j: u32) -> f32 { return 1.0; }",
-            "for (var k = 0u; k < K; k++) {
+            "for (var k = kb; k < ke; k++) {
         var wv: array<f32, CPT>;
         for (var c = 0u; c < CPT; c++) {
-            let j = min(col0 + c * WG, N - 1u);
+            let j = min(col0 + c * LANES, N - 1u);
             wv[c] = f32(w[k * N + j]);
         }
         for (var r = 0u; r < RB; r++) {
@@ -147,10 +167,10 @@ fn widen(word: u32) -> vec4<f32> {
     let s = bitcast<i32>(word);
     return vec4<f32>(f32((s << 24u) >> 24u), f32((s << 16u) >> 24u), f32((s << 8u) >> 24u), f32(s >> 24u));
 }",
-            "for (var k4 = 0u; k4 < K / 4u; k4++) {
+            "for (var k4 = kb; k4 < ke; k4++) {
         var wv: array<vec4<f32>, CPT>;
         for (var c = 0u; c < CPT; c++) {
-            let j = min(col0 + c * WG, N - 1u);
+            let j = min(col0 + c * LANES, N - 1u);
             wv[c] = widen(w[k4 * N + j]);
         }
         for (var r = 0u; r < RB; r++) {
@@ -329,6 +349,9 @@ fn embedding(v: u32, i: u32) -> f32 { return table[v * D + i]; }"
                 ("N", n.to_string()),
                 ("RB", LINEAR_ROWS.to_string()),
                 ("CPT", LINEAR_COLUMNS.to_string()),
+                ("LANES", LINEAR_LANES.to_string()),
+                ("SLICES", LINEAR_SLICES.to_string()),
+                ("KW", inner_words(k, self.storage).to_string()),
                 ("BINDINGS", bindings),
                 ("STORE", body),
             ]
@@ -347,7 +370,10 @@ fn embedding(v: u32, i: u32) -> f32 { return table[v * D + i]; }"
                 ("K", k.to_string()),
                 ("N", n.to_string()),
                 ("RB", NORM_ROWS.to_string()),
-                ("CPT", (n as u32).div_ceil(WG).to_string()),
+                ("CPT", (n as u32).div_ceil(NORM_LANES).to_string()),
+                ("LANES", NORM_LANES.to_string()),
+                ("SLICES", NORM_SLICES.to_string()),
+                ("KW", inner_words(k, self.storage).to_string()),
             ]
             .into_iter()
             .chain(self.weight_vars())

@@ -339,7 +339,7 @@ impl Workspace {
             let mut buffers = vec![params, input, &l.w, &l.b];
             buffers.extend_from_slice(out);
             let grid = Grid::Blocks(
-                (l.n as u32).div_ceil(kernels::WG * kernels::LINEAR_COLUMNS),
+                (l.n as u32).div_ceil(kernels::LINEAR_LANES * kernels::LINEAR_COLUMNS),
                 kernels::LINEAR_ROWS,
             );
             let depth = Depth::linear(l.k, weights);

@@ -14,7 +14,13 @@ const VO: u32 = {VO}u;
 const CAP: u32 = {CAP}u;
 const MAXN: u32 = {MAXN}u;
 const SCALE: f32 = {SCALE};
-const WG: u32 = 64u;
+// 256 threads: in the scores, PARTS threads share a key (each a slice of its DK dims); in
+// the weighted values, PARTS threads share an output dimension (each a slice of the keys).
+// Partial sums meet in workgroup memory and are added in slice order.
+const T: u32 = 256u;
+const PARTS: u32 = 4u;
+const LANES: u32 = T / PARTS;
+const DKP: u32 = (DK + PARTS - 1u) / PARTS;
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> rows: array<Row>;
@@ -25,33 +31,55 @@ const WG: u32 = 64u;
 @group(0) @binding(6) var<storage, read_write> out: array<f32>;
 
 var<workgroup> scores: array<f32, MAXN>;
-var<workgroup> partial: array<f32, WG>;
+var<workgroup> partial: array<f32, T>;
+// The key count, loaded through workgroup memory so that loops with barriers may depend on it.
+var<workgroup> count: u32;
 
 {ENTRY}
 
-@compute @workgroup_size(64)
+@compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
     let h = wg.x;
     let r = wg.y + wg.z * 65535u;
     if (r >= p.rows) {
         return;
     }
-    let n = key_count(r);
+    if (lid.x == 0u) {
+        count = key_count(r);
+    }
+    let n = workgroupUniformLoad(&count);
     let qb = r * QS + QO + h * DK;
+    // Scores: thread (key lane, part) sums its slice of DK; part 0 adds the slices in order.
+    let lane = lid.x % LANES;
+    let part = lid.x / LANES;
+    let ib = min(part * DKP, DK);
+    let ie = min(ib + DKP, DK);
     var m = -3.0e38;
-    for (var j = lid.x; j < n; j += WG) {
-        let kb = key_row(r, j) * KVS + KO + h * DK;
+    for (var base = 0u; base < n; base += LANES) {
+        let j = base + lane;
         var s = 0.0;
-        for (var i = 0u; i < DK; i++) {
-            s = fma(q[qb + i], kv[kb + i], s);
+        if (j < n) {
+            let kb = key_row(r, j) * KVS + KO + h * DK;
+            for (var i = ib; i < ie; i++) {
+                s = fma(q[qb + i], kv[kb + i], s);
+            }
         }
-        s = s / SCALE;
-        scores[j] = s;
-        m = max(m, s);
+        partial[part * LANES + lane] = s;
+        workgroupBarrier();
+        if (part == 0u && j < n) {
+            var dot = partial[lane];
+            for (var o = 1u; o < PARTS; o++) {
+                dot += partial[o * LANES + lane];
+            }
+            let scaled = dot / SCALE;
+            scores[j] = scaled;
+            m = max(m, scaled);
+        }
+        workgroupBarrier();
     }
     partial[lid.x] = m;
     workgroupBarrier();
-    for (var s = WG / 2u; s > 0u; s >>= 1u) {
+    for (var s = T / 2u; s > 0u; s >>= 1u) {
         if (lid.x < s) {
             partial[lid.x] = max(partial[lid.x], partial[lid.x + s]);
         }
@@ -60,25 +88,43 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     m = partial[0];
     workgroupBarrier();
     var sum = 0.0;
-    for (var j = lid.x; j < n; j += WG) {
+    for (var j = lid.x; j < n; j += T) {
         let e = exp(scores[j] - m);
         scores[j] = e;
         sum += e;
     }
     partial[lid.x] = sum;
     workgroupBarrier();
-    for (var s = WG / 2u; s > 0u; s >>= 1u) {
+    for (var s = T / 2u; s > 0u; s >>= 1u) {
         if (lid.x < s) {
             partial[lid.x] += partial[lid.x + s];
         }
         workgroupBarrier();
     }
     let total = partial[0];
-    for (var i = lid.x; i < DV; i += WG) {
+    workgroupBarrier();
+    // Weighted values: thread (dimension lane, part) sums its slice of the keys; part 0
+    // adds the slices in order.
+    let np = (n + PARTS - 1u) / PARTS;
+    let jb = min(part * np, n);
+    let je = min(jb + np, n);
+    for (var base = 0u; base < DV; base += LANES) {
+        let i = base + lane;
         var acc = 0.0;
-        for (var j = 0u; j < n; j++) {
-            acc = fma(scores[j] / total, kv[key_row(r, j) * KVS + VO + h * DV + i], acc);
+        if (i < DV) {
+            for (var j = jb; j < je; j++) {
+                acc = fma(scores[j] / total, kv[key_row(r, j) * KVS + VO + h * DV + i], acc);
+            }
         }
-        out[r * H * DV + h * DV + i] = acc;
+        partial[part * LANES + lane] = acc;
+        workgroupBarrier();
+        if (part == 0u && i < DV) {
+            var v = partial[lane];
+            for (var o = 1u; o < PARTS; o++) {
+                v += partial[o * LANES + lane];
+            }
+            out[r * H * DV + h * DV + i] = v;
+        }
+        workgroupBarrier();
     }
 }

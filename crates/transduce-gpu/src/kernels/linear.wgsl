@@ -1,11 +1,18 @@
-// out = x·W + b for x [rows, K], W [K, N] row-major: a workgroup computes RB rows × WG·CPT
-// columns, each thread CPT columns of RB rows, so every weight read serves RB rows.
+// out = x·W + b for x [rows, K], W [K, N] row-major. A workgroup of 256 threads computes RB
+// rows × LANES·CPT columns: LANES column lanes × SLICES slices of the inner dimension, so at
+// batch 1 a thread walks K / SLICES, not K. Each thread holds CPT columns of RB rows (every
+// weight read serves RB rows); the slices' partial sums meet in workgroup memory and are
+// added in slice order, each thread then finishing one (row, column) pair of them.
 // Written by store() (the epilogue: plain, ReLU, or split into queries and the cache).
 const K: u32 = {K}u;
 const N: u32 = {N}u;
 const RB: u32 = {RB}u;
 const CPT: u32 = {CPT}u;
-const WG: u32 = 64u;
+const LANES: u32 = {LANES}u;
+const SLICES: u32 = {SLICES}u;
+// The inner loop's length (K, or K / 4 words of int8) and one slice's share of it.
+const KW: u32 = {KW}u;
+const KS: u32 = (KW + SLICES - 1u) / SLICES;
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> x: array<f32>;
@@ -17,9 +24,14 @@ const WG: u32 = 64u;
 
 {STORE}
 
-@compute @workgroup_size(64)
+// Every slice's partial sums: [slice][row][column][lane].
+var<workgroup> partial: array<f32, SLICES * RB * CPT * LANES>;
+
+@compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
-    let col0 = wg.x * WG * CPT + lid.x;
+    let lane = lid.x % LANES;
+    let slice = lid.x / LANES;
+    let col0 = wg.x * LANES * CPT + lane;
     let row0 = wg.y * RB;
     if (row0 >= p.rows) {
         return;
@@ -29,14 +41,27 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     for (var r = 0u; r < RB; r++) {
         xrow[r] = min(row0 + r, p.rows - 1u) * K;
     }
+    let kb = min(slice * KS, KW);
+    let ke = min(kb + KS, KW);
     {ACCUMULATE}
     for (var r = 0u; r < RB; r++) {
-        let row = row0 + r;
         for (var c = 0u; c < CPT; c++) {
-            let j = col0 + c * WG;
-            if (row < p.rows && j < N) {
-                store(row, j, acc[r][c] * column_scale(j) + b[j]);
-            }
+            partial[((slice * RB + r) * CPT + c) * LANES + lane] = acc[r][c];
+        }
+    }
+    workgroupBarrier();
+    // RB·CPT pairs, SLICES threads per lane: each finishes every SLICES-th pair.
+    for (var pair = slice; pair < RB * CPT; pair += SLICES) {
+        let r = pair / CPT;
+        let c = pair % CPT;
+        var sum = 0.0;
+        for (var s = 0u; s < SLICES; s++) {
+            sum += partial[((s * RB + r) * CPT + c) * LANES + lane];
+        }
+        let row = row0 + r;
+        let j = col0 + c * LANES;
+        if (row < p.rows && j < N) {
+            store(row, j, sum * column_scale(j) + b[j]);
         }
     }
 }

@@ -1,11 +1,18 @@
 // The sub-layer's output projection with the residual connection and LayerNorm (§3.1,
-// post-norm): res = LayerNorm(res + x·W + b). A workgroup holds RB whole rows (all N = d_model
-// columns, CPT per thread), so the row statistics never leave it.
+// post-norm): res = LayerNorm(res + x·W + b). A workgroup of 256 threads holds RB whole
+// rows (all N = d_model columns): LANES column lanes (CPT columns each) × SLICES slices of
+// the inner dimension, so a thread walks K / SLICES. The slices' partial sums meet in
+// workgroup memory, one row at a time, added in slice order by the first slice's threads,
+// which then normalize the row (the row statistics never leave the workgroup).
 const K: u32 = {K}u;
 const N: u32 = {N}u;
 const RB: u32 = {RB}u;
 const CPT: u32 = {CPT}u;
-const WG: u32 = 64u;
+const LANES: u32 = {LANES}u;
+const SLICES: u32 = {SLICES}u;
+const KW: u32 = {KW}u;
+const KS: u32 = (KW + SLICES - 1u) / SLICES;
+const THREADS: u32 = 256u;
 const EPSILON: f32 = 1e-5;
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -18,15 +25,17 @@ const EPSILON: f32 = 1e-5;
 @group(0) @binding(5) var<storage, read> beta: array<f32>;
 @group(0) @binding(6) var<storage, read_write> res: array<f32>;
 
-var<workgroup> partial: array<f32, WG>;
+// One row's partial sums from slices 1.. ([slice - 1][column][lane]); the reduction's.
+var<workgroup> others: array<f32, (SLICES - 1u) * CPT * LANES>;
+var<workgroup> partial: array<f32, THREADS>;
 
 // Sum of every thread's `v` (all threads must call it).
-fn total(v: f32, lid: u32) -> f32 {
-    partial[lid] = v;
+fn total(v: f32, tid: u32) -> f32 {
+    partial[tid] = v;
     workgroupBarrier();
-    for (var s = WG / 2u; s > 0u; s >>= 1u) {
-        if (lid < s) {
-            partial[lid] += partial[lid + s];
+    for (var s = THREADS / 2u; s > 0u; s >>= 1u) {
+        if (tid < s) {
+            partial[tid] += partial[tid + s];
         }
         workgroupBarrier();
     }
@@ -35,42 +44,61 @@ fn total(v: f32, lid: u32) -> f32 {
     return t;
 }
 
-@compute @workgroup_size(64)
+@compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
     let row0 = wg.y * RB;
     if (row0 >= p.rows) {
         return;
     }
+    let lane = lid.x % LANES;
+    let slice = lid.x / LANES;
     var acc: array<array<f32, CPT>, RB>;
-    let col0 = lid.x;
+    let col0 = lane;
     var xrow: array<u32, RB>;
     for (var r = 0u; r < RB; r++) {
         xrow[r] = min(row0 + r, p.rows - 1u) * K;
     }
+    let kb = min(slice * KS, KW);
+    let ke = min(kb + KS, KW);
     {ACCUMULATE}
     for (var r = 0u; r < RB; r++) {
         let row = min(row0 + r, p.rows - 1u);
+        if (slice > 0u) {
+            for (var c = 0u; c < CPT; c++) {
+                others[((slice - 1u) * CPT + c) * LANES + lane] = acc[r][c];
+            }
+        }
+        workgroupBarrier();
+        // Only the first slice holds the row's values; the others add zeros to its sums.
         var v: array<f32, CPT>;
         var s = 0.0;
-        for (var c = 0u; c < CPT; c++) {
-            let j = lid.x + c * WG;
-            if (j < N) {
-                v[c] = res[row * N + j] + (acc[r][c] * column_scale(j) + b[j]);
-                s += v[c];
+        if (slice == 0u) {
+            for (var c = 0u; c < CPT; c++) {
+                let j = lane + c * LANES;
+                if (j < N) {
+                    var sum = acc[r][c];
+                    for (var o = 0u; o + 1u < SLICES; o++) {
+                        sum += others[(o * CPT + c) * LANES + lane];
+                    }
+                    v[c] = res[row * N + j] + (sum * column_scale(j) + b[j]);
+                    s += v[c];
+                }
             }
         }
         let mean = total(s, lid.x) / f32(N);
         var q = 0.0;
-        for (var c = 0u; c < CPT; c++) {
-            if (lid.x + c * WG < N) {
-                let d = v[c] - mean;
-                q += d * d;
+        if (slice == 0u) {
+            for (var c = 0u; c < CPT; c++) {
+                if (lane + c * LANES < N) {
+                    let d = v[c] - mean;
+                    q += d * d;
+                }
             }
         }
         let scale = 1.0 / sqrt(total(q, lid.x) / f32(N) + EPSILON);
-        if (row0 + r < p.rows) {
+        if (slice == 0u && row0 + r < p.rows) {
             for (var c = 0u; c < CPT; c++) {
-                let j = lid.x + c * WG;
+                let j = lane + c * LANES;
                 if (j < N) {
                     res[row * N + j] = (v[c] - mean) * scale * gamma[j] + beta[j];
                 }
