@@ -31,10 +31,13 @@ pub(crate) const LINEAR_LANES: u32 = 32;
 pub(crate) const LINEAR_SLICES: u32 = 8;
 /// Rows per workgroup of the products followed by LayerNorm.
 pub(crate) const NORM_ROWS: u32 = 2;
-/// Column lanes × slices of the inner dimension of the products followed by LayerNorm
-/// (fewer slices: a slice's partial sums for a whole row meet in workgroup memory).
-pub(crate) const NORM_LANES: u32 = 64;
-pub(crate) const NORM_SLICES: u32 = 4;
+/// Column lanes × slices of the inner dimension of the products followed by LayerNorm, for
+/// rows of `n` columns: the other slices' partial sums of a whole row meet in workgroup
+/// memory (`(slices - 1) · n` floats), which must stay within WebGPU's 16 KiB, so wide
+/// rows take fewer slices.
+pub(crate) fn norm_split(n: usize) -> (u32, u32) {
+    if n <= 512 { (32, 8) } else { (64, 4) }
+}
 
 /// A kernel's serial depth: the iterations, with loads from global memory, of the longest
 /// chain of loops one of its threads runs. At batch 1 a decoder step is bound by latency,
@@ -86,12 +89,13 @@ impl Depth {
     }
 
     /// `linear_norm.wgsl`: one slice of the inner loop, then per row of `RB` the
-    /// residual's `CPT` reads and the `CPT` writes through γ and β (its reductions stay
-    /// in workgroup memory).
+    /// residual's reads and the writes through γ and β, `N / 256` columns a thread (the
+    /// slices' sums and the statistics stay in workgroup memory).
     pub(crate) fn linear_norm(k: usize, n: usize, storage: WeightStorage) -> Depth {
-        let slice = inner_words(k, storage).div_ceil(NORM_SLICES as usize) as u64;
-        let cpt = n.div_ceil(NORM_LANES as usize) as u64;
-        Depth::Fixed(slice + NORM_ROWS as u64 * 2 * cpt)
+        let (_, slices) = norm_split(n);
+        let slice = inner_words(k, storage).div_ceil(slices as usize) as u64;
+        let per_thread = n.div_ceil(NORM_THREADS) as u64;
+        Depth::Fixed(slice + NORM_ROWS as u64 * 2 * per_thread)
     }
 
     /// `attention.wgsl`.
@@ -122,6 +126,9 @@ fn inner_words(k: usize, storage: WeightStorage) -> usize {
         _ => k,
     }
 }
+
+/// Threads per workgroup of `linear_norm.wgsl`.
+const NORM_THREADS: usize = 256;
 
 /// Threads per workgroup of `attention.wgsl`, and the threads that share a key (scores) or
 /// an output dimension (values).
@@ -370,9 +377,9 @@ fn embedding(v: u32, i: u32) -> f32 { return table[v * D + i]; }"
                 ("K", k.to_string()),
                 ("N", n.to_string()),
                 ("RB", NORM_ROWS.to_string()),
-                ("CPT", (n as u32).div_ceil(NORM_LANES).to_string()),
-                ("LANES", NORM_LANES.to_string()),
-                ("SLICES", NORM_SLICES.to_string()),
+                ("CPT", (n as u32).div_ceil(norm_split(n).0).to_string()),
+                ("LANES", norm_split(n).0.to_string()),
+                ("SLICES", norm_split(n).1.to_string()),
                 ("KW", inner_words(k, self.storage).to_string()),
             ]
             .into_iter()

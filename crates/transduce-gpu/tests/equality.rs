@@ -204,14 +204,14 @@ fn random_models_of_other_shapes_decode_as_the_host_does() {
 /// - history 1; embedding ⌈256/64⌉ = 4;
 /// - per layer: Q/K/V, cross queries and the FFN's first product, each one of 8 slices of
 ///   K = 256 (int8: 64 words → 8) + 1 epilogue pair = 9; the output and cross projections
-///   with LayerNorm, one of 4 slices (64 words → 16) + 2 rows × 2 × 4 = 32; the FFN's
-///   second, 1024/4/4 + 16 = 80; two attentions over 20 keys, four threads to a key and
-///   to a value dimension, ⌈20/64⌉·⌈64/4⌉ + ⌈64/64⌉·⌈20/4⌉ = 21 each:
-///   3 × 9 + 2 × 32 + 80 + 2 × 21 = 213;
+///   with LayerNorm, one of 8 slices (64 words → 8) + 2 rows × 2 × ⌈256/256⌉ = 12; the
+///   FFN's second, 1024/4/8 + 4 = 36; two attentions over 20 keys, four threads to a key
+///   and to a value dimension, ⌈20/64⌉·⌈64/4⌉ + ⌈64/64⌉·⌈20/4⌉ = 21 each:
+///   3 × 9 + 2 × 12 + 36 + 2 × 21 = 129;
 /// - the output projection 9; the top-1 selection (2 + 1)·⌈8000/256⌉ = 96.
 ///
-/// int8: 1 + 4 + 3 × 213 + 9 + 96 = 749. f32 reads K values, not K/4 words: per layer
-/// 3 × (32 + 1) + 2 × (64 + 16) + (256 + 16) + 2 × 21 = 573, total 1,853.
+/// int8: 1 + 4 + 3 × 129 + 9 + 96 = 497. f32 reads K values, not K/4 words: per layer
+/// 3 × (32 + 1) + 2 × (32 + 4) + (128 + 4) + 2 × 21 = 345, total 1,169.
 #[test]
 fn serial_depth_is_counted_from_the_recorded_dispatches() {
     let Some(gpu) = gpu() else { return };
@@ -221,7 +221,7 @@ fn serial_depth_is_counted_from_the_recorded_dispatches() {
     let model = Transformer::new(&config, &device).unwrap();
     let int8 = save_weights(&model, WeightDtype::Int8).unwrap();
     let int8 = load_weights(&config, &int8, &device).unwrap();
-    for (model, want) in [(model, 1_853), (int8, 749)] {
+    for (model, want) in [(model, 1_169), (int8, 497)] {
         let host = HostModel::new(&model).unwrap();
         let gpu_model = GpuModel::new(&gpu, &host);
         let depth = gpu_model.serial_depth().unwrap();

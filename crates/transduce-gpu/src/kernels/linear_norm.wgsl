@@ -1,9 +1,10 @@
 // The sub-layer's output projection with the residual connection and LayerNorm (§3.1,
 // post-norm): res = LayerNorm(res + x·W + b). A workgroup of 256 threads holds RB whole
 // rows (all N = d_model columns): LANES column lanes (CPT columns each) × SLICES slices of
-// the inner dimension, so a thread walks K / SLICES. The slices' partial sums meet in
-// workgroup memory, one row at a time, added in slice order by the first slice's threads,
-// which then normalize the row (the row statistics never leave the workgroup).
+// the inner dimension, so a thread walks K / SLICES. Row by row, the slices' partial sums
+// meet in workgroup memory, the first slice adds them in slice order, and then all 256
+// threads add the residual and normalize the row, N / 256 columns each (the row statistics
+// never leave the workgroup).
 const K: u32 = {K}u;
 const N: u32 = {N}u;
 const RB: u32 = {RB}u;
@@ -25,7 +26,9 @@ const EPSILON: f32 = 1e-5;
 @group(0) @binding(5) var<storage, read> beta: array<f32>;
 @group(0) @binding(6) var<storage, read_write> res: array<f32>;
 
-// One row's partial sums from slices 1.. ([slice - 1][column][lane]); the reduction's.
+// One row's partial sums from slices 1.. ([slice - 1][column][lane]). Its first N entries
+// then hold the row's sums by column (entry c·LANES + lane is column lane + c·LANES: each
+// first-slice thread overwrites only what it alone reads).
 var<workgroup> others: array<f32, (SLICES - 1u) * CPT * LANES>;
 var<workgroup> partial: array<f32, THREADS>;
 
@@ -69,38 +72,40 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
             }
         }
         workgroupBarrier();
-        // Only the first slice holds the row's values; the others add zeros to its sums.
-        var v: array<f32, CPT>;
-        var s = 0.0;
         if (slice == 0u) {
             for (var c = 0u; c < CPT; c++) {
-                let j = lane + c * LANES;
-                if (j < N) {
-                    var sum = acc[r][c];
-                    for (var o = 0u; o + 1u < SLICES; o++) {
-                        sum += others[(o * CPT + c) * LANES + lane];
-                    }
-                    v[c] = res[row * N + j] + (sum * column_scale(j) + b[j]);
-                    s += v[c];
+                var sum = acc[r][c];
+                for (var o = 0u; o + 1u < SLICES; o++) {
+                    sum += others[(o * CPT + c) * LANES + lane];
                 }
+                others[c * LANES + lane] = sum;
+            }
+        }
+        workgroupBarrier();
+        // Every thread: the residual and the statistics over its columns.
+        var v: array<f32, (N + THREADS - 1u) / THREADS>;
+        var s = 0.0;
+        for (var m = 0u; m * THREADS < N; m++) {
+            let j = lid.x + m * THREADS;
+            if (j < N) {
+                v[m] = res[row * N + j] + (others[j] * column_scale(j) + b[j]);
+                s += v[m];
             }
         }
         let mean = total(s, lid.x) / f32(N);
         var q = 0.0;
-        if (slice == 0u) {
-            for (var c = 0u; c < CPT; c++) {
-                if (lane + c * LANES < N) {
-                    let d = v[c] - mean;
-                    q += d * d;
-                }
+        for (var m = 0u; m * THREADS < N; m++) {
+            if (lid.x + m * THREADS < N) {
+                let d = v[m] - mean;
+                q += d * d;
             }
         }
         let scale = 1.0 / sqrt(total(q, lid.x) / f32(N) + EPSILON);
-        if (slice == 0u && row0 + r < p.rows) {
-            for (var c = 0u; c < CPT; c++) {
-                let j = lane + c * LANES;
+        if (row0 + r < p.rows) {
+            for (var m = 0u; m * THREADS < N; m++) {
+                let j = lid.x + m * THREADS;
                 if (j < N) {
-                    res[row * N + j] = (v[c] - mean) * scale * gamma[j] + beta[j];
+                    res[row * N + j] = (v[m] - mean) * scale * gamma[j] + beta[j];
                 }
             }
         }
