@@ -117,6 +117,7 @@ pub fn set_fusion(enabled: bool) -> Result<()> {
 /// One wgpu device per index, each registered with burn as its own runtime.
 pub(crate) fn wgpu_devices(indices: &[usize]) -> Result<Vec<Device>> {
     use transduce::burn::tensor::wgpu::{WgpuSetup, wgpu};
+    crate::gpu_cache::install(Backend::Wgpu);
     let instance = wgpu::Instance::default();
     let adapters = pollster::block_on(instance.enumerate_adapters(wgpu::Backends::PRIMARY));
     if adapters.is_empty() {

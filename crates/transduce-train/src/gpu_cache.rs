@@ -265,15 +265,16 @@ pub fn placement() -> Option<&'static Placement> {
 }
 
 /// Points cubecl's persistent cache at this device's folder (see the module's doc), once
-/// per process, before the backend's first device is opened.
-pub fn install(backend: Backend) -> &'static Placement {
-    PLACED.get_or_init(|| place(backend))
+/// per process, before the first GPU device is opened. The CPU backends have nothing to
+/// cache (and leave the place to a GPU device opened later).
+pub fn install(backend: Backend) -> Option<&'static Placement> {
+    if matches!(backend, Backend::Cpu | Backend::Ndarray) {
+        return None;
+    }
+    Some(PLACED.get_or_init(|| place(backend)))
 }
 
 fn place(backend: Backend) -> Placement {
-    if matches!(backend, Backend::Cpu | Backend::Ndarray) {
-        return Placement::Unavailable;
-    }
     if !cfg!(feature = "tune-cache") {
         return Placement::Unavailable;
     }

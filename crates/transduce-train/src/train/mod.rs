@@ -1106,6 +1106,8 @@ mod tests {
 
     /// The wgpu device, or `None` (with the reason printed) where there is no adapter.
     fn wgpu_device(test: &str) -> Option<Device> {
+        // Tuning kept where the CLI keeps it, not in cubecl's default `target/environment`.
+        crate::gpu_cache::install(crate::backend::Backend::Wgpu);
         let init = || Device::wgpu_options().init();
         match std::panic::catch_unwind(init) {
             Ok(Ok(device)) => Some(device),
