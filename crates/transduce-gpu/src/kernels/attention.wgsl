@@ -37,6 +37,15 @@ var<workgroup> count: u32;
 
 {ENTRY}
 
+// The PARTS partial sums of `lane` (written to partial[part * LANES + lane]), in part order.
+fn parts_sum(lane: u32) -> f32 {
+    var v = partial[lane];
+    for (var o = 1u; o < PARTS; o++) {
+        v += partial[o * LANES + lane];
+    }
+    return v;
+}
+
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
     let h = wg.x;
@@ -67,11 +76,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
         partial[part * LANES + lane] = s;
         workgroupBarrier();
         if (part == 0u && j < n) {
-            var dot = partial[lane];
-            for (var o = 1u; o < PARTS; o++) {
-                dot += partial[o * LANES + lane];
-            }
-            let scaled = dot / SCALE;
+            let scaled = parts_sum(lane) / SCALE;
             scores[j] = scaled;
             m = max(m, scaled);
         }
@@ -119,11 +124,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
         partial[part * LANES + lane] = acc;
         workgroupBarrier();
         if (part == 0u && i < DV) {
-            var v = partial[lane];
-            for (var o = 1u; o < PARTS; o++) {
-                v += partial[o * LANES + lane];
-            }
-            out[r * H * DV + h * DV + i] = v;
+            out[r * H * DV + h * DV + i] = parts_sum(lane);
         }
         workgroupBarrier();
     }

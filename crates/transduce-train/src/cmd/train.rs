@@ -210,16 +210,19 @@ pub fn run(cmd: TrainCmd) -> Result<()> {
     Ok(())
 }
 
+/// A model config as JSON (`--config`), with the file, line and column of what is wrong.
+pub fn read_model_config(path: &std::path::Path) -> Result<ModelConfig> {
+    let text = std::fs::read_to_string(path).map_err(io(path))?;
+    serde_json::from_str(&text).map_err(|e| CliError::Format {
+        path: path.to_path_buf(),
+        message: format!("line {} column {}: {e}", e.line(), e.column()),
+    })
+}
+
 /// The model of a new run: --config, else --preset, else --init's architecture, else base.
 fn model_config(cmd: &TrainCmd, vocab: usize, init: Option<ModelConfig>) -> Result<ModelConfig> {
     let mut config = match &cmd.config {
-        Some(path) => {
-            let text = std::fs::read_to_string(path).map_err(io(path))?;
-            serde_json::from_str(&text).map_err(|e| CliError::Format {
-                path: path.clone(),
-                message: format!("line {} column {}: {e}", e.line(), e.column()),
-            })?
-        }
+        Some(path) => read_model_config(path)?,
         None => match (&cmd.preset, init) {
             (Some(preset), _) => ModelConfig::preset(preset)?,
             (None, Some(init)) => init,

@@ -18,7 +18,7 @@ use transduce::{ModelConfig, Transformer};
 use crate::backend::Backend;
 use crate::data::cache::Pairs;
 use crate::data::shape::{self, Shapes};
-use crate::error::{CliError, Result, io};
+use crate::error::{CliError, Result};
 use crate::train::precision::LossScale;
 use crate::train::rng::Rng;
 use crate::train::start::StartWatch;
@@ -114,13 +114,7 @@ pub fn run(cmd: WarmupCmd) -> Result<()> {
         ));
     }
     let mut config = match &cmd.config {
-        Some(path) => {
-            let text = std::fs::read_to_string(path).map_err(io(path))?;
-            serde_json::from_str(&text).map_err(|e| CliError::Format {
-                path: path.clone(),
-                message: format!("line {} column {}: {e}", e.line(), e.column()),
-            })?
-        }
+        Some(path) => super::train::read_model_config(path)?,
         None => ModelConfig::preset(&cmd.preset)?,
     };
     let shapes: Vec<(usize, usize)> = match &cmd.data {
@@ -208,22 +202,13 @@ pub fn run(cmd: WarmupCmd) -> Result<()> {
     }
     let report = watch.report();
     println!(
-        "warmed {} shapes in {:.1} s: tunes {}{}, compiled {} kernels; cache {cache}",
+        "warmed {} shapes in {:.1} s: {}, compiled {} kernels; cache {cache}",
         shapes.len(),
         began.elapsed().as_secs_f64(),
-        report.tunes,
-        by_tuner(&report.tunes_by_tuner),
+        report.tunes_line(),
         report.compiled
     );
     Ok(())
-}
-
-fn by_tuner(tunes: &std::collections::BTreeMap<String, u64>) -> String {
-    if tunes.is_empty() {
-        return String::new();
-    }
-    let by: Vec<String> = tunes.iter().map(|(k, n)| format!("{n} {k}")).collect();
-    format!(" ({})", by.join(", "))
 }
 
 #[cfg(test)]

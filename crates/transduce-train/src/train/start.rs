@@ -66,8 +66,8 @@ pub fn tunes() -> BTreeMap<String, u64> {
 /// Watches a run's start, from the process's first work to its steady rate.
 pub struct StartWatch {
     began: Instant,
-    tunes_before: u64,
-    tunes_by_tuner_before: BTreeMap<String, u64>,
+    /// Tunes by tuner when the watch began.
+    tunes_before: BTreeMap<String, u64>,
     kernels: LaunchedKernels,
     loaded_secs: Option<f64>,
     /// Seconds since `began` at the end of each step.
@@ -100,8 +100,7 @@ impl StartWatch {
         count_tunes();
         StartWatch {
             began: Instant::now(),
-            tunes_before: tunes().values().sum(),
-            tunes_by_tuner_before: tunes(),
+            tunes_before: tunes(),
             kernels: LaunchedKernels::new(),
             loaded_secs: None,
             step_ends: Vec::new(),
@@ -121,18 +120,15 @@ impl StartWatch {
     /// What the start cost; compiled kernels are counted up to now.
     pub fn report(self) -> StartReport {
         let compiled = self.kernels.finish().len();
-        let by_tuner = tunes();
-        let tunes: u64 = by_tuner.values().sum::<u64>() - self.tunes_before;
-        let by_tuner = by_tuner
+        let by_tuner: BTreeMap<String, u64> = tunes()
             .into_iter()
             .map(|(k, n)| {
-                (
-                    k.clone(),
-                    n - self.tunes_by_tuner_before.get(&k).copied().unwrap_or(0),
-                )
+                let before = self.tunes_before.get(&k).copied().unwrap_or(0);
+                (k, n - before)
             })
             .filter(|(_, n)| *n > 0)
             .collect();
+        let tunes: u64 = by_tuner.values().sum();
         let loaded_secs = self.loaded_secs.unwrap_or(0.0);
         let times: Vec<f64> = self
             .step_ends
@@ -178,22 +174,31 @@ pub fn steady_start(times: &[f64]) -> (Option<usize>, f64) {
     (first.map(|i| i + 1), median)
 }
 
+impl StartReport {
+    /// `tunes N (n1 Tuner1, n2 Tuner2, …)`.
+    pub fn tunes_line(&self) -> String {
+        if self.tunes_by_tuner.is_empty() {
+            return format!("tunes {}", self.tunes);
+        }
+        let by: Vec<String> = self
+            .tunes_by_tuner
+            .iter()
+            .map(|(k, n)| format!("{n} {k}"))
+            .collect();
+        format!("tunes {} ({})", self.tunes, by.join(", "))
+    }
+}
+
 impl std::fmt::Display for StartReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "loaded {:.1} s, first step {:.1} s, tunes {}",
-            self.loaded_secs, self.first_step_secs, self.tunes
+            "loaded {:.1} s, first step {:.1} s, {}, compiled {} kernels",
+            self.loaded_secs,
+            self.first_step_secs,
+            self.tunes_line(),
+            self.compiled
         )?;
-        if !self.tunes_by_tuner.is_empty() {
-            let by: Vec<String> = self
-                .tunes_by_tuner
-                .iter()
-                .map(|(k, n)| format!("{n} {k}"))
-                .collect();
-            write!(f, " ({})", by.join(", "))?;
-        }
-        write!(f, ", compiled {} kernels", self.compiled)?;
         match (self.steady_from_step, self.steady_secs) {
             (Some(step), Some(secs)) => write!(
                 f,
