@@ -13,8 +13,9 @@
 #   SPIRV_BIN   transduce built with `--features spirv` for the `spirv` rows (its wgpu
 #               backend compiles kernels to SPIR-V, where cooperative matrices are)
 #   PYTHON      a Python with torch and safetensors (default python3)
-#   BACKENDS    any of: cpu wgpu spirv cuda torch torch-compile
-#               (default: wgpu spirv cuda torch torch-compile)
+#   BACKENDS    any of: cpu wgpu wgpu-graph spirv cuda cuda-graph torch torch-compile
+#               (the -graph rows replay the step captured as a graph: `bench --graph`)
+#               (default: wgpu wgpu-graph spirv cuda cuda-graph torch torch-compile)
 #   PRESETS     (default: compact base)   BATCHES  target tokens per step (4096 25000)
 #   PRECISIONS  (default: f32 f16 bf16)   STEPS    timed steps after one warm-up (20)
 #   OUT         folder for the exchange files and raw JSON (default: a temporary one)
@@ -39,7 +40,7 @@ target=${CARGO_TARGET_DIR:-$HOME/.cache/transduce-target}
 BIN=${BIN:-$([ -x "$target/release/transduce" ] && echo "$target/release/transduce" || echo "$target/debug/transduce")}
 SPIRV_BIN=${SPIRV_BIN:-}
 PYTHON=${PYTHON:-python3}
-BACKENDS=${BACKENDS:-wgpu spirv cuda torch torch-compile}
+BACKENDS=${BACKENDS:-wgpu wgpu-graph spirv cuda cuda-graph torch torch-compile}
 PRESETS=${PRESETS:-compact base}
 BATCHES=${BATCHES:-4096 25000}
 PRECISIONS=${PRECISIONS:-f32 f16 bf16}
@@ -113,6 +114,11 @@ for preset in $PRESETS; do
                     cpu | wgpu | cuda)
                         measure "transduce $backend" "$BIN" bench --backend "$backend" \
                             "${common[@]}" "${start[@]}" ;;
+                    wgpu-graph | cuda-graph)
+                        # The step captured once and replayed (`bench --graph`; f32 only,
+                        # other precisions fall back to eager steps and say so).
+                        measure "transduce $backend" "$BIN" bench --backend "${backend%-graph}" \
+                            --graph "${common[@]}" "${start[@]}" ;;
                     spirv)
                         if [ -z "$SPIRV_BIN" ]; then
                             echo "  spirv: skipped (SPIRV_BIN is not set)" >&2
@@ -131,7 +137,7 @@ for preset in $PRESETS; do
                             --threads "$(nproc)" --preset "$preset" --steps "$STEPS" \
                             --precision "$precision" --dropout 0 --exchange "$exchange" \
                             --json "${flags[@]}" ;;
-                    *) echo "unknown backend $backend (cpu wgpu spirv cuda torch torch-compile)" >&2; exit 2 ;;
+                    *) echo "unknown backend $backend (cpu wgpu wgpu-graph spirv cuda cuda-graph torch torch-compile)" >&2; exit 2 ;;
                 esac
             done
         done

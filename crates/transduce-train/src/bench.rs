@@ -13,6 +13,7 @@ use crate::data::batch::Batch;
 use crate::data::cache::Pairs;
 use crate::error::{Result, io};
 use crate::train::census::{Census, StepCensus};
+use crate::train::graph::{DeviceAdam, GraphTrainer};
 use crate::train::precision::LossScale;
 use crate::train::start::{StartReport, StartWatch};
 use crate::train::{
@@ -30,6 +31,8 @@ pub struct BenchOptions {
     pub precision: Precision,
     /// Time training only: no matmul chain, no decoding.
     pub training_only: bool,
+    /// Steps captured as graphs and replayed ([`crate::train::graph`]).
+    pub graph: bool,
     /// Writes the initial weights (`init.safetensors`, the bundle's names) and the batch
     /// (`batch.safetensors`: `src`, `tgt_in`, `tgt_out` as I64) here, so that another
     /// framework (`scripts/bench-pytorch.py --exchange`) trains the same model from the
@@ -63,6 +66,8 @@ pub struct BenchReport {
     pub phases: Option<(f64, f64)>,
     /// What the start cost: loading, tunes, compiles, first step, steady rate.
     pub start: Option<StartReport>,
+    /// With `graph`: "replayed" or why the steps ran eagerly.
+    pub graph: Option<String>,
 }
 
 fn synthetic(n: usize, len: usize, vocab: usize, seed: u64) -> Pairs {
@@ -235,6 +240,10 @@ fn train(config: &ModelConfig, device: &Device, options: &BenchOptions) -> Resul
     if let Some(dir) = &options.exchange {
         write_exchange(dir, &model, &pairs, &batch)?;
     }
+    if options.graph {
+        let forced = teacher_forced(&pairs, &batch);
+        return train_graph(model, &ad, &forced, config, options, watch, tokens_per_step);
+    }
     // The trainer's own step (`train::optimizer_step`): f16 scales the loss, and every
     // half-precision step unscales and checks its gradients (one read); losses are read
     // back every `LOG_EVERY` steps in one transaction, as `train` reads them.
@@ -337,6 +346,77 @@ fn train(config: &ModelConfig, device: &Device, options: &BenchOptions) -> Resul
         census: Some(census),
         phases,
         start: Some(watch.report()),
+        graph: None,
+    })
+}
+
+/// [`train`] with [`GraphTrainer`]: the untimed steps warm the batch's shape up and
+/// capture it; the timed steps are replays (or eager steps where the backend or the model
+/// cannot be captured).
+fn train_graph(
+    mut model: Transformer,
+    device: &Device,
+    forced: &crate::train::TeacherForced,
+    config: &ModelConfig,
+    options: &BenchOptions,
+    mut watch: StartWatch,
+    tokens_per_step: usize,
+) -> Result<BenchReport> {
+    let adam = DeviceAdam::new(device, 0, 1024);
+    let mut trainer = GraphTrainer::new(device, adam, config.label_smoothing);
+    let lr = |_: u64| 1e-4;
+    watch.loaded();
+    let mut warm = Vec::new();
+    for n in 1..=GraphTrainer::WARMUP as u64 {
+        let sums;
+        (model, sums) = trainer.step(model, forced, n, &lr)?;
+        watch.step();
+        warm.push(sums);
+    }
+    read_scalars(warm)?;
+    if let Some(why) = &trainer.fallback {
+        eprintln!("graph: eager steps: {why}");
+    }
+    let steps = options.steps.max(1);
+    let census = Census::start();
+    let start = Instant::now();
+    let mut pending = Vec::new();
+    let mut last = f64::NAN;
+    for n in 0..steps {
+        let sums;
+        (model, sums) = trainer.step(model, forced, 1 + (GraphTrainer::WARMUP + n) as u64, &lr)?;
+        watch.step();
+        pending.push(sums);
+        if pending.len() >= LOG_EVERY || n + 1 == steps {
+            // `[loss, nll]` per step: the loss is the first.
+            let values = read_scalars(std::mem::take(&mut pending))?;
+            last = *values.last().expect("a loss was read");
+        }
+    }
+    let secs = start.elapsed().as_secs_f64();
+    let census = census.finish(steps as u64);
+    drop(model);
+    let tokens = tokens_per_step * steps;
+    Ok(BenchReport {
+        tokens_per_step,
+        rows: forced.0.len(),
+        step_ms: 1e3 * secs / steps as f64,
+        final_loss: last,
+        matmul_gflops: f64::NAN,
+        matmul_error: 0.0,
+        train_tokens_per_sec: tokens as f64 / secs,
+        train_gflops: train_flops(config, tokens) / secs / 1e9,
+        decode_sentences_per_sec: f64::NAN,
+        census: Some(census),
+        phases: None,
+        start: Some(watch.report()),
+        graph: Some(match &trainer.fallback {
+            Some(why) => format!("eager ({why})"),
+            None => format!(
+                "replayed ({} captured, {} replays, {} eager steps)",
+                trainer.counts.captured, trainer.counts.replayed, trainer.counts.eager
+            ),
+        }),
     })
 }
 

@@ -11,6 +11,7 @@
 pub mod attention;
 pub mod bundle;
 pub mod config;
+pub mod constants;
 pub mod decode;
 pub mod dropout;
 pub mod embedding;

@@ -243,6 +243,11 @@ impl Transformer {
         self
     }
 
+    /// The precision of the activations.
+    pub fn precision(&self) -> Precision {
+        self.precision
+    }
+
     /// The device holding the weights.
     pub fn device(&self) -> Device {
         self.embedding.weight.val().device()
@@ -273,6 +278,8 @@ impl Transformer {
                     .reshape([1, t]);
                 embedding(learned.weight.val(), ids)
             }
+            // The full pass's table is kept on the device; a cached decoder step's is made.
+            None if start == 0 => crate::constants::sinusoid(t, d, &device),
             None => sinusoid(start, t, d, &device),
         };
         let pos = pos.cast(x.dtype());
@@ -366,7 +373,7 @@ impl Transformer {
         let t = tgt_in.dims()[1];
         let device = tgt_in.device();
         let mut y = self.decoder_input(tgt_in, 0, Some(&memory.states), focus);
-        let future = causal_mask(t, &device);
+        let future = crate::constants::causal_mask(t, &device);
         let (mut self_w, mut cross_w) = (Vec::new(), Vec::new());
         for layer in &self.decoder.layers {
             let self_kv = layer.self_attn.project_kv(y.clone());

@@ -37,6 +37,12 @@ pub struct BenchCmd {
     /// Time training only (no matmul chain, no decoding).
     #[arg(long)]
     pub training_only: bool,
+    /// Train with the step captured as a graph and replayed (`train --graph on`): Adam's
+    /// scalars on the device, the step's launches replayed in one call. Falls back to
+    /// eager steps, with one line saying why, where it cannot (the CPU, dropout, half
+    /// precision).
+    #[arg(long)]
+    pub graph: bool,
     /// Write the initial weights and the batch here (`init.safetensors`,
     /// `batch.safetensors`) for `scripts/bench-pytorch.py --exchange`.
     #[arg(long)]
@@ -97,6 +103,7 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
         steps: cmd.steps,
         precision: cmd.precision,
         training_only: cmd.training_only,
+        graph: cmd.graph,
         exchange: cmd.exchange.clone(),
         init: cmd.init.clone(),
     };
@@ -120,6 +127,7 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
             "tokens_per_sec": r.train_tokens_per_sec,
             "step_ms": r.step_ms,
             "final_loss": r.final_loss,
+            "graph": r.graph,
         });
         if let Some(c) = &r.census {
             json["launches_per_step"] = c.launches.into();
@@ -176,6 +184,9 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
 fn print_census(r: &bench::BenchReport) {
     if let Some(start) = &r.start {
         println!("start:              {start}");
+    }
+    if let Some(graph) = &r.graph {
+        println!("graph:              {graph}");
     }
     let Some(c) = &r.census else { return };
     println!("training step:      {c}");

@@ -10,6 +10,7 @@
 
 use std::cell::Cell;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use burn_cubecl::cubecl::logging::{LaunchObservation, LaunchObserver};
@@ -29,6 +30,35 @@ pub fn note_read() {
 
 fn reads() -> u64 {
     READS.with(Cell::get)
+}
+
+/// Graph replays issued, and the kernels they ran ([`note_replay`]).
+static REPLAYS: AtomicU64 = AtomicU64::new(0);
+static REPLAYED_KERNELS: AtomicU64 = AtomicU64::new(0);
+
+/// Counts one replay of a captured graph of `kernels` kernels: one launch for the host,
+/// `kernels` that run.
+pub fn note_replay(kernels: u64) {
+    REPLAYS.fetch_add(1, Ordering::Relaxed);
+    REPLAYED_KERNELS.fetch_add(kernels, Ordering::Relaxed);
+}
+
+fn replays() -> (u64, u64) {
+    (
+        REPLAYS.load(Ordering::Relaxed),
+        REPLAYED_KERNELS.load(Ordering::Relaxed),
+    )
+}
+
+/// Runs `f`, counting the kernel launches issued meanwhile (a census running meanwhile
+/// misses them: there is one launch hook).
+pub fn count_launches<R>(f: impl FnOnce() -> R) -> (R, u64) {
+    let launches = Arc::new(Launches::default());
+    let observation = LaunchObservation::new(launches.clone());
+    let result = f();
+    drop(observation);
+    let total = launches.0.lock().map(|c| c.values().sum()).unwrap_or(0);
+    (result, total)
 }
 
 /// Kernel launches issued by this process's host threads, by kernel name.
@@ -85,16 +115,17 @@ pub struct Census {
     _observation: LaunchObservation,
     reads: u64,
     cpu: (u64, u64),
+    replays: (u64, u64),
 }
 
 /// What a stretch of `steps` optimizer steps cost, per step.
 #[derive(Clone, Debug, PartialEq)]
 pub struct StepCensus {
     pub steps: u64,
-    /// Launches issued by the host per step (a replayed graph would count 1).
+    /// Launches issued by the host per step (a graph replay counts 1).
     pub launches: f64,
-    /// Kernels that ran per step (equal to launches while every kernel is launched by
-    /// the host).
+    /// Kernels that ran per step: the host's launches, and the kernels of each replayed
+    /// graph (as many as its capture recorded).
     pub kernels: f64,
     /// CPU milliseconds per step of the threads running the trainer, burn and cubecl.
     pub host_ms: f64,
@@ -118,6 +149,7 @@ impl Census {
             _observation: observation,
             reads: reads(),
             cpu: thread_cpu_ns(),
+            replays: replays(),
         }
     }
 
@@ -125,6 +157,8 @@ impl Census {
     pub fn finish(self, steps: u64) -> StepCensus {
         let cpu = thread_cpu_ns();
         let reads = reads() - self.reads;
+        let (replays, replayed) = replays();
+        let (replays, replayed) = (replays - self.replays.0, replayed - self.replays.1);
         drop(self._observation);
         let counts = self
             .launches
@@ -142,8 +176,8 @@ impl Census {
         top.truncate(12);
         StepCensus {
             steps,
-            launches: per(total),
-            kernels: per(total),
+            launches: per(total + replays),
+            kernels: per(total + replayed),
             host_ms: per(cpu.0.saturating_sub(self.cpu.0)) / 1e6,
             other_ms: per(cpu.1.saturating_sub(self.cpu.1)) / 1e6,
             reads: per(reads),

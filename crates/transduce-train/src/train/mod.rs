@@ -4,6 +4,7 @@
 
 pub mod census;
 pub mod checkpoint;
+pub mod graph;
 pub mod loss;
 pub mod precision;
 pub mod rng;
@@ -906,7 +907,7 @@ mod tests {
     use transduce::bundle::{WeightDtype, load_weights, save_weights};
 
     /// A dropout-free tiny model: its config and initial weights, made on the CPU.
-    fn tiny_start(seed: u64) -> (ModelConfig, Vec<u8>) {
+    pub(super) fn tiny_start(seed: u64) -> (ModelConfig, Vec<u8>) {
         let config = ModelConfig {
             dropout: 0.0,
             ..ModelConfig::tiny().with_vocab(48)
@@ -921,7 +922,7 @@ mod tests {
     }
 
     /// Pairs whose target reverses the source, one per source length.
-    fn reversal_pairs(seed: u64, lengths: impl Iterator<Item = usize>) -> Pairs {
+    pub(super) fn reversal_pairs(seed: u64, lengths: impl Iterator<Item = usize>) -> Pairs {
         let mut pairs = Pairs::default();
         let mut r = rng::Rng::new(seed);
         for len in lengths {
@@ -934,7 +935,7 @@ mod tests {
 
     /// Losses of `steps` optimizer steps on `group` from the same initial weights, on one
     /// device or data-parallel over several.
-    fn losses(
+    pub(super) fn losses(
         start: &(ModelConfig, Vec<u8>),
         devices: &[Device],
         pairs: &Pairs,
@@ -945,7 +946,7 @@ mod tests {
     }
 
     /// [`losses`] computed in `precision`, with `train`'s loss scaling.
-    fn losses_in(
+    pub(super) fn losses_in(
         start: &(ModelConfig, Vec<u8>),
         devices: &[Device],
         pairs: &Pairs,
@@ -957,7 +958,7 @@ mod tests {
     }
 
     /// [`losses_in`] with each batch padded to its shape class under `classes` tokens.
-    fn losses_shaped(
+    pub(super) fn losses_shaped(
         (config, weights): &(ModelConfig, Vec<u8>),
         devices: &[Device],
         pairs: &Pairs,
@@ -1105,7 +1106,7 @@ mod tests {
     }
 
     /// The wgpu device, or `None` (with the reason printed) where there is no adapter.
-    fn wgpu_device(test: &str) -> Option<Device> {
+    pub(super) fn wgpu_device(test: &str) -> Option<Device> {
         // Tuning kept where the CLI keeps it, not in cubecl's default `target/environment`.
         crate::gpu_cache::install(crate::backend::Backend::Wgpu);
         let init = || Device::wgpu_options().init();

@@ -1,0 +1,594 @@
+//! The training step (§5.3) captured once per batch shape and replayed.
+//!
+//! A GPU step is hundreds of small kernels, each costing the host fusion tracing, autodiff
+//! bookkeeping and a launch (docs/BENCHMARKS.md: the step is host-bound). Captured as a
+//! graph, a step is replayed with one call: one graph launch on CUDA, a pre-resolved
+//! re-encoding of the recorded dispatches on wgpu. A replay reads and writes exactly the
+//! buffers of the capture, so everything that changes from step to step lives in device
+//! buffers that are updated in place:
+//! - the batch: written into the class's input buffers before each replay;
+//! - the parameters and Adam's moments: written back into their own buffers at the end of
+//!   the step ([`DeviceAdam`]);
+//! - the step count, and with it the learning rate and Adam's bias corrections: a device
+//!   counter indexing a device table of the schedule, so a replay with no host value changed
+//!   still advances them.
+//!
+//! On a backend without graphs (the CPU) the same step runs eagerly, kernel for kernel the
+//! same arithmetic, which is what the tests compare the replays with.
+
+use std::collections::HashMap;
+use std::ops::Range;
+
+use burn_backend::Backend as _;
+use burn_dispatch::{Dispatch, DispatchGraph};
+use transduce::Transformer;
+use transduce::burn::module::{ModuleMapper, Param, ParamId};
+use transduce::burn::optim::GradientsParams;
+use transduce::burn::prelude::*;
+use transduce::burn::tensor::TensorData;
+use transduce::model::token_tensor;
+use transduce::tokenizer::PAD;
+
+use super::{TeacherForced, census, loss};
+use crate::error::{CliError, Result};
+
+/// Adam with §5.3's β1 0.9, β2 0.98, ε 10⁻⁹, computed as burn's `Adam` computes it (the
+/// same operations in the same order, so the same bits), but with its scalars on the
+/// device: the number of updates so far is a device counter, and the learning rate, the
+/// combined bias correction √(1−β2ᵗ)/(1−β1ᵗ) and ε·√(1−β2ᵗ) of step t are read from a
+/// device table at row (t − 1) mod `window`, filled on the host `window` steps at a time.
+pub struct DeviceAdam {
+    beta_1: f64,
+    beta_2: f64,
+    epsilon: f64,
+    /// First and second moments per parameter, flattened, in their own buffers.
+    moments: HashMap<ParamId, (Tensor<1>, Tensor<1>)>,
+    /// Updates applied so far, `[1]`.
+    time: Tensor<1, Int>,
+    /// `[window, 3]`: learning rate, combined bias correction, scaled ε.
+    table: Tensor<2>,
+    /// The steps (1-based) the table holds.
+    filled: Range<u64>,
+    window: usize,
+    device: Device,
+}
+
+impl DeviceAdam {
+    /// Adam as §5.3 sets it, on `device` (its inner device: the state takes no gradients),
+    /// `updates` already applied (0 for a new run), its table `window` steps long.
+    pub fn new(device: &Device, updates: u64, window: usize) -> Self {
+        let device = device.clone().inner();
+        DeviceAdam {
+            beta_1: 0.9,
+            beta_2: 0.98,
+            epsilon: 1e-9,
+            moments: HashMap::new(),
+            time: Tensor::from_data(TensorData::new(vec![updates as i32], [1]), &device),
+            table: Tensor::zeros([window, 3], &device),
+            filled: 0..0,
+            window,
+            device,
+        }
+    }
+
+    /// Makes sure the table holds `step` (1-based), refilling it from `lr` (the schedule)
+    /// otherwise. Called before every step, outside any capture: a host write.
+    pub fn prepare(&mut self, step: u64, lr: &dyn Fn(u64) -> f64) {
+        if self.filled.contains(&step) {
+            return;
+        }
+        let window = self.window as u64;
+        let mut rows = vec![0f32; self.window * 3];
+        for t in step..step + window {
+            let row = ((t - 1) % window) as usize;
+            let time = t as i32;
+            let bias_correction2_sqrt = (1.0 - self.beta_2.powi(time)).sqrt();
+            let combined = bias_correction2_sqrt / (1.0 - self.beta_1.powi(time));
+            rows[row * 3] = lr(t) as f32;
+            rows[row * 3 + 1] = combined as f32;
+            rows[row * 3 + 2] = (self.epsilon * bias_correction2_sqrt) as f32;
+        }
+        let values = Tensor::from_data(TensorData::new(rows, [self.window, 3]), &self.device);
+        let table = std::mem::replace(&mut self.table, Tensor::zeros([1, 1], &self.device));
+        self.table = table.slice_assign([0..self.window, 0..3], values);
+        self.filled = step..step + window;
+    }
+
+    /// This step's learning rate, combined bias correction and scaled ε (`[1]` each), and
+    /// the counter advanced, all on the device.
+    fn scalars(&mut self) -> [Tensor<1>; 3] {
+        let row = self.time.clone().remainder_scalar(self.window as i64);
+        let advanced = self.time.clone().add_scalar(1);
+        let time = std::mem::replace(&mut self.time, Tensor::zeros([1], &self.device));
+        self.time = time.slice_assign(0..1, advanced);
+        let values = self.table.clone().select(0, row);
+        [0, 1, 2].map(|i| values.clone().slice([0..1, i..i + 1]).reshape([1]))
+    }
+
+    /// One parameter's update, written back into the parameter's and the moments' buffers.
+    fn update<const D: usize>(
+        &mut self,
+        id: ParamId,
+        param: Tensor<D>,
+        grad: Tensor<D>,
+        [lr, combined, epsilon]: &[Tensor<1>; 3],
+    ) -> Tensor<D> {
+        let dims = param.dims();
+        let n = param.shape().num_elements();
+        let grad = grad.reshape([n]);
+        let (m, v) = self.moments.remove(&id).unwrap_or_else(|| {
+            (
+                Tensor::zeros([n], &self.device),
+                Tensor::zeros([n], &self.device),
+            )
+        });
+        let m_next = m
+            .clone()
+            .mul_scalar(self.beta_1)
+            .add(grad.clone().mul_scalar(1.0 - self.beta_1));
+        let v_next = v
+            .clone()
+            .mul_scalar(self.beta_2)
+            .add(grad.square().mul_scalar(1.0 - self.beta_2));
+        let step = m_next
+            .clone()
+            .mul(combined.clone())
+            .div(v_next.clone().sqrt().add(epsilon.clone()));
+        let flat = param.reshape([n]);
+        let next = flat.clone().sub(step.mul(lr.clone()));
+        // Written back in place (each is the only handle on its buffer here), so a replay
+        // of the step reads what the last one wrote.
+        let m = m.slice_assign(0..n, m_next);
+        let v = v.slice_assign(0..n, v_next);
+        self.moments.insert(id, (m, v));
+        flat.slice_assign(0..n, next).reshape(dims)
+    }
+
+    /// Applies one update to every parameter of `model` that has a gradient.
+    pub fn step(&mut self, model: Transformer, grads: GradientsParams) -> Transformer {
+        let scalars = self.scalars();
+        model.map(&mut Update {
+            adam: self,
+            grads,
+            scalars,
+        })
+    }
+}
+
+struct Update<'a> {
+    adam: &'a mut DeviceAdam,
+    grads: GradientsParams,
+    scalars: [Tensor<1>; 3],
+}
+
+impl ModuleMapper for Update<'_> {
+    fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
+        let (id, tensor, mapper) = param.consume();
+        let Some(grad) = self.grads.remove::<D>(id) else {
+            return Param::from_mapped_value(id, tensor, mapper);
+        };
+        let require_grad = tensor.is_require_grad();
+        let updated = self
+            .adam
+            .update(id, tensor.inner(), grad, &self.scalars)
+            .autodiff();
+        let updated = if require_grad {
+            updated.require_grad()
+        } else {
+            updated
+        };
+        Param::from_mapped_value(id, updated, mapper)
+    }
+}
+
+/// One batch shape's input buffers: source, decoder input, decoder output.
+struct Inputs {
+    src: Tensor<2, Int>,
+    tgt_in: Tensor<2, Int>,
+    tgt_out: Tensor<2, Int>,
+}
+
+impl Inputs {
+    fn new(forced: &TeacherForced, device: &Device) -> Result<Self> {
+        let (src, tgt_in, tgt_out) = forced;
+        Ok(Inputs {
+            src: token_tensor(src, device)?,
+            tgt_in: token_tensor(tgt_in, device)?,
+            tgt_out: token_tensor(tgt_out, device)?,
+        })
+    }
+
+    /// Writes a batch of the same shape into these buffers (in place: nothing else holds
+    /// them between steps).
+    fn write(&mut self, forced: &TeacherForced, device: &Device) -> Result<()> {
+        let fresh = Inputs::new(forced, device)?;
+        for (buffer, fresh) in [
+            (&mut self.src, fresh.src),
+            (&mut self.tgt_in, fresh.tgt_in),
+            (&mut self.tgt_out, fresh.tgt_out),
+        ] {
+            let [rows, len] = buffer.dims();
+            if fresh.dims() != [rows, len] {
+                return Err(CliError::Usage(format!(
+                    "graph step: a batch of shape {:?} written into a class of shape {:?}",
+                    fresh.dims(),
+                    [rows, len]
+                )));
+            }
+            let old = std::mem::replace(buffer, Tensor::zeros([1, 1], device));
+            *buffer = old.slice_assign([0..rows, 0..len], fresh);
+        }
+        Ok(())
+    }
+}
+
+/// The step itself, eager: forward, label-smoothed loss over the batch's target tokens
+/// (counted on the device: a host count would be frozen into a graph), backward, Adam.
+/// Returns the model and `[loss, nll]`.
+fn run(
+    model: Transformer,
+    adam: &mut DeviceAdam,
+    inputs: &Inputs,
+    epsilon: f64,
+) -> (Transformer, Tensor<1>) {
+    let logits = model.forward_focused(inputs.src.clone(), inputs.tgt_in.clone(), None);
+    let sums = loss::label_smoothed(logits, inputs.tgt_out.clone(), epsilon);
+    let tokens = inputs
+        .tgt_out
+        .clone()
+        .not_equal_elem(PAD as i64)
+        .float()
+        .sum()
+        .inner();
+    let loss = sums.smoothed.div(tokens.autodiff());
+    let grads = GradientsParams::from_grads(loss.backward(), &model);
+    let sums = Tensor::cat(vec![loss.detach().inner(), sums.nll.inner()], 0);
+    (adam.step(model, grads), sums)
+}
+
+/// Why `model`'s step cannot be captured, if it cannot.
+fn uncapturable(model: &Transformer) -> Option<String> {
+    let config = model.config();
+    if config.dropout > 0.0 {
+        // Its masks are drawn on the host from a seed read off the device: a replay
+        // would reuse the capture's mask on every step.
+        return Some(format!(
+            "dropout {} draws its masks on the host; graphs need dropout 0",
+            config.dropout
+        ));
+    }
+    if model.precision() != transduce::Precision::F32 {
+        // Half precision checks its gradients on the host and skips steps there.
+        return Some("half precision skips overflowing steps on the host; graphs need f32".into());
+    }
+    if config.word_focus {
+        return Some("word-focus models take a per-batch focus input; graphs do not yet".into());
+    }
+    None
+}
+
+/// What a class does next.
+enum Mode {
+    /// Eager steps taken so far (the pool fills and fusion settles before a capture).
+    Warming(usize),
+    /// Captured.
+    Replaying(Box<Replay>),
+    /// Not capturable: every step eager.
+    Eager,
+}
+
+/// A captured step.
+struct Replay {
+    graph: DispatchGraph,
+    /// Where each replay leaves `[loss, nll]`.
+    sums: Tensor<1>,
+    /// Kernels the capture recorded.
+    kernels: u64,
+}
+
+struct Class {
+    inputs: Inputs,
+    mode: Mode,
+}
+
+/// How the step of a [`GraphTrainer`] ran.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GraphCounts {
+    pub eager: u64,
+    pub captured: u64,
+    pub replayed: u64,
+}
+
+/// Training steps over batches of a few fixed shapes, each shape captured as a graph after
+/// [`GraphTrainer::WARMUP`] eager steps and replayed from then on.
+pub struct GraphTrainer {
+    /// The autodiff device the model trains on.
+    device: Device,
+    pub adam: DeviceAdam,
+    epsilon: f64,
+    classes: HashMap<[usize; 3], Class>,
+    /// Never capture (to compare replays with the same steps run eagerly).
+    eager_only: bool,
+    /// Why steps run eagerly, once said.
+    pub fallback: Option<String>,
+    pub counts: GraphCounts,
+}
+
+impl GraphTrainer {
+    /// Eager steps of a shape before it is captured: the first runs fusion's tuning and
+    /// takes other paths than later ones; by the third every buffer the step allocates is
+    /// in the pool the capture draws from.
+    pub const WARMUP: usize = 3;
+
+    pub fn new(device: &Device, adam: DeviceAdam, epsilon: f64) -> Self {
+        GraphTrainer {
+            eager_only: false,
+            device: device.clone(),
+            adam,
+            epsilon,
+            classes: HashMap::new(),
+            fallback: None,
+            counts: GraphCounts::default(),
+        }
+    }
+
+    /// The same steps, never captured.
+    #[cfg(test)]
+    pub fn eager(device: &Device, adam: DeviceAdam, epsilon: f64) -> Self {
+        GraphTrainer {
+            eager_only: true,
+            ..Self::new(device, adam, epsilon)
+        }
+    }
+
+    /// One optimizer step on `forced` (every row padded to the batch's shape), step number
+    /// `step` (1-based) of schedule `lr`. Returns the model and `[loss, nll]` on the device.
+    pub fn step(
+        &mut self,
+        model: Transformer,
+        forced: &TeacherForced,
+        step: u64,
+        lr: &dyn Fn(u64) -> f64,
+    ) -> Result<(Transformer, Tensor<1>)> {
+        let inner = self.device.clone().inner();
+        if self.fallback.is_none()
+            && let Some(why) = uncapturable(&model)
+        {
+            self.fallback = Some(why);
+        }
+        self.adam.prepare(step, lr);
+        let width = |rows: &[Vec<u32>]| rows.iter().map(Vec::len).max().unwrap_or(0);
+        let shape = [forced.0.len(), width(&forced.0), width(&forced.1)];
+        let class = match self.classes.get_mut(&shape) {
+            Some(class) => {
+                class.inputs.write(forced, &self.device)?;
+                class
+            }
+            None => self.classes.entry(shape).or_insert(Class {
+                inputs: Inputs::new(forced, &self.device)?,
+                mode: if self.fallback.is_some() {
+                    Mode::Eager
+                } else {
+                    Mode::Warming(0)
+                },
+            }),
+        };
+        match &mut class.mode {
+            Mode::Replaying(replay) => {
+                let Replay {
+                    graph,
+                    sums,
+                    kernels,
+                } = &**replay;
+                // SAFETY: every buffer the capture touched is held: the inputs by the
+                // class, the parameters by `model`, the moments, counter and table by
+                // `adam`, the outputs by the class; all on this thread's stream.
+                unsafe { Dispatch::graph_replay(inner.as_dispatch(), graph) }
+                    .map_err(|e| CliError::Usage(format!("graph step: replay failed: {e:?}")))?;
+                self.counts.replayed += 1;
+                census::note_replay(*kernels);
+                // A copy: the next replay overwrites the graph's own output.
+                Ok((model, sums.clone().mul_scalar(1.0)))
+            }
+            Mode::Warming(done) if *done + 1 == Self::WARMUP && !self.eager_only => {
+                // The last eager step runs prepared (its allocations land where a graph
+                // may keep them), and the step is then recorded at once on the same
+                // buffers: a recording does not run, so it costs no optimizer step, and
+                // the class's next batch is its first replay.
+                if let Err(e) = Dispatch::graph_prepare(inner.as_dispatch()) {
+                    self.fallback = Some(format!("graph capture unavailable: {e:?}"));
+                    class.mode = Mode::Eager;
+                    return self.step(model, forced, step, lr);
+                }
+                let (model, sums) = run(model, &mut self.adam, &class.inputs, self.epsilon);
+                self.counts.eager += 1;
+                if let Err(e) = Dispatch::graph_start_capture(inner.as_dispatch()) {
+                    // A backend without graphs (the CPU): eager from now on. Closing the
+                    // prepared window leaves the stream as it was.
+                    let _ = Dispatch::graph_stop_capture(inner.as_dispatch());
+                    self.fallback = Some(format!("this backend captures no graphs ({e:?})"));
+                    for class in self.classes.values_mut() {
+                        if matches!(class.mode, Mode::Warming(_)) {
+                            class.mode = Mode::Eager;
+                        }
+                    }
+                    return Ok((model, sums));
+                }
+                let ((model, recorded, graph), kernels) = census::count_launches(|| {
+                    let (model, recorded) = run(model, &mut self.adam, &class.inputs, self.epsilon);
+                    // Fusion launches its queued kernels here, into the recording.
+                    let graph = Dispatch::graph_stop_capture(inner.as_dispatch());
+                    (model, recorded, graph)
+                });
+                let graph = graph.map_err(|e| {
+                    CliError::Usage(format!(
+                        "graph step: capturing the step of shape {shape:?} failed: {e:?}"
+                    ))
+                })?;
+                self.counts.captured += 1;
+                class.mode = Mode::Replaying(Box::new(Replay {
+                    graph,
+                    sums: recorded,
+                    kernels,
+                }));
+                Ok((model, sums))
+            }
+            mode => {
+                let (model, sums) = run(model, &mut self.adam, &class.inputs, self.epsilon);
+                self.counts.eager += 1;
+                if let Mode::Warming(done) = mode {
+                    *done += 1;
+                }
+                Ok((model, sums))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::data::batch::Batch;
+    use crate::data::shape::pad_to_shape;
+    use crate::train::census::{Census, StepCensus};
+    use crate::train::tests::{losses, reversal_pairs, tiny_start, wgpu_device};
+    use crate::train::{read_scalars, teacher_forced};
+    use transduce::bundle::load_weights;
+
+    /// Batches of two shapes, alternating, each padded to its shape.
+    fn batches() -> Vec<(Batch, (usize, usize))> {
+        let short: Batch = (0..4).collect();
+        let long: Batch = (4..7).collect();
+        vec![(short, (4, 6)), (long, (4, 9))]
+    }
+
+    fn lr(step: u64) -> f64 {
+        1e-3 * (step as f64).powf(-0.25)
+    }
+
+    /// Losses and the final output projection's weights after `steps` steps of `trainer`.
+    fn train(
+        start: &(transduce::ModelConfig, Vec<u8>),
+        device: &Device,
+        steps: u64,
+        capture: bool,
+    ) -> (Vec<f64>, Vec<f32>, GraphCounts, StepCensus) {
+        let device = device.clone().autodiff();
+        let (config, weights) = start;
+        let mut model = load_weights(config, weights, &device).unwrap();
+        let pairs = reversal_pairs(3, (0..7).map(|n| if n < 4 { 4 + n % 2 } else { 7 + n % 2 }));
+        let adam = DeviceAdam::new(&device, 0, 16);
+        let mut trainer = if capture {
+            GraphTrainer::new(&device, adam, 0.1)
+        } else {
+            GraphTrainer::eager(&device, adam, 0.1)
+        };
+        let shapes = batches();
+        let mut sums = Vec::new();
+        let mut census = None;
+        for step in 1..=steps {
+            if step == steps - 9 {
+                census = Some(Census::start());
+            }
+            let (batch, shape) = &shapes[(step as usize) % shapes.len()];
+            let forced = pad_to_shape(teacher_forced(&pairs, batch), *shape);
+            let (next, out) = trainer.step(model, &forced, step, &lr).unwrap();
+            model = next;
+            sums.push(out);
+        }
+        let census = census
+            .map(|c| c.finish(10))
+            .expect("a census of the last steps");
+        let values = read_scalars(sums).unwrap();
+        let weights = model.encoder.layers[0].ffn.fc1.weight.val().into_data();
+        (
+            values,
+            weights.try_to_vec::<f32>().expect("f32 weights"),
+            trainer.counts.clone(),
+            census,
+        )
+    }
+
+    /// Replayed steps train exactly as the same steps run eagerly: 40 steps over two batch
+    /// shapes (so two graphs, interleaved) from the same start give the same losses and
+    /// the same weights, bit for bit. Each graph replays the same batch every time, so no
+    /// input changes between its replays; the learning rate (a new value every step) and
+    /// Adam's bias corrections still advance, from the device counter, and with a 16-step
+    /// schedule table the run crosses two refills of it. The last 10 steps issue a
+    /// handful of launches each (the replay, the batch's three writes, the loss's copy)
+    /// where the eager steps issue hundreds.
+    #[test]
+    fn replayed_steps_equal_eager_steps_on_wgpu() {
+        let Some(device) = wgpu_device("replayed_steps_equal_eager_steps_on_wgpu") else {
+            return;
+        };
+        let start = tiny_start(5);
+        let (eager, eager_w, counts, eager_census) = train(&start, &device, 40, false);
+        assert_eq!(counts.replayed, 0);
+        let (replayed, replayed_w, counts, census) = train(&start, &device, 40, true);
+        assert_eq!(counts.captured, 2, "{counts:?}");
+        assert_eq!(
+            counts.replayed,
+            40 - 2 * GraphTrainer::WARMUP as u64,
+            "{counts:?}"
+        );
+        assert_eq!(eager, replayed);
+        assert_eq!(eager_w, replayed_w);
+        assert!(eager[39] < eager[1], "the loss falls: {eager:?}");
+        println!("eager: {eager_census}\nreplayed: {census}");
+        assert!(census.launches <= 10.0, "{census}");
+        assert!(eager_census.launches > 300.0, "{eager_census}");
+        assert!(census.kernels > eager_census.launches / 2.0, "{census}");
+    }
+
+    /// On the CPU (no graphs: every step eager) the device-scalar Adam trains as burn's
+    /// Adam: 8 steps from the same start give the losses of the trainer's `optimizer_step`
+    /// with burn's `Adam` to 1e-6 relative (same operations in the same order, the same
+    /// f32 scalars, since the table holds what burn computes on the host; but a tensor
+    /// operand where burn passes a scalar takes another of burn-flex's kernels, which
+    /// rounds differently in the last bit: 3 of the 8 losses differ by about 1e-7).
+    #[test]
+    fn device_adam_is_burns_adam_on_the_cpu() {
+        let start = tiny_start(9);
+        let pairs = reversal_pairs(2, (0..4).map(|n| 3 + n));
+        let batch: Batch = (0..4).collect();
+        let burns = losses(&start, &[Device::flex()], &pairs, &[&batch], 8);
+        let device = Device::flex().autodiff();
+        let (config, weights) = &start;
+        let mut model = load_weights(config, weights, &device).unwrap();
+        let mut trainer = GraphTrainer::new(&device, DeviceAdam::new(&device, 0, 1024), 0.1);
+        let forced = teacher_forced(&pairs, &batch);
+        let mut sums = Vec::new();
+        for step in 1..=8 {
+            let out;
+            (model, out) = trainer.step(model, &forced, step, &|_| 1e-3).unwrap();
+            sums.push(out);
+        }
+        let ours = read_scalars(sums).unwrap();
+        for (step, (a, b)) in ours.iter().zip(&burns).enumerate() {
+            assert!(
+                (a - b).abs() <= 1e-6 * b.abs(),
+                "step {step}: {ours:?} vs {burns:?}"
+            );
+        }
+        assert_ne!(ours[0], ours[7], "the steps train");
+        assert_eq!(trainer.counts.replayed, 0);
+        let why = trainer.fallback.expect("the CPU says why it runs eagerly");
+        assert!(why.contains("captures no graphs"), "{why}");
+    }
+
+    /// A model with dropout is not captured (its masks come from the host), and says so.
+    #[test]
+    fn dropout_keeps_steps_eager_and_says_why() {
+        let (mut config, _) = tiny_start(1);
+        config.dropout = 0.1;
+        let device = Device::flex().autodiff();
+        let model = Transformer::new(&config, &device).unwrap();
+        let pairs = reversal_pairs(2, (0..2).map(|n| 3 + n));
+        let forced = teacher_forced(&pairs, &vec![0, 1]);
+        let mut trainer = GraphTrainer::new(&device, DeviceAdam::new(&device, 0, 8), 0.1);
+        trainer.step(model, &forced, 1, &|_| 1e-3).unwrap();
+        let why = trainer.fallback.expect("a reason");
+        assert!(why.contains("dropout 0.1"), "{why}");
+    }
+}
