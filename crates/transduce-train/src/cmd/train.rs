@@ -109,6 +109,12 @@ pub struct TrainCmd {
     /// wgpu and CUDA, exact on the CPU (where padding only costs). Fixed for the run.
     #[arg(long, value_enum)]
     pub shapes: Option<Shapes>,
+    /// Capture each batch shape's step as a graph and replay it (wgpu, CUDA): the host
+    /// issues a few launches per step instead of hundreds. Needs f32, dropout 0, one
+    /// device and no --accum; otherwise the steps run as without it, and one line says why.
+    /// Checkpoints are the same either way, so a run may resume with or without it.
+    #[arg(long)]
+    pub graph: bool,
 }
 
 pub fn run(cmd: TrainCmd) -> Result<()> {
@@ -191,6 +197,7 @@ pub fn run(cmd: TrainCmd) -> Result<()> {
         resume: cmd.resume,
         progress: !cmd.quiet,
         log_every: cmd.log_every,
+        graph: cmd.graph,
     }
     .run()?;
     eprintln!(

@@ -62,7 +62,7 @@ pub fn list(run_dir: &Path) -> Result<Vec<(u64, PathBuf)>> {
 pub fn save(
     run_dir: &Path,
     model: &Transformer,
-    optimizer: &ModuleOptimizer,
+    optimizer: &[u8],
     state: &TrainState,
     keep: usize,
 ) -> Result<PathBuf> {
@@ -77,11 +77,7 @@ pub fn save(
     std::fs::create_dir_all(&tmp).map_err(io(&tmp))?;
     let weights = save_weights(model, WeightDtype::F32)?;
     std::fs::write(tmp.join(MODEL_FILE), weights).map_err(io(&tmp))?;
-    let optim = optimizer.into_bytes().map_err(|e| CliError::Format {
-        path: tmp.join(OPTIMIZER_FILE),
-        message: format!("cannot serialize optimizer state: {e:?}"),
-    })?;
-    std::fs::write(tmp.join(OPTIMIZER_FILE), &optim[..]).map_err(io(&tmp))?;
+    std::fs::write(tmp.join(OPTIMIZER_FILE), optimizer).map_err(io(&tmp))?;
     let json = serde_json::to_string_pretty(state).expect("state serializes");
     std::fs::write(tmp.join(STATE_FILE), json).map_err(io(&tmp))?;
     if done.exists() {
@@ -124,6 +120,15 @@ pub fn load_weights_file(
         path: path.to_path_buf(),
         message: e.to_string(),
     })
+}
+
+/// burn's Adam's state as a checkpoint stores it.
+pub fn optimizer_bytes(optimizer: &ModuleOptimizer, run_dir: &Path) -> Result<Vec<u8>> {
+    let bytes = optimizer.into_bytes().map_err(|e| CliError::Format {
+        path: run_dir.join(OPTIMIZER_FILE),
+        message: format!("cannot serialize optimizer state: {e:?}"),
+    })?;
+    Ok(bytes.to_vec())
 }
 
 /// Restores the optimizer state saved beside the weights.

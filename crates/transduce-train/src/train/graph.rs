@@ -25,7 +25,7 @@ use transduce::Transformer;
 use transduce::burn::module::{ModuleMapper, Param, ParamId};
 use transduce::burn::optim::GradientsParams;
 use transduce::burn::prelude::*;
-use transduce::burn::tensor::TensorData;
+use transduce::burn::tensor::{TensorData, Transaction};
 use transduce::model::token_tensor;
 use transduce::tokenizer::PAD;
 
@@ -41,8 +41,11 @@ pub struct DeviceAdam {
     beta_1: f64,
     beta_2: f64,
     epsilon: f64,
-    /// First and second moments per parameter, flattened, in their own buffers.
-    moments: HashMap<ParamId, (Tensor<1>, Tensor<1>)>,
+    /// First and second moments per parameter, flattened, in their own buffers, and the
+    /// parameter's shape.
+    moments: HashMap<ParamId, Moments>,
+    /// Updates applied so far (the device counter's value, known on the host).
+    updates: u64,
     /// Updates applied so far, `[1]`.
     time: Tensor<1, Int>,
     /// `[window, 3]`: learning rate, combined bias correction, scaled ε.
@@ -52,6 +55,21 @@ pub struct DeviceAdam {
     window: usize,
     device: Device,
 }
+
+/// One parameter's moments.
+struct Moments {
+    first: Tensor<1>,
+    second: Tensor<1>,
+    dims: Vec<usize>,
+}
+
+/// burn's names for Adam's state in an optimizer record: `{param_id}.momentum.moment_1`,
+/// `….moment_2` (tensors of the parameter's shape), `{param_id}.momentum.time` and
+/// `{param_id}.__rank` (unsigned scalars).
+const FIRST: &str = "momentum.moment_1";
+const SECOND: &str = "momentum.moment_2";
+const TIME: &str = "momentum.time";
+const RANK: &str = "__rank";
 
 impl DeviceAdam {
     /// Adam as §5.3 sets it, on `device` (its inner device: the state takes no gradients),
@@ -63,6 +81,7 @@ impl DeviceAdam {
             beta_2: 0.98,
             epsilon: 1e-9,
             moments: HashMap::new(),
+            updates,
             time: Tensor::from_data(TensorData::new(vec![updates as i32], [1]), &device),
             table: Tensor::zeros([window, 3], &device),
             filled: 0..0,
@@ -116,12 +135,13 @@ impl DeviceAdam {
         let dims = param.dims();
         let n = param.shape().num_elements();
         let grad = grad.reshape([n]);
-        let (m, v) = self.moments.remove(&id).unwrap_or_else(|| {
-            (
+        let (m, v) = match self.moments.remove(&id) {
+            Some(Moments { first, second, .. }) => (first, second),
+            None => (
                 Tensor::zeros([n], &self.device),
                 Tensor::zeros([n], &self.device),
-            )
-        });
+            ),
+        };
         let m_next = m
             .clone()
             .mul_scalar(self.beta_1)
@@ -140,18 +160,135 @@ impl DeviceAdam {
         // of the step reads what the last one wrote.
         let m = m.slice_assign(0..n, m_next);
         let v = v.slice_assign(0..n, v_next);
-        self.moments.insert(id, (m, v));
+        self.moments.insert(
+            id,
+            Moments {
+                first: m,
+                second: v,
+                dims: dims.to_vec(),
+            },
+        );
         flat.slice_assign(0..n, next).reshape(dims)
     }
 
     /// Applies one update to every parameter of `model` that has a gradient.
     pub fn step(&mut self, model: Transformer, grads: GradientsParams) -> Transformer {
         let scalars = self.scalars();
+        self.updates += 1;
         model.map(&mut Update {
             adam: self,
             grads,
             scalars,
         })
+    }
+}
+
+impl DeviceAdam {
+    /// The state as burn's `Adam` saves it (`ModuleOptimizer::into_bytes`): a checkpoint's
+    /// `optimizer.bpk` that an eager run resumes from as well. One read of the device.
+    pub fn to_record_bytes(&self) -> Result<Vec<u8>> {
+        let mut ids: Vec<&ParamId> = self.moments.keys().collect();
+        ids.sort_by_key(|id| id.val());
+        let mut transaction = Transaction::default();
+        for id in &ids {
+            let moments = &self.moments[*id];
+            transaction = transaction
+                .register(moments.first.clone())
+                .register(moments.second.clone());
+        }
+        super::census::note_read();
+        let data = transaction
+            .try_execute()
+            .map_err(|e| CliError::Usage(format!("device read failed: {e:?}")))?;
+        let mut tensors = Vec::new();
+        let mut writer_scalars = Vec::new();
+        for (id, pair) in ids.iter().zip(data.chunks(2)) {
+            let dims = &self.moments[*id].dims;
+            for (name, values) in [(FIRST, &pair[0]), (SECOND, &pair[1])] {
+                let values = values.clone().convert::<f32>();
+                tensors.push(burn_pack::Tensor::new(
+                    format!("{}.{name}", id.val()),
+                    burn_pack::DType::F32,
+                    dims.clone(),
+                    Some(id.val()),
+                    burn_pack::Bytes::from_bytes_vec(values.into_bytes().to_vec()),
+                ));
+            }
+            writer_scalars.push((format!("{}.{RANK}", id.val()), dims.len() as u64));
+            writer_scalars.push((format!("{}.{TIME}", id.val()), self.updates));
+        }
+        let mut writer = burn_pack::Writer::new(tensors);
+        for (key, value) in &writer_scalars {
+            writer = writer.with_scalar(key, burn_pack::Scalar::UInt(*value));
+        }
+        let bytes = writer
+            .into_bytes()
+            .map_err(|e| CliError::Usage(format!("cannot serialize Adam's state: {e:?}")))?;
+        Ok(bytes.to_vec())
+    }
+
+    /// Adam's state from a checkpoint's `optimizer.bpk` (written by [`Self::to_record_bytes`]
+    /// or by burn's `Adam` in an eager run), on `device`, its table `window` steps long.
+    pub fn from_record_bytes(bytes: Vec<u8>, device: &Device, window: usize) -> Result<Self> {
+        let bad = |message: String| CliError::Usage(format!("optimizer state: {message}"));
+        let reader = burn_pack::Reader::from_bytes(burn_pack::Bytes::from_bytes_vec(bytes))
+            .map_err(|e| bad(format!("not a burnpack record ({e:?})")))?;
+        let times: Vec<u64> = reader
+            .scalars()
+            .iter()
+            .filter(|(key, _)| key.ends_with(TIME))
+            .map(|(key, value)| match value {
+                burn_pack::Scalar::UInt(t) => Ok(*t),
+                other => Err(bad(format!("{key} is {other:?}, not a step count"))),
+            })
+            .collect::<Result<_>>()?;
+        let updates = times.iter().copied().max().unwrap_or(0);
+        if times.iter().any(|&t| t != updates) {
+            return Err(bad(format!(
+                "parameters were updated different numbers of times ({:?}); a graph step updates all of them together",
+                (times.iter().min(), times.iter().max())
+            )));
+        }
+        let mut adam = DeviceAdam::new(device, updates, window);
+        // Per parameter: each moment, flattened, with the parameter's shape.
+        type Half = Option<(Tensor<1>, Vec<usize>)>;
+        let mut halves: HashMap<u64, [Half; 2]> = HashMap::new();
+        for tensor in reader
+            .into_tensors()
+            .map_err(|e| bad(format!("unreadable tensors ({e:?})")))?
+        {
+            let (name, dtype, shape, param_id, bytes) = tensor
+                .into_parts()
+                .map_err(|e| bad(format!("unreadable tensor ({e:?})")))?;
+            let slot = if name.ends_with(FIRST) {
+                0
+            } else if name.ends_with(SECOND) {
+                1
+            } else {
+                return Err(bad(format!("{name}: not Adam's state")));
+            };
+            let id = param_id.ok_or_else(|| bad(format!("{name} names no parameter")))?;
+            let dims: Vec<usize> = shape.iter().copied().collect();
+            let n = dims.iter().product::<usize>();
+            // Flattened, as the moments are kept.
+            let data = TensorData::from_bytes(bytes, [n], dtype).convert::<f32>();
+            let flat = Tensor::<1>::from_data(data, &adam.device);
+            halves.entry(id).or_default()[slot] = Some((flat, dims));
+        }
+        for (id, [first, second]) in halves {
+            let (Some((first, dims)), Some((second, _))) = (first, second) else {
+                return Err(bad(format!("parameter {id} lacks one of its two moments")));
+            };
+            adam.moments.insert(
+                ParamId::from(id),
+                Moments {
+                    first,
+                    second,
+                    dims,
+                },
+            );
+        }
+        Ok(adam)
     }
 }
 
@@ -247,7 +384,7 @@ fn run(
 }
 
 /// Why `model`'s step cannot be captured, if it cannot.
-fn uncapturable(model: &Transformer) -> Option<String> {
+pub fn uncapturable(model: &Transformer) -> Option<String> {
     let config = model.config();
     if config.dropout > 0.0 {
         // Its masks are drawn on the host from a seed read off the device: a replay
@@ -292,7 +429,7 @@ struct Class {
 }
 
 /// How the step of a [`GraphTrainer`] ran.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct GraphCounts {
     pub eager: u64,
     pub captured: u64,
@@ -321,13 +458,16 @@ impl GraphTrainer {
     pub const WARMUP: usize = 3;
 
     pub fn new(device: &Device, adam: DeviceAdam, epsilon: f64) -> Self {
+        let inner = device.clone().inner();
+        #[allow(deprecated)]
+        let cpu = inner == Device::flex() || inner == Device::ndarray();
         GraphTrainer {
+            fallback: cpu.then(|| "the CPU backend captures no graphs".to_string()),
             eager_only: false,
             device: device.clone(),
             adam,
             epsilon,
             classes: HashMap::new(),
-            fallback: None,
             counts: GraphCounts::default(),
         }
     }
@@ -453,6 +593,7 @@ mod tests {
     use crate::train::census::{Census, StepCensus};
     use crate::train::tests::{losses, reversal_pairs, tiny_start, wgpu_device};
     use crate::train::{read_scalars, teacher_forced};
+    use std::path::Path;
     use transduce::bundle::load_weights;
 
     /// Batches of two shapes, alternating, each padded to its shape.
@@ -504,7 +645,7 @@ mod tests {
         (
             values,
             weights.try_to_vec::<f32>().expect("f32 weights"),
-            trainer.counts.clone(),
+            trainer.counts,
             census,
         )
     }
@@ -577,18 +718,99 @@ mod tests {
         assert!(why.contains("captures no graphs"), "{why}");
     }
 
+    /// The device-scalar Adam's state is burn's record of Adam: read back into itself it
+    /// continues bit for bit, and burn's `Adam` continues from it (and it from burn's) as
+    /// the two continue from their own state, to 1e-6 relative (CPU, 3 + 3 steps).
+    #[test]
+    fn device_adam_state_is_burns_record() {
+        use crate::train::{Examples, StepWork, adam, optimizer_step};
+        let (config, weights) = tiny_start(4);
+        let pairs = reversal_pairs(6, (0..4).map(|n| 3 + n));
+        let batch: Batch = (0..4).collect();
+        let forced = teacher_forced(&pairs, &batch);
+        let device = Device::flex().autodiff();
+        let lr = |t: u64| 1e-3 / (t as f64).sqrt();
+        let tokens = forced.2.iter().map(Vec::len).sum::<usize>();
+        let group = [&batch];
+        let devices = [device.clone()];
+        let work = |step: u64| StepWork {
+            devices: &devices,
+            group: &group,
+            examples: Examples {
+                pairs: &pairs,
+                focus: None,
+                classes: None,
+            },
+            group_tokens: tokens,
+            epsilon: 0.1,
+            seed: step,
+        };
+        let device_steps = |mut model: Transformer, adam: DeviceAdam, steps: Range<u64>| {
+            let mut trainer = GraphTrainer::new(&device, adam, 0.1);
+            let mut sums = Vec::new();
+            for step in steps {
+                let out;
+                (model, out) = trainer.step(model, &forced, step, &lr).unwrap();
+                sums.push(out);
+            }
+            (model, trainer.adam, read_scalars(sums).unwrap())
+        };
+        let burn_steps = |mut model: Transformer, mut optimizer, steps: Range<u64>| {
+            let mut sums = Vec::new();
+            for step in steps {
+                let loss;
+                (model, loss) = optimizer_step(
+                    model,
+                    &mut optimizer,
+                    &work(step),
+                    lr(step),
+                    transduce::Precision::F32,
+                    &mut None,
+                )
+                .unwrap();
+                sums.push(loss.smoothed);
+            }
+            (model, optimizer, read_scalars(sums).unwrap())
+        };
+        let start = || load_weights(&config, &weights, &device).unwrap();
+        let close = |a: &[f64], b: &[f64]| {
+            for (x, y) in a.iter().zip(b) {
+                assert!((x - y).abs() <= 1e-6 * y.abs(), "{a:?} vs {b:?}");
+            }
+        };
+
+        let (model, adam_state, _) = device_steps(start(), DeviceAdam::new(&device, 0, 64), 1..4);
+        let bytes = adam_state.to_record_bytes().unwrap();
+        let (_, _, own) = device_steps(model.clone(), adam_state, 4..7);
+        let restored = DeviceAdam::from_record_bytes(bytes.clone(), &device, 64).unwrap();
+        let (_, _, reread) = device_steps(model.clone(), restored, 4..7);
+        assert_eq!(own, reread, "read back, the state continues bit for bit");
+        let burns = adam()
+            .from_bytes(transduce::burn::tensor::Bytes::from_bytes_vec(bytes))
+            .unwrap();
+        let (_, _, by_burn) = burn_steps(model, burns, 4..7);
+        close(&by_burn, &own);
+
+        let (model, optimizer, _) = burn_steps(start(), adam(), 1..4);
+        let bytes = crate::train::checkpoint::optimizer_bytes(&optimizer, Path::new(".")).unwrap();
+        let (_, _, burn_own) = burn_steps(model.clone(), optimizer, 4..7);
+        let adam_state = DeviceAdam::from_record_bytes(bytes, &device, 64).unwrap();
+        let (_, _, by_device) = device_steps(model, adam_state, 4..7);
+        close(&by_device, &burn_own);
+        assert_ne!(own[0], own[2], "the steps train");
+    }
+
     /// A model with dropout is not captured (its masks come from the host), and says so.
     #[test]
     fn dropout_keeps_steps_eager_and_says_why() {
         let (mut config, _) = tiny_start(1);
-        config.dropout = 0.1;
         let device = Device::flex().autodiff();
-        let model = Transformer::new(&config, &device).unwrap();
-        let pairs = reversal_pairs(2, (0..2).map(|n| 3 + n));
-        let forced = teacher_forced(&pairs, &vec![0, 1]);
-        let mut trainer = GraphTrainer::new(&device, DeviceAdam::new(&device, 0, 8), 0.1);
-        trainer.step(model, &forced, 1, &|_| 1e-3).unwrap();
-        let why = trainer.fallback.expect("a reason");
+        assert_eq!(
+            uncapturable(&Transformer::new(&config, &device).unwrap()),
+            None
+        );
+        config.dropout = 0.1;
+        let why = uncapturable(&Transformer::new(&config, &device).unwrap()).expect("a reason");
         assert!(why.contains("dropout 0.1"), "{why}");
     }
 }

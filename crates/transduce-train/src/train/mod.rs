@@ -575,6 +575,34 @@ pub struct Trainer<'a> {
     /// Read the losses back every this many steps, all in one transaction (and before
     /// every validation, checkpoint and stop).
     pub log_every: usize,
+    /// Steps captured as graphs and replayed where the run allows it ([`graph`]).
+    pub graph: bool,
+}
+
+/// How a run takes its optimizer steps.
+enum Stepper {
+    /// burn's Adam over eager steps ([`optimizer_step`]).
+    Eager(ModuleOptimizer),
+    /// Captured and replayed steps with the device-scalar Adam.
+    Graph(Box<graph::GraphTrainer>),
+}
+
+impl Stepper {
+    /// Adam's state as a checkpoint stores it (the same format either way).
+    fn optimizer_bytes(&self, run_dir: &Path) -> Result<Vec<u8>> {
+        match self {
+            Stepper::Eager(optimizer) => checkpoint::optimizer_bytes(optimizer, run_dir),
+            Stepper::Graph(trainer) => trainer.adam.to_record_bytes(),
+        }
+    }
+}
+
+/// Why a run's steps cannot be captured as graphs, if they cannot.
+fn graph_refusal(model: &Transformer, devices: usize, accum: usize) -> Option<String> {
+    if devices > 1 || accum > 1 {
+        return Some("--devices and --accum sum several batches per step; graphs take one".into());
+    }
+    graph::uncapturable(model)
 }
 
 /// A step whose loss is still on the device: its `metrics.jsonl` record waits for it.
@@ -656,7 +684,7 @@ impl Trainer<'_> {
             .ok_or_else(|| CliError::Usage("no training device".into()))?;
         self.config.write(self.run_dir)?;
 
-        let (model, mut optimizer, mut state) = match (
+        let (model, optimizer, mut state) = match (
             self.resume,
             checkpoint::list(self.run_dir)?.pop(),
         ) {
@@ -692,6 +720,25 @@ impl Trainer<'_> {
             }
         };
         let model = model.with_precision(options.precision);
+        let mut stepper = match self.graph {
+            false => Stepper::Eager(optimizer),
+            true => match graph_refusal(&model, devices.len(), options.accum) {
+                Some(why) => {
+                    eprintln!("graph: eager steps: {why}");
+                    Stepper::Eager(optimizer)
+                }
+                None => {
+                    // The state restored (or empty), in the one checkpoint format.
+                    let bytes = checkpoint::optimizer_bytes(&optimizer, self.run_dir)?;
+                    let adam = graph::DeviceAdam::from_record_bytes(bytes, &device, 1024)?;
+                    Stepper::Graph(Box::new(graph::GraphTrainer::new(
+                        &device,
+                        adam,
+                        self.config.model.label_smoothing,
+                    )))
+                }
+            },
+        };
         if state.loss_scale.is_none() {
             state.loss_scale = LossScale::initial(options.precision);
         }
@@ -785,14 +832,32 @@ impl Trainer<'_> {
                 epsilon,
                 seed: rng::step_seed(options.seed, state.step),
             };
-            let (next, loss) = optimizer_step(
-                model,
-                &mut optimizer,
-                &work,
-                lr,
-                options.precision,
-                &mut state.loss_scale,
-            )?;
+            let (next, loss) = match &mut stepper {
+                Stepper::Eager(optimizer) => optimizer_step(
+                    model,
+                    optimizer,
+                    &work,
+                    lr,
+                    options.precision,
+                    &mut state.loss_scale,
+                )?,
+                Stepper::Graph(trainer) => {
+                    let batch = group[0];
+                    let forced = teacher_forced(self.train, batch);
+                    let forced = match work.examples.shape(batch) {
+                        Some(shape) => shape::pad_to_shape(forced, shape),
+                        None => forced,
+                    };
+                    let (next, sums) =
+                        trainer.step(model, &forced, state.step + 1, &|t| noam.lr(t))?;
+                    // `[loss, nll]`: the reads take each tensor's first value.
+                    let loss = StepLoss {
+                        nll: sums.clone().slice(1..2),
+                        smoothed: sums,
+                    };
+                    (next, loss)
+                }
+            };
             model = next;
             watch.step();
             state.step += 1;
@@ -833,7 +898,7 @@ impl Trainer<'_> {
             }
             if checkpoint_now {
                 state.elapsed_secs = base_elapsed + started.elapsed().as_secs_f64();
-                last_checkpoint = Some(self.save(&model, &optimizer, &state)?);
+                last_checkpoint = Some(self.save(&model, &stepper, &state)?);
                 last_checkpoint_time = Instant::now();
             }
         }
@@ -845,9 +910,22 @@ impl Trainer<'_> {
             .is_some_and(|p: &PathBuf| p.ends_with(format!("step-{:08}", state.step)));
         if !already_saved {
             valid_nll = self.validate(&model, &bar, &mut metrics, &metrics_path, &state)?;
-            last_checkpoint = Some(self.save(&model, &optimizer, &state)?);
+            last_checkpoint = Some(self.save(&model, &stepper, &state)?);
         }
         bar.finish_and_clear();
+        if let Stepper::Graph(trainer) = &stepper {
+            let graph::GraphCounts {
+                eager,
+                captured,
+                replayed,
+            } = trainer.counts;
+            match &trainer.fallback {
+                Some(why) => eprintln!("graph: {eager} eager steps: {why}"),
+                None => eprintln!(
+                    "graph: {captured} shapes captured, {replayed} steps replayed, {eager} eager"
+                ),
+            }
+        }
         eprintln!("start: {start_report}");
         Ok(Summary {
             state,
@@ -856,16 +934,11 @@ impl Trainer<'_> {
         })
     }
 
-    fn save(
-        &self,
-        model: &Transformer,
-        optimizer: &ModuleOptimizer,
-        state: &TrainState,
-    ) -> Result<PathBuf> {
+    fn save(&self, model: &Transformer, stepper: &Stepper, state: &TrainState) -> Result<PathBuf> {
         checkpoint::save(
             self.run_dir,
             model,
-            optimizer,
+            &stepper.optimizer_bytes(self.run_dir)?,
             state,
             self.config.options.keep,
         )
