@@ -19,9 +19,8 @@
 use std::collections::HashMap;
 use std::ops::Range;
 
-use burn_backend::Backend as _;
-use burn_dispatch::{Dispatch, DispatchGraph};
 use transduce::Transformer;
+use transduce::burn::backend::{Backend as _, Dispatch, DispatchGraph};
 use transduce::burn::module::{ModuleMapper, Param, ParamId};
 use transduce::burn::optim::GradientsParams;
 use transduce::burn::prelude::*;
@@ -29,6 +28,7 @@ use transduce::burn::tensor::{TensorData, Transaction};
 use transduce::model::token_tensor;
 use transduce::tokenizer::PAD;
 
+use super::adam_kernel::{AdamKernel, BETA_1, BETA_2};
 use super::{TeacherForced, census, loss};
 use crate::error::{CliError, Result};
 
@@ -54,6 +54,8 @@ pub struct DeviceAdam {
     filled: Range<u64>,
     window: usize,
     device: Device,
+    /// Updates by [`adam_kernel`] (GPU backends) rather than tensor operations.
+    fused: bool,
 }
 
 /// One parameter's moments.
@@ -76,9 +78,12 @@ impl DeviceAdam {
     /// `updates` already applied (0 for a new run), its table `window` steps long.
     pub fn new(device: &Device, updates: u64, window: usize) -> Self {
         let device = device.clone().inner();
+        #[allow(deprecated)]
+        let cpu = device == Device::flex() || device == Device::ndarray();
         DeviceAdam {
-            beta_1: 0.9,
-            beta_2: 0.98,
+            fused: !cpu,
+            beta_1: BETA_1,
+            beta_2: BETA_2,
             epsilon: 1e-9,
             moments: HashMap::new(),
             updates,
@@ -88,6 +93,13 @@ impl DeviceAdam {
             window,
             device,
         }
+    }
+
+    /// Updates by tensor operations even on a GPU (the fused kernel's oracle).
+    #[cfg(test)]
+    pub fn by_operations(mut self) -> Self {
+        self.fused = false;
+        self
     }
 
     /// Makes sure the table holds `step` (1-based), refilling it from `lr` (the schedule)
@@ -113,15 +125,14 @@ impl DeviceAdam {
         self.filled = step..step + window;
     }
 
-    /// This step's learning rate, combined bias correction and scaled ε (`[1]` each), and
-    /// the counter advanced, all on the device.
-    fn scalars(&mut self) -> [Tensor<1>; 3] {
+    /// This step's `[learning rate, combined bias correction, scaled ε]`, and the counter
+    /// advanced, all on the device.
+    fn scalars(&mut self) -> Tensor<1> {
         let row = self.time.clone().remainder_scalar(self.window as i64);
         let advanced = self.time.clone().add_scalar(1);
         let time = std::mem::replace(&mut self.time, Tensor::zeros([1], &self.device));
         self.time = time.slice_assign(0..1, advanced);
-        let values = self.table.clone().select(0, row);
-        [0, 1, 2].map(|i| values.clone().slice([0..1, i..i + 1]).reshape([1]))
+        self.table.clone().select(0, row).reshape([3])
     }
 
     /// One parameter's update, written back into the parameter's and the moments' buffers.
@@ -130,7 +141,7 @@ impl DeviceAdam {
         id: ParamId,
         param: Tensor<D>,
         grad: Tensor<D>,
-        [lr, combined, epsilon]: &[Tensor<1>; 3],
+        scalars: &Tensor<1>,
     ) -> Tensor<D> {
         let dims = param.dims();
         let n = param.shape().num_elements();
@@ -142,6 +153,46 @@ impl DeviceAdam {
                 Tensor::zeros([n], &self.device),
             ),
         };
+        let flat = param.reshape([n]);
+        let (next, m, v) = if self.fused {
+            let (p, m, v) = <Dispatch as AdamKernel>::adam_in_place(
+                flat.into_dispatch(),
+                grad.into_dispatch(),
+                m.into_dispatch(),
+                v.into_dispatch(),
+                scalars.clone().into_dispatch(),
+            );
+            (
+                Tensor::<1>::from_dispatch(p),
+                Tensor::from_dispatch(m),
+                Tensor::from_dispatch(v),
+            )
+        } else {
+            self.update_by_operations(flat, grad, m, v, scalars)
+        };
+        self.moments.insert(
+            id,
+            Moments {
+                first: m,
+                second: v,
+                dims: dims.to_vec(),
+            },
+        );
+        next.reshape(dims)
+    }
+
+    /// [`adam_kernel`]'s update as tensor operations (the CPU's path, and the kernel's test
+    /// oracle): burn's operations, then the results copied back into the buffers.
+    fn update_by_operations(
+        &self,
+        flat: Tensor<1>,
+        grad: Tensor<1>,
+        m: Tensor<1>,
+        v: Tensor<1>,
+        scalars: &Tensor<1>,
+    ) -> (Tensor<1>, Tensor<1>, Tensor<1>) {
+        let n = flat.dims()[0];
+        let [lr, combined, epsilon] = [0, 1, 2].map(|i| scalars.clone().slice(i..i + 1));
         let m_next = m
             .clone()
             .mul_scalar(self.beta_1)
@@ -152,23 +203,16 @@ impl DeviceAdam {
             .add(grad.square().mul_scalar(1.0 - self.beta_2));
         let step = m_next
             .clone()
-            .mul(combined.clone())
-            .div(v_next.clone().sqrt().add(epsilon.clone()));
-        let flat = param.reshape([n]);
-        let next = flat.clone().sub(step.mul(lr.clone()));
+            .mul(combined)
+            .div(v_next.clone().sqrt().add(epsilon));
+        let next = flat.clone().sub(step.mul(lr));
         // Written back in place (each is the only handle on its buffer here), so a replay
         // of the step reads what the last one wrote.
-        let m = m.slice_assign(0..n, m_next);
-        let v = v.slice_assign(0..n, v_next);
-        self.moments.insert(
-            id,
-            Moments {
-                first: m,
-                second: v,
-                dims: dims.to_vec(),
-            },
-        );
-        flat.slice_assign(0..n, next).reshape(dims)
+        (
+            flat.slice_assign(0..n, next),
+            m.slice_assign(0..n, m_next),
+            v.slice_assign(0..n, v_next),
+        )
     }
 
     /// Applies one update to every parameter of `model` that has a gradient.
@@ -295,7 +339,7 @@ impl DeviceAdam {
 struct Update<'a> {
     adam: &'a mut DeviceAdam,
     grads: GradientsParams,
-    scalars: [Tensor<1>; 3],
+    scalars: Tensor<1>,
 }
 
 impl ModuleMapper for Update<'_> {
@@ -613,12 +657,14 @@ mod tests {
         device: &Device,
         steps: u64,
         capture: bool,
+        fused: bool,
     ) -> (Vec<f64>, Vec<f32>, GraphCounts, StepCensus) {
         let device = device.clone().autodiff();
         let (config, weights) = start;
         let mut model = load_weights(config, weights, &device).unwrap();
         let pairs = reversal_pairs(3, (0..7).map(|n| if n < 4 { 4 + n % 2 } else { 7 + n % 2 }));
         let adam = DeviceAdam::new(&device, 0, 16);
+        let adam = if fused { adam } else { adam.by_operations() };
         let mut trainer = if capture {
             GraphTrainer::new(&device, adam, 0.1)
         } else {
@@ -657,16 +703,17 @@ mod tests {
     /// Adam's bias corrections still advance, from the device counter, and with a 16-step
     /// schedule table the run crosses two refills of it. The last 10 steps issue a
     /// handful of launches each (the replay, the batch's three writes, the loss's copy)
-    /// where the eager steps issue hundreds.
+    /// where the eager steps issue hundreds. Adam runs as the fused in-place kernel; a third
+    /// run checks it against the same update as tensor operations.
     #[test]
     fn replayed_steps_equal_eager_steps_on_wgpu() {
         let Some(device) = wgpu_device("replayed_steps_equal_eager_steps_on_wgpu") else {
             return;
         };
         let start = tiny_start(5);
-        let (eager, eager_w, counts, eager_census) = train(&start, &device, 40, false);
+        let (eager, eager_w, counts, eager_census) = train(&start, &device, 40, false, true);
         assert_eq!(counts.replayed, 0);
-        let (replayed, replayed_w, counts, census) = train(&start, &device, 40, true);
+        let (replayed, replayed_w, counts, census) = train(&start, &device, 40, true, true);
         assert_eq!(counts.captured, 2, "{counts:?}");
         assert_eq!(
             counts.replayed,
@@ -680,6 +727,18 @@ mod tests {
         assert!(census.launches <= 10.0, "{census}");
         assert!(eager_census.launches > 300.0, "{eager_census}");
         assert!(census.kernels > eager_census.launches / 2.0, "{census}");
+
+        // The fused in-place Adam kernel against its oracle, burn's formulas as tensor
+        // operations, eager on the same device: the kernel computes the same operations
+        // in the same order, but the compiler may contract a product and a sum into one
+        // rounding (and the operations' path rounds each), hence 1e-5, not bits.
+        let (by_operations, ..) = train(&start, &device, 40, false, false);
+        for (step, (a, b)) in eager.iter().zip(&by_operations).enumerate() {
+            assert!(
+                (a - b).abs() <= 1e-5 * b.abs(),
+                "step {step}: {eager:?} vs {by_operations:?}"
+            );
+        }
     }
 
     /// On the CPU (no graphs: every step eager) the device-scalar Adam trains as burn's

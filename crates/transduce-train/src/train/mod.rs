@@ -2,6 +2,7 @@
 //! the warm-up schedule, residual/embedding dropout, label smoothing; plus checkpoints,
 //! exact resume, validation perplexity and a JSON-lines log.
 
+pub mod adam_kernel;
 pub mod census;
 pub mod checkpoint;
 pub mod graph;
