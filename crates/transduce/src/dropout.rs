@@ -7,10 +7,50 @@
 //! generic path builds a sampler per element over ChaCha, which cost 5–6% of a CPU
 //! training step. Other backends (wgpu, CUDA) draw the mask on the device.
 
+use std::cell::RefCell;
+use std::rc::Rc;
+
 use burn::module::Module;
 use burn::tensor::{Device, Distribution, Tensor, TensorData};
 
 use crate::rng::Rng;
+
+/// Draws a mask on the device for a step captured as a graph, where the host may draw
+/// nothing (a seed passed to a kernel would be replayed unchanged): given the input
+/// flattened to `[n]` (its shape and device), the dropout site's number within the step
+/// and the keep probability, it returns the `[n]` mask of 0 and 1/keep. The generator
+/// reads its step from device memory, so each replay draws new masks.
+pub type DeviceMasks = Rc<dyn Fn(Tensor<1>, u64, f64) -> Tensor<1>>;
+
+thread_local! {
+    /// The mask generator of the step being traced, and the next site's number.
+    static DEVICE_MASKS: RefCell<Option<(DeviceMasks, u64)>> = const { RefCell::new(None) };
+}
+
+/// Runs `step` with every dropout drawing its mask from `masks`, sites numbered from 0 in
+/// the order they run.
+pub fn with_device_masks<R>(masks: DeviceMasks, step: impl FnOnce() -> R) -> R {
+    struct Reset;
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            DEVICE_MASKS.with(|m| m.borrow_mut().take());
+        }
+    }
+    DEVICE_MASKS.with(|m| *m.borrow_mut() = Some((masks, 0)));
+    let _reset = Reset;
+    step()
+}
+
+/// The device mask generator, if a step set one, and this site's number.
+fn device_masks() -> Option<(DeviceMasks, u64)> {
+    DEVICE_MASKS.with(|m| {
+        let mut m = m.borrow_mut();
+        let (masks, site) = m.as_mut()?;
+        let this = *site;
+        *site += 1;
+        Some((masks.clone(), this))
+    })
+}
 
 /// Zeroes each element with probability `prob` while the input is on an autodiff device
 /// (training); the identity otherwise (inference).
@@ -31,6 +71,12 @@ impl Dropout {
             return input;
         }
         let keep = 1.0 - self.prob;
+        if let Some((masks, site)) = device_masks() {
+            let dims = input.dims();
+            let n = input.shape().num_elements();
+            let mask = masks(input.clone().inner().reshape([n]), site, keep);
+            return input * mask.reshape(dims);
+        }
         if device.clone().inner() == Device::flex() {
             let seed = backend_seed(&device);
             let mask = bulk_mask(input.shape().num_elements(), keep, seed);

@@ -39,8 +39,7 @@ pub struct BenchCmd {
     pub training_only: bool,
     /// Train with the step captured as a graph and replayed (`train --graph on`): Adam's
     /// scalars on the device, the step's launches replayed in one call. Falls back to
-    /// eager steps, with one line saying why, where it cannot (the CPU, dropout, half
-    /// precision).
+    /// eager steps, with one line saying why, where it cannot (the CPU, half precision).
     #[arg(long)]
     pub graph: bool,
     /// Write the initial weights and the batch here (`init.safetensors`,

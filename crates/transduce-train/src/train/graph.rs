@@ -11,7 +11,8 @@
 //!   the step ([`DeviceAdam`]);
 //! - the step count, and with it the learning rate and Adam's bias corrections: a device
 //!   counter indexing a device table of the schedule, so a replay with no host value changed
-//!   still advances them.
+//!   still advances them;
+//! - dropout's masks: drawn on the device from that counter ([`super::device_dropout`]).
 //!
 //! On a backend without graphs (the CPU) the same step runs eagerly, kernel for kernel the
 //! same arithmetic, which is what the tests compare the replays with.
@@ -25,10 +26,12 @@ use transduce::burn::module::{ModuleMapper, Param, ParamId};
 use transduce::burn::optim::GradientsParams;
 use transduce::burn::prelude::*;
 use transduce::burn::tensor::{TensorData, Transaction};
+use transduce::dropout::with_device_masks;
 use transduce::model::token_tensor;
 use transduce::tokenizer::PAD;
 
 use super::adam_kernel::{AdamKernel, BETA_1, BETA_2};
+use super::device_dropout::device_masks;
 use super::{TeacherForced, census, loss};
 use crate::error::{CliError, Result};
 
@@ -93,6 +96,12 @@ impl DeviceAdam {
             window,
             device,
         }
+    }
+
+    /// The updates applied so far, `[1]`, read from the device counter when the step runs
+    /// (so a replay reads the current count).
+    pub fn steps_taken(&self) -> Tensor<1> {
+        self.time.clone().float()
     }
 
     /// Updates by tensor operations even on a GPU (the fused kernel's oracle).
@@ -406,13 +415,23 @@ impl Inputs {
 /// The step itself, eager: forward, label-smoothed loss over the batch's target tokens
 /// (counted on the device: a host count would be frozen into a graph), backward, Adam.
 /// Returns the model and `[loss, nll]`.
+///
+/// With `masks` (a GPU, the run's seed) dropout draws its masks on the device from the
+/// optimizer's step counter ([`device_dropout`]), so a replay draws new ones.
 fn run(
     model: Transformer,
     adam: &mut DeviceAdam,
     inputs: &Inputs,
     epsilon: f64,
+    masks: Option<u64>,
 ) -> (Transformer, Tensor<1>) {
-    let logits = model.forward_focused(inputs.src.clone(), inputs.tgt_in.clone(), None);
+    let forward = || model.forward_focused(inputs.src.clone(), inputs.tgt_in.clone(), None);
+    let logits = match masks {
+        Some(seed) if model.config().dropout > 0.0 => {
+            with_device_masks(device_masks(adam.steps_taken(), seed), forward)
+        }
+        _ => forward(),
+    };
     let sums = loss::label_smoothed(logits, inputs.tgt_out.clone(), epsilon);
     let tokens = inputs
         .tgt_out
@@ -428,13 +447,12 @@ fn run(
 }
 
 /// Why `model`'s step cannot be captured, if it cannot.
-pub fn uncapturable(model: &Transformer) -> Option<String> {
+/// On the CPU (`cpu`) dropout draws its masks on the host (no graphs there either).
+pub fn uncapturable(model: &Transformer, cpu: bool) -> Option<String> {
     let config = model.config();
-    if config.dropout > 0.0 {
-        // Its masks are drawn on the host from a seed read off the device: a replay
-        // would reuse the capture's mask on every step.
+    if config.dropout > 0.0 && cpu {
         return Some(format!(
-            "dropout {} draws its masks on the host; graphs need dropout 0",
+            "dropout {} draws its masks on the host on the CPU backend",
             config.dropout
         ));
     }
@@ -490,6 +508,10 @@ pub struct GraphTrainer {
     classes: HashMap<[usize; 3], Class>,
     /// Never capture (to compare replays with the same steps run eagerly).
     eager_only: bool,
+    /// A CPU device: no graphs, and dropout masks from the host.
+    cpu: bool,
+    /// The run's seed, for dropout masks drawn on the device.
+    seed: u64,
     /// Why steps run eagerly, once said.
     pub fallback: Option<String>,
     pub counts: GraphCounts,
@@ -507,6 +529,8 @@ impl GraphTrainer {
         let cpu = inner == Device::flex() || inner == Device::ndarray();
         GraphTrainer {
             fallback: cpu.then(|| "the CPU backend captures no graphs".to_string()),
+            cpu,
+            seed: 0,
             eager_only: false,
             device: device.clone(),
             adam,
@@ -514,6 +538,12 @@ impl GraphTrainer {
             classes: HashMap::new(),
             counts: GraphCounts::default(),
         }
+    }
+
+    /// Dropout masks on the device drawn for the run seeded `seed`.
+    pub fn with_seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
     }
 
     /// The same steps, never captured.
@@ -536,7 +566,7 @@ impl GraphTrainer {
     ) -> Result<(Transformer, Tensor<1>)> {
         let inner = self.device.clone().inner();
         if self.fallback.is_none()
-            && let Some(why) = uncapturable(&model)
+            && let Some(why) = uncapturable(&model, self.cpu)
         {
             self.fallback = Some(why);
         }
@@ -584,7 +614,13 @@ impl GraphTrainer {
                     class.mode = Mode::Eager;
                     return self.step(model, forced, step, lr);
                 }
-                let (model, sums) = run(model, &mut self.adam, &class.inputs, self.epsilon);
+                let (model, sums) = run(
+                    model,
+                    &mut self.adam,
+                    &class.inputs,
+                    self.epsilon,
+                    (!self.cpu).then_some(self.seed),
+                );
                 self.counts.eager += 1;
                 if let Err(e) = Dispatch::graph_start_capture(inner.as_dispatch()) {
                     // A backend without graphs (the CPU): eager from now on. Closing the
@@ -599,7 +635,13 @@ impl GraphTrainer {
                     return Ok((model, sums));
                 }
                 let ((model, recorded, graph), kernels) = census::count_launches(|| {
-                    let (model, recorded) = run(model, &mut self.adam, &class.inputs, self.epsilon);
+                    let (model, recorded) = run(
+                        model,
+                        &mut self.adam,
+                        &class.inputs,
+                        self.epsilon,
+                        (!self.cpu).then_some(self.seed),
+                    );
                     // Fusion launches its queued kernels here, into the recording.
                     let graph = Dispatch::graph_stop_capture(inner.as_dispatch());
                     (model, recorded, graph)
@@ -618,7 +660,13 @@ impl GraphTrainer {
                 Ok((model, sums))
             }
             mode => {
-                let (model, sums) = run(model, &mut self.adam, &class.inputs, self.epsilon);
+                let (model, sums) = run(
+                    model,
+                    &mut self.adam,
+                    &class.inputs,
+                    self.epsilon,
+                    (!self.cpu).then_some(self.seed),
+                );
                 self.counts.eager += 1;
                 if let Mode::Warming(done) = mode {
                     *done += 1;
@@ -859,17 +907,97 @@ mod tests {
         assert_ne!(own[0], own[2], "the steps train");
     }
 
-    /// A model with dropout is not captured (its masks come from the host), and says so.
+    /// On the CPU a model with dropout is not captured (its masks come from the host), and
+    /// says so; on a GPU its masks come from the device and it is.
     #[test]
-    fn dropout_keeps_steps_eager_and_says_why() {
+    fn dropout_keeps_cpu_steps_eager_and_says_why() {
         let (mut config, _) = tiny_start(1);
         let device = Device::flex().autodiff();
         assert_eq!(
-            uncapturable(&Transformer::new(&config, &device).unwrap()),
+            uncapturable(&Transformer::new(&config, &device).unwrap(), true),
             None
         );
         config.dropout = 0.1;
-        let why = uncapturable(&Transformer::new(&config, &device).unwrap()).expect("a reason");
+        let model = Transformer::new(&config, &device).unwrap();
+        let why = uncapturable(&model, true).expect("a reason");
         assert!(why.contains("dropout 0.1"), "{why}");
+        assert_eq!(uncapturable(&model, false), None);
+    }
+
+    /// Device masks: about `keep` of the elements survive, scaled by 1/keep; the same
+    /// (seed, step, site) gives the same mask, and another step or site another one.
+    #[test]
+    fn device_masks_keep_their_share_and_change_with_step_and_site() {
+        let Some(device) =
+            wgpu_device("device_masks_keep_their_share_and_change_with_step_and_site")
+        else {
+            return;
+        };
+        let like = Tensor::<1>::zeros([200_000], &device);
+        let mask = |step: i32, site: u64| {
+            let step = Tensor::<1, Int>::from_data([step], &device).float();
+            let masks = device_masks(step, 7);
+            masks(like.clone(), site, 0.9)
+                .into_data()
+                .try_to_vec::<f32>()
+                .expect("f32 mask")
+        };
+        let a = mask(3, 0);
+        let scale = (1.0f64 / 0.9) as f32;
+        assert!(a.iter().all(|&x| x == 0.0 || x == scale));
+        let kept = a.iter().filter(|&&x| x > 0.0).count() as f64 / a.len() as f64;
+        assert!((kept - 0.9).abs() < 0.005, "kept {kept}");
+        assert_eq!(a, mask(3, 0), "deterministic");
+        let differ = |b: Vec<f32>| a.iter().zip(&b).filter(|(x, y)| x != y).count();
+        // Independent masks differ in about 2·0.9·0.1 = 18% of the elements.
+        for other in [mask(4, 0), mask(3, 1)] {
+            let d = differ(other) as f64 / a.len() as f64;
+            assert!((d - 0.18).abs() < 0.01, "differ {d}");
+        }
+    }
+
+    /// A replayed step with dropout draws new masks every time, with no host value changed
+    /// between replays: at learning rate 0 on one unchanged batch the weights never move,
+    /// so only the masks can make the losses differ, and all 8 do. The replays' losses are
+    /// the eager steps', bit for bit (the same device masks).
+    #[test]
+    fn replayed_steps_with_dropout_draw_new_masks() {
+        let Some(device) = wgpu_device("replayed_steps_with_dropout_draw_new_masks") else {
+            return;
+        };
+        let (mut config, weights) = tiny_start(8);
+        config.dropout = 0.1;
+        let pairs = reversal_pairs(1, (0..4).map(|n| 4 + n % 2));
+        let forced = pad_to_shape(teacher_forced(&pairs, &(0..4).collect()), (4, 6));
+        let device = device.autodiff();
+        let losses = |capture: bool| {
+            let mut model = load_weights(&config, &weights, &device).unwrap();
+            let adam = DeviceAdam::new(&device, 0, 64);
+            let trainer = if capture {
+                GraphTrainer::new(&device, adam, 0.1)
+            } else {
+                GraphTrainer::eager(&device, adam, 0.1)
+            };
+            let mut trainer = trainer.with_seed(11);
+            let mut sums = Vec::new();
+            for step in 1..=8 {
+                let out;
+                (model, out) = trainer.step(model, &forced, step, &|_| 0.0).unwrap();
+                sums.push(out);
+            }
+            (read_scalars(sums).unwrap(), trainer.counts)
+        };
+        let (eager, _) = losses(false);
+        let (replayed, counts) = losses(true);
+        assert_eq!(
+            counts.replayed,
+            8 - GraphTrainer::WARMUP as u64,
+            "{counts:?}"
+        );
+        assert_eq!(eager, replayed);
+        let mut distinct = replayed.clone();
+        distinct.sort_by(f64::total_cmp);
+        distinct.dedup();
+        assert_eq!(distinct.len(), 8, "a new mask every step: {replayed:?}");
     }
 }

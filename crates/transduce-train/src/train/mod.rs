@@ -5,6 +5,7 @@
 pub mod adam_kernel;
 pub mod census;
 pub mod checkpoint;
+pub mod device_dropout;
 pub mod graph;
 pub mod loss;
 pub mod precision;
@@ -599,11 +600,18 @@ impl Stepper {
 }
 
 /// Why a run's steps cannot be captured as graphs, if they cannot.
-fn graph_refusal(model: &Transformer, devices: usize, accum: usize) -> Option<String> {
+fn graph_refusal(
+    model: &Transformer,
+    device: &Device,
+    devices: usize,
+    accum: usize,
+) -> Option<String> {
     if devices > 1 || accum > 1 {
         return Some("--devices and --accum sum several batches per step; graphs take one".into());
     }
-    graph::uncapturable(model)
+    #[allow(deprecated)]
+    let cpu = [Device::flex(), Device::ndarray()].contains(&device.clone().inner());
+    graph::uncapturable(model, cpu)
 }
 
 /// A step whose loss is still on the device: its `metrics.jsonl` record waits for it.
@@ -723,7 +731,7 @@ impl Trainer<'_> {
         let model = model.with_precision(options.precision);
         let mut stepper = match self.graph {
             false => Stepper::Eager(optimizer),
-            true => match graph_refusal(&model, devices.len(), options.accum) {
+            true => match graph_refusal(&model, &device, devices.len(), options.accum) {
                 Some(why) => {
                     eprintln!("graph: eager steps: {why}");
                     Stepper::Eager(optimizer)
@@ -732,11 +740,10 @@ impl Trainer<'_> {
                     // The state restored (or empty), in the one checkpoint format.
                     let bytes = checkpoint::optimizer_bytes(&optimizer, self.run_dir)?;
                     let adam = graph::DeviceAdam::from_record_bytes(bytes, &device, 1024)?;
-                    Stepper::Graph(Box::new(graph::GraphTrainer::new(
-                        &device,
-                        adam,
-                        self.config.model.label_smoothing,
-                    )))
+                    Stepper::Graph(Box::new(
+                        graph::GraphTrainer::new(&device, adam, self.config.model.label_smoothing)
+                            .with_seed(options.seed),
+                    ))
                 }
             },
         };
@@ -1181,16 +1188,28 @@ mod tests {
 
     /// The wgpu device, or `None` (with the reason printed) where there is no adapter.
     pub(super) fn wgpu_device(test: &str) -> Option<Device> {
-        // Tuning kept where the CLI keeps it, not in cubecl's default `target/environment`.
-        crate::gpu_cache::install(crate::backend::Backend::Wgpu);
-        let init = || Device::wgpu_options().init();
-        match std::panic::catch_unwind(init) {
-            Ok(Ok(device)) => Some(device),
-            other => {
-                let why = match other {
-                    Ok(Err(e)) => format!("{e:?}"),
-                    _ => "initialization panicked".into(),
-                };
+        // Initialized once per process and shared: a second initialization fails with
+        // "already initialized" (also when another test opened the adapter through the
+        // CLI's path), which used to skip the wgpu tests of a full run.
+        static DEVICE: std::sync::OnceLock<std::result::Result<Device, String>> =
+            std::sync::OnceLock::new();
+        let device = DEVICE.get_or_init(|| {
+            // Tuning kept where the CLI keeps it, not in cubecl's default `target/environment`.
+            crate::gpu_cache::install(crate::backend::Backend::Wgpu);
+            let init = || Device::wgpu_options().init();
+            match std::panic::catch_unwind(init) {
+                Ok(Ok(device)) => Ok(device),
+                // Another test of this process opened the default adapter first.
+                Ok(Err(e)) if format!("{e:?}").contains("already initialized") => {
+                    Ok(Device::wgpu(DeviceKind::DefaultDevice))
+                }
+                Ok(Err(e)) => Err(format!("{e:?}")),
+                Err(_) => Err("initialization panicked".into()),
+            }
+        });
+        match device {
+            Ok(device) => Some(device.clone()),
+            Err(why) => {
                 println!("SKIP: {test}: no wgpu adapter ({why}); install mesa-vulkan-drivers");
                 None
             }
