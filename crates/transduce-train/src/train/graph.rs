@@ -57,7 +57,7 @@ pub struct DeviceAdam {
     filled: Range<u64>,
     window: usize,
     device: Device,
-    /// Updates by [`adam_kernel`] (GPU backends) rather than tensor operations.
+    /// Updates by [`super::adam_kernel`] (GPU backends) rather than tensor operations.
     fused: bool,
 }
 
@@ -81,10 +81,8 @@ impl DeviceAdam {
     /// `updates` already applied (0 for a new run), its table `window` steps long.
     pub fn new(device: &Device, updates: u64, window: usize) -> Self {
         let device = device.clone().inner();
-        #[allow(deprecated)]
-        let cpu = device == Device::flex() || device == Device::ndarray();
         DeviceAdam {
-            fused: !cpu,
+            fused: !is_cpu(&device),
             beta_1: BETA_1,
             beta_2: BETA_2,
             epsilon: 1e-9,
@@ -446,6 +444,14 @@ fn run(
     (adam.step(model, grads), sums)
 }
 
+/// Whether `device` is one of the CPU backends (no graphs, no cubecl kernels).
+pub fn is_cpu(device: &Device) -> bool {
+    let inner = device.clone().inner();
+    #[allow(deprecated)]
+    let ndarray = Device::ndarray();
+    inner == Device::flex() || inner == ndarray
+}
+
 /// Why `model`'s step cannot be captured, if it cannot.
 /// On the CPU (`cpu`) dropout draws its masks on the host (no graphs there either).
 pub fn uncapturable(model: &Transformer, cpu: bool) -> Option<String> {
@@ -524,9 +530,7 @@ impl GraphTrainer {
     pub const WARMUP: usize = 3;
 
     pub fn new(device: &Device, adam: DeviceAdam, epsilon: f64) -> Self {
-        let inner = device.clone().inner();
-        #[allow(deprecated)]
-        let cpu = inner == Device::flex() || inner == Device::ndarray();
+        let cpu = is_cpu(device);
         GraphTrainer {
             fallback: cpu.then(|| "the CPU backend captures no graphs".to_string()),
             cpu,

@@ -609,9 +609,7 @@ fn graph_refusal(
     if devices > 1 || accum > 1 {
         return Some("--devices and --accum sum several batches per step; graphs take one".into());
     }
-    #[allow(deprecated)]
-    let cpu = [Device::flex(), Device::ndarray()].contains(&device.clone().inner());
-    graph::uncapturable(model, cpu)
+    graph::uncapturable(model, graph::is_cpu(device))
 }
 
 /// A step whose loss is still on the device: its `metrics.jsonl` record waits for it.
