@@ -19,6 +19,8 @@
 #   PRESETS     (default: compact base)   BATCHES  target tokens per step (4096 25000)
 #   PRECISIONS  (default: f32 f16 bf16)   STEPS    timed steps after one warm-up (20)
 #   OUT         folder for the exchange files and raw JSON (default: a temporary one)
+#   TORCH_TF32  1 (default): PyTorch's f32 rows multiply in TF32 where the GPU has it, as
+#               transduce's cubecl kernels do; 0 for strict f32 in PyTorch
 #
 # Every row trains with dropout 0 from the same initial weights (the first transduce row
 # draws them and writes them with `bench --exchange`; the others load them) on the same
@@ -133,6 +135,9 @@ for preset in $PRESETS; do
                         fi
                         flags=()
                         [ "$backend" = torch-compile ] && flags=(--compile)
+                        # Our f32 products run in TF32 where the GPU has it (cubecl promotes
+                        # them): PyTorch's f32 rows do the same unless TORCH_TF32=0.
+                        [ "$precision" = f32 ] && [ "${TORCH_TF32:-1}" = 1 ] && flags+=(--tf32)
                         measure "$backend" "$PYTHON" scripts/bench-pytorch.py --device auto \
                             --threads "$(nproc)" --preset "$preset" --steps "$STEPS" \
                             --precision "$precision" --dropout 0 --exchange "$exchange" \
@@ -147,7 +152,7 @@ done
 "$PYTHON" - "$results" <<'EOF'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
-print("| preset | batch (target tokens) | precision | backend | tokens/s | step ms | peak MiB | loss after N steps |")
+print("| preset | batch (target tokens) | precision | backend | tokens/s | step ms | peak MiB | loss (of step) |")
 print("|---|---|---|---|---|---|---|---|")
 for r in rows:
     if "error" in r:
@@ -155,8 +160,12 @@ for r in rows:
               f"failed: {r['error']} | | | |")
         continue
     backend = f"{r['framework']} {r['backend']}"
-    print(f"| {r['preset']} | {r['tokens_per_step']:,} ({r['rows']} rows) | {r['precision']} | "
+    if r.get("graph"):
+        backend += f", graph: {r['graph']}"
+    precision = r["precision"] + (" (TF32)" if r.get("tf32") else "")
+    print(f"| {r['preset']} | {r['tokens_per_step']:,} ({r['rows']} rows) | {precision} | "
           f"{backend} | {r['tokens_per_sec']:,.0f} | {r['step_ms']:.1f} | "
-          f"{r['peak_mib']:,.0f} ({r['memory']}) | {r['final_loss']:.4f} |")
+          f"{r['peak_mib']:,.0f} ({r['memory']}) | {r['final_loss']:.4f}"
+          + (f" (step {r['loss_step']})" if "loss_step" in r else "") + " |")
 EOF
 echo "raw rows: $results" >&2

@@ -14,7 +14,8 @@ the form `transduce bench` does.
 With --exchange DIR (written by `transduce bench --exchange DIR`) it trains transduce's own
 initial weights on transduce's batch, so that with --dropout 0 the loss after N steps shows
 whether both compute the same thing; --device cuda, --precision f16|bf16 (autocast, and a
-GradScaler for f16), --compile (torch.compile) and --json are for scripts/bench-gpu.sh.
+GradScaler for f16), --compile (torch.compile), --tf32 (f32 products in TF32, as ours on
+such GPUs) and --json are for scripts/bench-gpu.sh.
 Label smoothing is transduce's: q(y) = 1 − ε, ε/(V − 1) on every other word, which is
 PyTorch's label_smoothing = ε·V/(V − 1). Tokens counted: target tokens, EOS included.
 """
@@ -166,6 +167,9 @@ def main():
     ap.add_argument("--device", default="cpu", help="cpu, cuda, or auto (cuda when there is one)")
     ap.add_argument("--precision", default="f32", choices=["f32", "f16", "bf16"])
     ap.add_argument("--compile", action="store_true", help="torch.compile the model")
+    ap.add_argument("--tf32", action="store_true",
+                    help="f32 products in TF32 on GPUs that have it (as transduce's cubecl "
+                         "kernels promote f32 there): the like-for-like f32 row")
     ap.add_argument("--dropout", type=float, default=None, help="default: the preset's")
     ap.add_argument("--exchange", help="transduce bench --exchange DIR: same weights, same batch")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
@@ -174,6 +178,9 @@ def main():
     torch.manual_seed(1)
     device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available()
                           else "cpu" if args.device == "auto" else args.device)
+    if args.tf32:
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
     n, d, d_ff, h, vocab, p, ls = PRESETS[args.preset]
     if args.dropout is not None:
         p = args.dropout
@@ -246,10 +253,11 @@ def main():
         print(json.dumps({
             "framework": f"torch {torch.__version__}",
             "backend": ("compile" if args.compile else "eager") + f" ({device.type})",
-            "preset": args.preset, "precision": args.precision, "parameters": params,
+            "preset": args.preset, "precision": args.precision, "tf32": args.tf32,
+            "parameters": params,
             "rows": src.shape[0], "tokens_per_step": tokens_per_step, "steps": args.steps,
             "tokens_per_sec": tokens / secs, "step_ms": 1e3 * secs / args.steps,
-            "final_loss": final_loss, "peak_mib_torch": peak,
+            "final_loss": final_loss, "loss_step": 1 + args.steps, "peak_mib_torch": peak,
         }))
         return
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; "

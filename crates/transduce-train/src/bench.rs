@@ -53,6 +53,9 @@ pub struct BenchReport {
     /// Label-smoothed loss per target token of the last timed step: with dropout 0, the
     /// same in any framework that computes the same thing from the same start.
     pub final_loss: f64,
+    /// Which step (1-based, warm-up steps counted) `final_loss` is the loss of: the same
+    /// step in two rows is the same training.
+    pub loss_step: usize,
     pub matmul_gflops: f64,
     /// Largest difference between the timed chain of 1024² products and the same chain on
     /// burn-flex, relative to the largest entry: a fast wrong result is no benchmark.
@@ -338,6 +341,7 @@ fn train(config: &ModelConfig, device: &Device, options: &BenchOptions) -> Resul
         rows,
         step_ms: 1e3 * secs / steps as f64,
         final_loss,
+        loss_step: 2 + steps,
         matmul_gflops: f64::NAN,
         matmul_error: 0.0,
         train_tokens_per_sec,
@@ -402,6 +406,7 @@ fn train_graph(
         rows: forced.0.len(),
         step_ms: 1e3 * secs / steps as f64,
         final_loss: last,
+        loss_step: GraphTrainer::WARMUP + steps,
         matmul_gflops: f64::NAN,
         matmul_error: 0.0,
         train_tokens_per_sec: tokens as f64 / secs,

@@ -126,6 +126,7 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
             "tokens_per_sec": r.train_tokens_per_sec,
             "step_ms": r.step_ms,
             "final_loss": r.final_loss,
+            "loss_step": r.loss_step,
             "graph": r.graph,
         });
         if let Some(c) = &r.census {
