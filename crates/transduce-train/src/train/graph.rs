@@ -602,7 +602,9 @@ impl GraphTrainer {
                 // class, the parameters by `model`, the moments, counter and table by
                 // `adam`, the outputs by the class; all on this thread's stream.
                 unsafe { Dispatch::graph_replay(inner.as_dispatch(), graph) }
-                    .map_err(|e| CliError::Usage(format!("graph step: replay failed: {e:?}")))?;
+                    .map_err(|e| CliError::Usage(format!(
+                        "graph step: replay failed: {e:?}; the last checkpoint is intact: resume it without --graph"
+                    )))?;
                 self.counts.replayed += 1;
                 census::note_replay(*kernels);
                 // A copy: the next replay overwrites the graph's own output.
@@ -652,7 +654,7 @@ impl GraphTrainer {
                 });
                 let graph = graph.map_err(|e| {
                     CliError::Usage(format!(
-                        "graph step: capturing the step of shape {shape:?} failed: {e:?}"
+                        "graph step: capturing the step of shape {shape:?} failed: {e:?}; the last checkpoint is intact: resume it without --graph"
                     ))
                 })?;
                 self.counts.captured += 1;
