@@ -16,9 +16,10 @@ use burn_cubecl::kernel::into_contiguous;
 use burn_cubecl::tensor::CubeTensor;
 use transduce::burn::backend::{Backend, backend_extension, tensor::FloatTensor};
 
-/// β1, β2 of §5.3 (the kernel's constants; [`super::graph::DeviceAdam`] uses the same).
+/// β1, β2 and ε of §5.3 (the kernel's constants; [`super::graph::DeviceAdam`] uses the same).
 pub const BETA_1: f64 = 0.9;
 pub const BETA_2: f64 = 0.98;
+pub const EPSILON: f64 = 1e-9;
 
 #[cube(launch_unchecked)]
 fn adam_kernel(

@@ -30,7 +30,7 @@ use transduce::dropout::with_device_masks;
 use transduce::model::token_tensor;
 use transduce::tokenizer::PAD;
 
-use super::adam_kernel::{AdamKernel, BETA_1, BETA_2};
+use super::adam_kernel::{AdamKernel, BETA_1, BETA_2, EPSILON};
 use super::device_dropout::device_masks;
 use super::{TeacherForced, census, loss};
 use crate::error::{CliError, Result};
@@ -41,9 +41,6 @@ use crate::error::{CliError, Result};
 /// combined bias correction √(1−β2ᵗ)/(1−β1ᵗ) and ε·√(1−β2ᵗ) of step t are read from a
 /// device table at row (t − 1) mod `window`, filled on the host `window` steps at a time.
 pub struct DeviceAdam {
-    beta_1: f64,
-    beta_2: f64,
-    epsilon: f64,
     /// First and second moments per parameter, flattened, in their own buffers, and the
     /// parameter's shape.
     moments: HashMap<ParamId, Moments>,
@@ -83,9 +80,6 @@ impl DeviceAdam {
         let device = device.clone().inner();
         DeviceAdam {
             fused: !is_cpu(&device),
-            beta_1: BETA_1,
-            beta_2: BETA_2,
-            epsilon: 1e-9,
             moments: HashMap::new(),
             updates,
             time: Tensor::from_data(TensorData::new(vec![updates as i32], [1]), &device),
@@ -120,11 +114,11 @@ impl DeviceAdam {
         for t in step..step + window {
             let row = ((t - 1) % window) as usize;
             let time = t as i32;
-            let bias_correction2_sqrt = (1.0 - self.beta_2.powi(time)).sqrt();
-            let combined = bias_correction2_sqrt / (1.0 - self.beta_1.powi(time));
+            let bias_correction2_sqrt = (1.0 - BETA_2.powi(time)).sqrt();
+            let combined = bias_correction2_sqrt / (1.0 - BETA_1.powi(time));
             rows[row * 3] = lr(t) as f32;
             rows[row * 3 + 1] = combined as f32;
-            rows[row * 3 + 2] = (self.epsilon * bias_correction2_sqrt) as f32;
+            rows[row * 3 + 2] = (EPSILON * bias_correction2_sqrt) as f32;
         }
         let values = Tensor::from_data(TensorData::new(rows, [self.window, 3]), &self.device);
         let table = std::mem::replace(&mut self.table, Tensor::zeros([1, 1], &self.device));
@@ -202,12 +196,12 @@ impl DeviceAdam {
         let [lr, combined, epsilon] = [0, 1, 2].map(|i| scalars.clone().slice(i..i + 1));
         let m_next = m
             .clone()
-            .mul_scalar(self.beta_1)
-            .add(grad.clone().mul_scalar(1.0 - self.beta_1));
+            .mul_scalar(BETA_1)
+            .add(grad.clone().mul_scalar(1.0 - BETA_1));
         let v_next = v
             .clone()
-            .mul_scalar(self.beta_2)
-            .add(grad.square().mul_scalar(1.0 - self.beta_2));
+            .mul_scalar(BETA_2)
+            .add(grad.square().mul_scalar(1.0 - BETA_2));
         let step = m_next
             .clone()
             .mul(combined)
@@ -591,6 +585,8 @@ impl GraphTrainer {
                 },
             }),
         };
+        // Dropout masks from the device where there are kernels (the CPU draws its own).
+        let (epsilon, masks) = (self.epsilon, (!self.cpu).then_some(self.seed));
         match &mut class.mode {
             Mode::Replaying(replay) => {
                 let Replay {
@@ -620,13 +616,7 @@ impl GraphTrainer {
                     class.mode = Mode::Eager;
                     return self.step(model, forced, step, lr);
                 }
-                let (model, sums) = run(
-                    model,
-                    &mut self.adam,
-                    &class.inputs,
-                    self.epsilon,
-                    (!self.cpu).then_some(self.seed),
-                );
+                let (model, sums) = run(model, &mut self.adam, &class.inputs, epsilon, masks);
                 self.counts.eager += 1;
                 if let Err(e) = Dispatch::graph_start_capture(inner.as_dispatch()) {
                     // A backend without graphs (the CPU): eager from now on. Closing the
@@ -641,13 +631,8 @@ impl GraphTrainer {
                     return Ok((model, sums));
                 }
                 let ((model, recorded, graph), kernels) = census::count_launches(|| {
-                    let (model, recorded) = run(
-                        model,
-                        &mut self.adam,
-                        &class.inputs,
-                        self.epsilon,
-                        (!self.cpu).then_some(self.seed),
-                    );
+                    let (model, recorded) =
+                        run(model, &mut self.adam, &class.inputs, epsilon, masks);
                     // Fusion launches its queued kernels here, into the recording.
                     let graph = Dispatch::graph_stop_capture(inner.as_dispatch());
                     (model, recorded, graph)
@@ -666,13 +651,7 @@ impl GraphTrainer {
                 Ok((model, sums))
             }
             mode => {
-                let (model, sums) = run(
-                    model,
-                    &mut self.adam,
-                    &class.inputs,
-                    self.epsilon,
-                    (!self.cpu).then_some(self.seed),
-                );
+                let (model, sums) = run(model, &mut self.adam, &class.inputs, epsilon, masks);
                 self.counts.eager += 1;
                 if let Mode::Warming(done) = mode {
                     *done += 1;
