@@ -55,8 +55,13 @@ fn attention(config: &ModelConfig, device: &Device) -> MultiHeadAttention {
     )
 }
 
+/// The layer norms' ε (burn's default), named so the fused kernel uses the same.
+pub const NORM_EPSILON: f64 = 1e-5;
+
 fn norm(config: &ModelConfig, device: &Device) -> LayerNorm {
-    LayerNormConfig::new(config.d_model).init(device)
+    LayerNormConfig::new(config.d_model)
+        .with_epsilon(NORM_EPSILON)
+        .init(device)
 }
 
 /// Encoder layer: self-attention then FFN (§3.1).

@@ -17,6 +17,8 @@ pub mod dropout;
 pub mod embedding;
 pub mod error;
 pub mod host;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod layer_norm_kernel;
 pub mod layers;
 pub mod model;
 pub mod positionwise;

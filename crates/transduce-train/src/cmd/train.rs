@@ -46,6 +46,10 @@ pub struct TrainCmd {
     /// Run the GPU backends without kernel fusion (to compare, or to rule fusion out).
     #[arg(long)]
     pub no_fusion: bool,
+    /// Run the layer norms as burn's primitives instead of the fused kernels (GPU
+    /// backends; the same values to rounding), to measure what the kernels give.
+    #[arg(long)]
+    pub no_fused_norm: bool,
     /// Data-parallel training on these devices of --backend, e.g. `0,1,2,3` (the paper
     /// used 8 GPUs): each step takes accum × devices batches, one share per device. wgpu
     /// numbers the machine's adapters (listing one twice opens two devices on it); CUDA
@@ -121,6 +125,7 @@ pub struct TrainCmd {
 
 pub fn run(cmd: TrainCmd) -> Result<()> {
     crate::backend::set_fusion(!cmd.no_fusion)?;
+    transduce::layer_norm_kernel::set_enabled(!cmd.no_fused_norm);
     let devices = cmd.backend.devices(&cmd.devices)?;
     for device in &devices {
         eprintln!("device: {device:?}");
