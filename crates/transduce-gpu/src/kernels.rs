@@ -16,7 +16,8 @@ const LINEAR: &str = include_str!("kernels/linear.wgsl");
 const LINEAR_NORM: &str = include_str!("kernels/linear_norm.wgsl");
 const ATTENTION: &str = include_str!("kernels/attention.wgsl");
 const HISTORY: &str = include_str!("kernels/history.wgsl");
-const SELECT: &str = include_str!("kernels/select.wgsl");
+const SELECT_PART: &str = include_str!("kernels/select_part.wgsl");
+const SELECT_MERGE: &str = include_str!("kernels/select_merge.wgsl");
 
 /// Threads per workgroup of every kernel but the top-k selection.
 pub(crate) const WG: u32 = 64;
@@ -112,10 +113,19 @@ impl Depth {
         Depth::Fixed(1)
     }
 
-    /// `select.wgsl`: the maximum, the sum of exponentials, then one pass per candidate,
-    /// each over every 256th word.
-    pub(crate) fn select(vocab: usize, k: usize) -> Depth {
-        Depth::Fixed((2 + k as u64) * vocab.div_ceil(SELECT_WG) as u64)
+    /// `select_part.wgsl`: over its part of the vocabulary, the maximum, the sum of
+    /// exponentials, then one pass per candidate, each over every 256th word.
+    pub(crate) fn select_part(vocab: usize, k: usize) -> Depth {
+        let chunk = vocab.min(SELECT_CHUNK);
+        Depth::Fixed((2 + k as u64) * chunk.div_ceil(SELECT_WG) as u64)
+    }
+
+    /// `select_merge.wgsl`: the parts' maxima, their sums, then one pass per candidate
+    /// over the parts' candidates.
+    pub(crate) fn select_merge(vocab: usize, k: usize) -> Depth {
+        let parts = select_parts(vocab);
+        let stats = 2 * parts.div_ceil(SELECT_WG) as u64;
+        Depth::Fixed(stats + k as u64 * (parts * k).div_ceil(SELECT_WG) as u64)
     }
 }
 
@@ -137,6 +147,15 @@ const ATTENTION_PARTS: u32 = 4;
 
 /// Threads per workgroup of the top-k selection.
 const SELECT_WG: usize = 256;
+
+/// Words of the vocabulary per workgroup of the top-k's first pass: four per thread, so
+/// that a large vocabulary is spread over many workgroups (37,000 words: 37).
+const SELECT_CHUNK: usize = 1024;
+
+/// Workgroups per row of the top-k's first pass.
+pub(crate) fn select_parts(vocab: usize) -> usize {
+    vocab.div_ceil(SELECT_CHUNK).max(1)
+}
 
 /// An f32 as a WGSL literal that reads back to the same value.
 pub(crate) fn float(x: f32) -> String {
@@ -437,16 +456,32 @@ fn embedding(v: u32, i: u32) -> f32 { return table[v * D + i]; }"
         self.pipeline(fill(HISTORY, &[("CAP", cap.to_string())], false))
     }
 
-    /// Log-softmax and the `k` best allowed tokens of each row.
-    pub(crate) fn select(&self, vocab: usize, k: usize) -> wgpu::ComputePipeline {
+    /// Log-softmax and top-k, first pass: each part's statistics and `k` best allowed
+    /// tokens.
+    pub(crate) fn select_part(&self, vocab: usize, k: usize) -> wgpu::ComputePipeline {
         self.pipeline(fill(
-            SELECT,
+            SELECT_PART,
             &[
                 ("V", vocab.to_string()),
                 ("KSEL", k.to_string()),
                 ("WORDS", vocab.div_ceil(32).to_string()),
                 ("PAD", transduce::tokenizer::PAD.to_string()),
                 ("BOS", transduce::tokenizer::BOS.to_string()),
+                ("EOS", transduce::tokenizer::EOS.to_string()),
+                ("CHUNK", SELECT_CHUNK.to_string()),
+                ("PARTS", select_parts(vocab).to_string()),
+            ],
+            false,
+        ))
+    }
+
+    /// Log-softmax and top-k, second pass: the parts combined into each row's `k` best.
+    pub(crate) fn select_merge(&self, vocab: usize, k: usize) -> wgpu::ComputePipeline {
+        self.pipeline(fill(
+            SELECT_MERGE,
+            &[
+                ("KSEL", k.to_string()),
+                ("PARTS", select_parts(vocab).to_string()),
                 ("EOS", transduce::tokenizer::EOS.to_string()),
             ],
             false,

@@ -44,7 +44,7 @@ pub(crate) struct Source {
     pub len: u32,
 }
 
-/// Mirrors `Candidate` in select.wgsl.
+/// Mirrors `Candidate` in select_part.wgsl and select_merge.wgsl.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
 pub(crate) struct Candidate {
@@ -464,15 +464,34 @@ impl Workspace {
         }
         let output = linear(p, &w.output, Store::Plain, &x, &[&logits]);
         step.push(output.named("output projection"));
+        // The top-k over many workgroups per row (parts of the vocabulary), then one
+        // workgroup per row merging the parts.
+        let parts = kernels::select_parts(vocab);
+        let part_stats = storage(gpu, rows * parts * 8, none);
+        let part_best = storage(
+            gpu,
+            rows * parts * shape.k * std::mem::size_of::<Candidate>(),
+            none,
+        );
         step.push(
             bind(
                 gpu,
-                &k.select(vocab, shape.k),
-                &[p, &logits, &masks, &candidates, &dec_rows, &next_rows],
-                Grid::Rows,
-                Depth::select(vocab, shape.k),
+                &k.select_part(vocab, shape.k),
+                &[p, &logits, &masks, &dec_rows, &part_stats, &part_best],
+                Grid::Heads(parts as u32),
+                Depth::select_part(vocab, shape.k),
             )
             .named("log-softmax + top-k"),
+        );
+        step.push(
+            bind(
+                gpu,
+                &k.select_merge(vocab, shape.k),
+                &[p, &part_stats, &part_best, &candidates, &dec_rows, &next_rows],
+                Grid::Rows,
+                Depth::select_merge(vocab, shape.k),
+            )
+            .named("top-k merge"),
         );
         Ok(Workspace {
             shape,

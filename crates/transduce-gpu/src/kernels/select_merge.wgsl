@@ -1,14 +1,11 @@
-// Log-softmax of a row of logits and its KSEL best allowed tokens (§6.1): one workgroup per
-// row. PAD and BOS are never chosen but count in the normalisation; masked tokens (the
-// constraint of §6.3, or EOS alone at the length limit) are skipped. Candidates come best
-// first, ties to the smaller id: (log-probability, id), id 0xffffffff when none is left.
-// Greedy (KSEL = 1) also writes the row's next input: its choice (EOS when none) at the next
-// position, continuing itself, so the next step can run before the host reads this one.
-const V: u32 = {V}u;
+// Log-softmax and top-k (§6.1), second pass: one workgroup per row combines the PARTS parts
+// of select_part.wgsl. The normaliser is M + log Σ s·exp(m − M) over the parts' maxima m and
+// sums s (M the largest m); the KSEL best of the parts' candidates by raw logit, best first,
+// ties to the smaller id, become log-probabilities. Greedy (KSEL = 1) also writes the row's
+// next input: its choice (EOS when none) at the next position, continuing itself, so the
+// next step can run before the host reads this one.
 const KSEL: u32 = {KSEL}u;
-const WORDS: u32 = {WORDS}u;
-const PAD: u32 = {PAD}u;
-const BOS: u32 = {BOS}u;
+const PARTS: u32 = {PARTS}u;
 const EOS: u32 = {EOS}u;
 const WG: u32 = 256u;
 const NONE: u32 = 0xffffffffu;
@@ -19,8 +16,8 @@ struct Candidate {
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> logits: array<f32>;
-@group(0) @binding(2) var<storage, read> masks: array<u32>;
+@group(0) @binding(1) var<storage, read> part_stats: array<vec2<f32>>;
+@group(0) @binding(2) var<storage, read> part_best: array<Candidate>;
 @group(0) @binding(3) var<storage, read_write> out: array<Candidate>;
 @group(0) @binding(4) var<storage, read> rows: array<Row>;
 @group(0) @binding(5) var<storage, read_write> next_rows: array<Row>;
@@ -34,10 +31,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     if (r >= p.rows) {
         return;
     }
-    let base = r * V;
     var m = -3.0e38;
-    for (var i = lid.x; i < V; i += WG) {
-        m = max(m, logits[base + i]);
+    for (var q = lid.x; q < PARTS; q += WG) {
+        m = max(m, part_stats[r * PARTS + q].x);
     }
     best_v[lid.x] = m;
     workgroupBarrier();
@@ -50,8 +46,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     m = best_v[0];
     workgroupBarrier();
     var sum = 0.0;
-    for (var i = lid.x; i < V; i += WG) {
-        sum += exp(logits[base + i] - m);
+    for (var q = lid.x; q < PARTS; q += WG) {
+        let stats = part_stats[r * PARTS + q];
+        sum += stats.y * exp(stats.x - m);
     }
     best_v[lid.x] = sum;
     workgroupBarrier();
@@ -64,27 +61,21 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     let shift = m + log(best_v[0]);
     workgroupBarrier();
 
-    let masked = (p.flags & 1u) != 0u;
-    let at_limit = p.t + 1u >= rows[r].limit;
-    // The last candidate taken: the next must come strictly after it in the ranking.
+    let n = PARTS * KSEL;
     var prev_v = 3.0e38;
     var prev_i = NONE;
     for (var c = 0u; c < KSEL; c++) {
         var bv = -3.0e38;
         var bi = NONE;
-        for (var i = lid.x; i < V; i += WG) {
-            if (i == PAD || i == BOS) {
+        for (var q = lid.x; q < n; q += WG) {
+            let cand = part_best[r * n + q];
+            let v = cand.log_prob;
+            let i = cand.id;
+            if (i == NONE) {
                 continue;
             }
-            if (masked && ((masks[r * WORDS + i / 32u] >> (i % 32u)) & 1u) == 0u) {
-                continue;
-            }
-            if (at_limit && i != EOS) {
-                continue;
-            }
-            let v = logits[base + i];
             let after = v < prev_v || (v == prev_v && (prev_i == NONE || i > prev_i));
-            if (after && (bi == NONE || v > bv)) {
+            if (after && (bi == NONE || v > bv || (v == bv && i < bi))) {
                 bv = v;
                 bi = i;
             }
