@@ -487,7 +487,14 @@ impl Workspace {
             bind(
                 gpu,
                 &k.select_merge(vocab, shape.k),
-                &[p, &part_stats, &part_best, &candidates, &dec_rows, &next_rows],
+                &[
+                    p,
+                    &part_stats,
+                    &part_best,
+                    &candidates,
+                    &dec_rows,
+                    &next_rows,
+                ],
                 Grid::Rows,
                 Depth::select_merge(vocab, shape.k),
             )

@@ -157,7 +157,12 @@ impl MultiHeadAttention {
         need_weights: bool,
     ) -> Attended {
         let [b, tq, _] = query.dims();
-        let q = self.split_heads(positionwise(query, |q| apply_linear(&self.q, q)), self.d_k);
+        let q = positionwise(query, |q| apply_linear(&self.q, q));
+        #[cfg(not(target_arch = "wasm32"))]
+        if let Some(attended) = self.attend_fused(&q, kv, blocked.as_ref(), need_weights) {
+            return attended;
+        }
+        let q = self.split_heads(q, self.d_k);
         let (context, weights) =
             scaled_dot_product(q, kv.k.clone(), kv.v.clone(), blocked, &self.dropout);
         let merged = context
@@ -167,6 +172,40 @@ impl MultiHeadAttention {
             output: positionwise(merged, |m| apply_linear(&self.o, m)),
             weights: need_weights.then_some(weights),
         }
+    }
+}
+
+impl MultiHeadAttention {
+    /// [`MultiHeadAttention::attend`] through the fused kernels
+    /// ([`crate::attention_kernel`]) where they apply: training on a cubecl device, f32,
+    /// no dropout on the weights. The heads stay where the projections wrote them.
+    #[cfg(not(target_arch = "wasm32"))]
+    fn attend_fused(
+        &self,
+        q: &Tensor<3>,
+        kv: &KvCache,
+        blocked: Option<&Tensor<4, Bool>>,
+        need_weights: bool,
+    ) -> Option<Attended> {
+        let [b, _, _] = q.dims();
+        if self.dropout.prob() > 0.0 || kv.k.dims()[0] != b {
+            return None;
+        }
+        let merged = |t: &Tensor<4>| {
+            let [b, h, n, d] = t.dims();
+            t.clone().swap_dims(1, 2).reshape([b, n, h * d])
+        };
+        let (context, weights) = crate::attention_kernel::try_attention(
+            q,
+            &merged(&kv.k),
+            &merged(&kv.v),
+            blocked,
+            self.n_heads,
+        )?;
+        Some(Attended {
+            output: positionwise(context, |m| apply_linear(&self.o, m)),
+            weights: need_weights.then_some(weights),
+        })
     }
 }
 

@@ -65,6 +65,11 @@ impl Dropout {
         Dropout { prob }
     }
 
+    /// P_drop.
+    pub fn prob(&self) -> f64 {
+        self.prob
+    }
+
     pub fn forward<const D: usize>(&self, input: Tensor<D>) -> Tensor<D> {
         let device = input.device();
         if self.prob == 0.0 || !device.is_autodiff() {

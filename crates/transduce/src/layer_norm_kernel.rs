@@ -6,24 +6,23 @@
 //! under autodiff each primitive records its own backward. On a GPU a training step is
 //! host-bound, and those primitives are some 20 launches per norm forward and backward.
 //! Here the forward is one kernel; the backward is one kernel for the input's gradient
-//! (with `dy·x̂` written beside it) and two column sums for γ's and β's gradients.
+//! (with `dy·x̂` and `dy` written side by side) and one column sum for γ's and β's gradients.
 //!
 //! The oracle is burn's own `LayerNorm` ([`crate::precision::apply_layer_norm`] without
 //! this kernel); the sums run in another order, so the two agree to rounding, not bit for
 //! bit. Native only: the browser's CPU module carries no cubecl.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
 use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
+use burn::backend::fusion::custom::TensorSpec;
 use burn::backend::{
     Autodiff, AutodiffBackend, Backend, Dispatch, DispatchDevice, backend_extension,
     tensor::FloatTensor,
 };
 use burn::nn::LayerNorm;
-use burn::tensor::{DType, Tensor};
+use burn::tensor::{DType, Slice, Tensor};
 use burn_cubecl::CubeBackend;
 use burn_cubecl::cubecl;
 use burn_cubecl::cubecl::calculate_cube_count_elemwise;
@@ -37,19 +36,6 @@ use burn_cubecl::tensor::CubeTensor;
 const LANES: u32 = 32;
 /// Rows per workgroup: 256 threads.
 const ROWS: u32 = 8;
-
-static ENABLED: AtomicBool = AtomicBool::new(true);
-
-/// Turns the fused kernels on or off for the whole process (on by default): off, the
-/// norms run as burn's primitives, for comparison (`transduce bench --fused-norm off`).
-pub fn set_enabled(on: bool) {
-    ENABLED.store(on, Ordering::Relaxed);
-}
-
-/// Whether the fused kernels are on ([`set_enabled`]).
-pub fn enabled() -> bool {
-    ENABLED.load(Ordering::Relaxed)
-}
 
 /// The sum of `value` over the [`LANES`] threads of this thread's row, the same in each of
 /// them. Every thread of the workgroup must call it (it synchronizes the workgroup).
@@ -120,15 +106,16 @@ fn norm_forward(
     }
 }
 
-/// With x̂ = (z − μ)/σ and g = dy·γ: dz = (g − mean(g) − x̂·mean(g·x̂))/σ; and dy·x̂, whose
-/// column sums are γ's gradient.
+/// With x̂ = (z − μ)/σ and g = dy·γ: dz = (g − mean(g) − x̂·mean(g·x̂))/σ; and the rows
+/// `[dy·x̂, dy]` side by side, whose column sums are γ's and β's gradients (one reduction
+/// for both).
 #[cube(launch_unchecked)]
 fn norm_backward(
     z: &LinearView<'_, f32>,
     gamma: &LinearView<'_, f32>,
     dy: &LinearView<'_, f32>,
     dz: &mut LinearViewMut<'_, f32>,
-    dy_xhat: &mut LinearViewMut<'_, f32>,
+    stacked: &mut LinearViewMut<'_, f32>,
     rows: InputScalar,
     epsilon: InputScalar,
     #[comptime] width: usize,
@@ -170,7 +157,8 @@ fn norm_backward(
             let g = d * gamma.read(j);
             g_sum += g;
             gx_sum += g * xhat;
-            dy_xhat.write(base + j, d * xhat);
+            stacked.write(2 * base + j, d * xhat);
+            stacked.write(2 * base + width + j, d);
             j += lanes;
         }
     }
@@ -200,8 +188,11 @@ pub trait LayerNormKernel: Backend {
     ) -> FloatTensor<Self>;
 
     /// The gradient of [`LayerNormKernel::layer_norm_rows`] for `z` given the output's
-    /// `dy`, and `dy·x̂` (whose column sums are γ's gradient).
-    #[fusion(meta = |z, _gamma, _dy, _epsilon| (z.clone(), z.clone()))]
+    /// `dy`, and `[dy·x̂, dy]` (`[rows, 2d]`: its column sums are γ's and β's gradients).
+    #[fusion(meta = |z, _gamma, _dy, _epsilon| (
+        z.clone(),
+        TensorSpec::new([z.shape[0], 2 * z.shape[1]].into(), z.dtype),
+    ))]
     fn layer_norm_rows_backward(
         z: FloatTensor<Self>,
         gamma: FloatTensor<Self>,
@@ -268,7 +259,13 @@ impl LayerNormKernel for CubeBackend {
             into_contiguous(dy),
         );
         let [rows, width] = burn::backend::TensorMetadata::shape(&z).dims::<2>();
-        let (dz, dy_xhat) = (empty_like(&z), empty_like(&z));
+        let dz = empty_like(&z);
+        let stacked = empty_device_dtype(
+            z.client.clone(),
+            z.device.clone(),
+            [rows, 2 * width].into(),
+            z.dtype,
+        );
         let client = z.client.clone();
         let (cube_dim, cubes) = launch_geometry(rows);
         let cube_count = calculate_cube_count_elemwise(&client, cubes * 256, cube_dim);
@@ -282,13 +279,13 @@ impl LayerNormKernel for CubeBackend {
                 gamma.into_linear_view(),
                 dy.into_linear_view(),
                 dz.clone().into_linear_view(),
-                dy_xhat.clone().into_linear_view(),
+                stacked.clone().into_linear_view(),
                 u32_scalar(rows),
                 f32_scalar(epsilon),
                 width,
             );
         }
-        (dz, dy_xhat)
+        (dz, stacked)
     }
 }
 
@@ -335,12 +332,20 @@ impl<B: LayerNormKernel, C: CheckpointStrategy> LayerNormKernel for Autodiff<B, 
                 let [z_node, gamma_node, beta_node] = ops.parents;
                 let dy = grads.consume::<B>(&ops.node);
                 let (z, gamma, epsilon) = ops.state;
-                if let Some(node) = beta_node {
-                    grads.register::<B>(node.id, column_sums::<B>(dy.clone()));
-                }
-                let (dz, dy_xhat) = B::layer_norm_rows_backward(z, gamma, dy, epsilon);
-                if let Some(node) = gamma_node {
-                    grads.register::<B>(node.id, column_sums::<B>(dy_xhat));
+                let (dz, stacked) = B::layer_norm_rows_backward(z, gamma, dy, epsilon);
+                if gamma_node.is_some() || beta_node.is_some() {
+                    let sums = column_sums::<B>(stacked);
+                    let d = burn::backend::TensorMetadata::shape(&sums)[0] / 2;
+                    let half = |from: usize| {
+                        let range = Slice::new(from as isize, Some((from + d) as isize), 1);
+                        B::float_slice(sums.clone(), &[range])
+                    };
+                    if let Some(node) = gamma_node {
+                        grads.register::<B>(node.id, half(0));
+                    }
+                    if let Some(node) = beta_node {
+                        grads.register::<B>(node.id, half(d));
+                    }
                 }
                 if let Some(node) = z_node {
                     grads.register::<B>(node.id, dz);
@@ -379,21 +384,22 @@ impl<B: LayerNormKernel, C: CheckpointStrategy> LayerNormKernel for Autodiff<B, 
         epsilon: f64,
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
         // A backward is not itself differentiated: its outputs are constants.
-        let (dz, dy_xhat) = B::layer_norm_rows_backward(
+        let (dz, stacked) = B::layer_norm_rows_backward(
             z.into_primitive(),
             gamma.into_primitive(),
             dy.into_primitive(),
             epsilon,
         );
-        (Self::from_inner(dz), Self::from_inner(dy_xhat))
+        (Self::from_inner(dz), Self::from_inner(stacked))
     }
 }
 
 /// `norm(x)` through the fused kernels, where they apply: an f32 input on a cubecl device
-/// (wgpu, CUDA), a norm with β, the kernels [`enabled`]. `None` otherwise: the caller runs
+/// (wgpu, CUDA), a norm with β, the kernels [`crate::fused_layers::enabled`]. `None`
+/// otherwise: the caller runs
 /// burn's norm.
 pub fn try_layer_norm(norm: &LayerNorm, x: &Tensor<3>, epsilon: f64) -> Option<Tensor<3>> {
-    if !enabled() || x.dtype() != DType::F32 {
+    if !crate::fused_layers::enabled() || x.dtype() != DType::F32 {
         return None;
     }
     if !matches!(x.device().inner().as_dispatch(), DispatchDevice::Cube(_)) {
@@ -411,21 +417,17 @@ pub fn try_layer_norm(norm: &LayerNorm, x: &Tensor<3>, epsilon: f64) -> Option<T
     Some(Tensor::<2>::from_dispatch(y).reshape([b, t, d]))
 }
 
+/// What the GPU kernels' tests share.
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use burn::nn::LayerNormConfig;
+pub(crate) mod test_gpu {
     use burn::tensor::Device;
-    use burn_cubecl::cubecl::logging::{LaunchObservation, LaunchObserver};
-    use std::sync::Arc;
-    use std::sync::atomic::AtomicU64;
 
-    /// Held by each test here: launches are observed process-wide, so a count must not
-    /// see another test's kernels.
-    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    /// Held by each GPU kernel test: launches are observed process-wide, so a count must
+    /// not see another test's kernels.
+    pub(crate) static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
     /// The wgpu device, or `None` (the reason printed) where there is no adapter.
-    fn wgpu_device(test: &str) -> Option<Device> {
+    pub(crate) fn wgpu_device(test: &str) -> Option<Device> {
         static DEVICE: std::sync::OnceLock<Result<Device, String>> = std::sync::OnceLock::new();
         let device = DEVICE.get_or_init(|| {
             match std::panic::catch_unwind(|| Device::wgpu_options().init()) {
@@ -442,6 +444,17 @@ mod tests {
             }
         }
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::test_gpu::{SERIAL, wgpu_device};
+    use super::*;
+    use burn::nn::LayerNormConfig;
+    use burn::tensor::Device;
+    use burn_cubecl::cubecl::logging::{LaunchObservation, LaunchObserver};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
 
     /// Values in about [−2, 2] that repeat only after `n`, offset by `shift`.
     fn values(n: usize, shift: usize) -> Vec<f32> {

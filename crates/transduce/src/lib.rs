@@ -9,6 +9,8 @@
 //! text, and builds for native targets and `wasm32-unknown-unknown` alike.
 
 pub mod attention;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod attention_kernel;
 pub mod bundle;
 pub mod config;
 pub mod constants;
@@ -16,6 +18,7 @@ pub mod decode;
 pub mod dropout;
 pub mod embedding;
 pub mod error;
+pub mod fused_layers;
 pub mod host;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod layer_norm_kernel;

@@ -30,10 +30,10 @@ pub struct BenchCmd {
     /// Without kernel fusion (GPU backends), to measure what it gives.
     #[arg(long)]
     pub no_fusion: bool,
-    /// Run the layer norms as burn's primitives instead of the fused kernels (GPU
-    /// backends; the same values to rounding), to measure what the kernels give.
+    /// Run the layer norms and attention as burn's primitives instead of the fused
+    /// kernels (GPU backends; the same values to rounding), to measure what they give.
     #[arg(long)]
-    pub no_fused_norm: bool,
+    pub no_fused_layers: bool,
     /// Dropout of the trained model (default: the preset's). 0 makes the loss after N
     /// steps comparable across frameworks (`scripts/bench-gpu.sh`).
     #[arg(long, value_parser = options::probability)]
@@ -90,7 +90,7 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
         return decoding(cmd);
     }
     crate::backend::set_fusion(!cmd.no_fusion)?;
-    transduce::layer_norm_kernel::set_enabled(!cmd.no_fused_norm);
+    transduce::fused_layers::set_enabled(!cmd.no_fused_layers);
     let device = cmd.backend.device()?;
     crate::train::precision::check(cmd.precision, std::slice::from_ref(&device))?;
     let mut config = ModelConfig::preset(&cmd.preset)?;

@@ -46,10 +46,10 @@ pub struct TrainCmd {
     /// Run the GPU backends without kernel fusion (to compare, or to rule fusion out).
     #[arg(long)]
     pub no_fusion: bool,
-    /// Run the layer norms as burn's primitives instead of the fused kernels (GPU
-    /// backends; the same values to rounding), to measure what the kernels give.
+    /// Run the layer norms and attention as burn's primitives instead of the fused
+    /// kernels (GPU backends; the same values to rounding), to measure what they give.
     #[arg(long)]
-    pub no_fused_norm: bool,
+    pub no_fused_layers: bool,
     /// Data-parallel training on these devices of --backend, e.g. `0,1,2,3` (the paper
     /// used 8 GPUs): each step takes accum × devices batches, one share per device. wgpu
     /// numbers the machine's adapters (listing one twice opens two devices on it); CUDA
@@ -125,7 +125,7 @@ pub struct TrainCmd {
 
 pub fn run(cmd: TrainCmd) -> Result<()> {
     crate::backend::set_fusion(!cmd.no_fusion)?;
-    transduce::layer_norm_kernel::set_enabled(!cmd.no_fused_norm);
+    transduce::fused_layers::set_enabled(!cmd.no_fused_layers);
     let devices = cmd.backend.devices(&cmd.devices)?;
     for device in &devices {
         eprintln!("device: {device:?}");
