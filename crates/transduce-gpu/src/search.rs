@@ -10,7 +10,9 @@ use transduce::{Error, Result};
 
 use crate::GpuModel;
 use crate::kernels::MAX_KEYS;
-use crate::workspace::{Candidate, Counts, Input, NO_LIMIT, NONE, Row, Shape, Workspace};
+use crate::workspace::{
+    Candidate, Counts, GREEDY_GROUP, Input, NO_LIMIT, NONE, Row, Shape, Workspace,
+};
 
 /// A batch's decoding on the GPU: its workspace and counters.
 struct Run<'a> {
@@ -117,11 +119,14 @@ impl<'a> Run<'a> {
             .await
     }
 
-    /// Greedy decoding with two steps in flight: step t + 1, fed by the GPU from step t's
-    /// choices, is submitted before step t's candidates are read. Finished rows stay in the
-    /// batch (their outputs are ignored) until fewer than half the rows are live; then the
-    /// host waits for the step in flight and uploads the live rows alone. Same choices as
-    /// the step-by-step loop: the GPU applies each row's length limit itself.
+    /// Greedy decoding in groups of up to [`GREEDY_GROUP`] steps, one submit and one read
+    /// each, with two groups in flight: each step is fed by the GPU from the previous
+    /// step's choices, and the next group is submitted before this one's candidates are
+    /// read. Groups shrink to single steps as the live sentences near their expected end.
+    /// Finished rows stay in the batch (their outputs are ignored) until fewer than half
+    /// the rows are live; then the host waits for the group in flight and uploads the live
+    /// rows alone. Same choices as the step-by-step loop: the GPU applies each row's length
+    /// limit itself.
     async fn pipelined_greedy(
         &mut self,
         sources: &[Vec<u32>],
@@ -153,22 +158,36 @@ impl<'a> Run<'a> {
                     Some(rows) => Input::Host(rows),
                     None => Input::Gpu(batch.len()),
                 };
-                let step = self
-                    .ws
-                    .submit(self.model, next_t, input, &[], &mut self.counts);
+                // Whole groups while every live sentence is far from its expected end
+                // (its source's length, plus a few), smaller ones near it: steps past the
+                // last sentence's end are computed for nothing.
+                let horizon = batch
+                    .iter()
+                    .flatten()
+                    .map(|&s| sources[s].len() + 3)
+                    .max()
+                    .unwrap_or(0);
+                let steps = (horizon.saturating_sub(next_t) / 2)
+                    .clamp(1, GREEDY_GROUP)
+                    .min(cap - next_t);
+                let group =
+                    self.ws
+                        .submit_group(self.model, next_t, steps, input, &[], &mut self.counts);
                 upload = None;
-                in_flight.push_back(step);
-                next_t += 1;
+                in_flight.push_back(group);
+                next_t += steps;
             }
-            let Some(step) = in_flight.pop_front() else {
+            let Some(group) = in_flight.pop_front() else {
                 break;
             };
-            let picks = self.ws.read(self.model, step).await?;
-            for (slot, pick) in batch.iter_mut().zip(picks) {
-                let Some(s) = *slot else { continue };
-                let (token, lp) = pick.choice();
-                if !decode::greedy_extend(&mut outputs[s], token, lp, alpha) {
-                    *slot = None;
+            let picks = self.ws.read(self.model, group).await?;
+            for step in picks.chunks(batch.len()) {
+                for (slot, pick) in batch.iter_mut().zip(step) {
+                    let Some(s) = *slot else { continue };
+                    let (token, lp) = pick.choice();
+                    if !decode::greedy_extend(&mut outputs[s], token, lp, alpha) {
+                        *slot = None;
+                    }
                 }
             }
             let live = batch.iter().flatten().count();

@@ -189,8 +189,14 @@ pub(crate) struct Workspace {
     /// The rows greedy's top-k writes for the next step.
     next_rows: wgpu::Buffer,
     candidates: wgpu::Buffer,
-    /// Two, so that a step's candidates can be read while the next step runs.
+    /// Two, so that a step's candidates can be read while the next step runs; each holds
+    /// the candidates of up to [`GREEDY_GROUP`] steps submitted together.
     staging: [wgpu::Buffer; 2],
+    /// The `Params` of each step of a group, copied into `dec_params` before each step.
+    group_params: wgpu::Buffer,
+    /// The staging buffer the next submit copies its candidates to (they alternate, so the
+    /// one in flight is never the one being read).
+    next_slot: std::cell::Cell<usize>,
     encoder: Vec<Dispatch>,
     history_step: Dispatch,
     step: Vec<Dispatch>,
@@ -302,10 +308,16 @@ impl Workspace {
         let staging = [(); 2].map(|_| {
             gpu.device.create_buffer(&wgpu::BufferDescriptor {
                 label: None,
-                size: (cand_bytes.max(4) as u64).next_multiple_of(4),
+                size: ((GREEDY_GROUP * cand_bytes).max(4) as u64).next_multiple_of(4),
                 usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
                 mapped_at_creation: false,
             })
+        });
+        let group_params = gpu.device.create_buffer(&wgpu::BufferDescriptor {
+            label: None,
+            size: (GREEDY_GROUP * std::mem::size_of::<Params>()) as u64,
+            usage: wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
         });
         let memory = storage(gpu, f32s(srows * d), none);
         let x = storage(gpu, f32s(rows * d), none);
@@ -513,6 +525,8 @@ impl Workspace {
             next_rows,
             candidates,
             staging,
+            group_params,
+            next_slot: std::cell::Cell::new(0),
             encoder,
             history_step,
             step,
@@ -590,7 +604,7 @@ impl Workspace {
     }
 
     /// Records and submits the step at position `t` (nothing is read): its candidates go to
-    /// staging buffer `t % 2`.
+    /// the staging buffer the previous submit did not use.
     pub(crate) fn submit(
         &self,
         model: &GpuModel,
@@ -599,20 +613,49 @@ impl Workspace {
         masks: &[u32],
         counts: &mut Counts,
     ) -> Submitted {
+        self.submit_group(model, t, 1, input, masks, counts)
+    }
+
+    /// Records `steps` consecutive steps from position `t` in one submit (nothing is read):
+    /// each step after the first takes its rows from the one before (greedy's choices,
+    /// written by the GPU), so `steps > 1` only for greedy without masks. Their candidates
+    /// go to the staging buffer the previous submit did not use, one step after another,
+    /// read back together.
+    pub(crate) fn submit_group(
+        &self,
+        model: &GpuModel,
+        t: usize,
+        steps: usize,
+        input: Input<'_>,
+        masks: &[u32],
+        counts: &mut Counts,
+    ) -> Submitted {
+        assert!(
+            (1..=GREEDY_GROUP).contains(&steps) && (steps == 1 || masks.is_empty()),
+            "a group is 1 to {GREEDY_GROUP} unmasked steps"
+        );
         let gpu = &model.gpu;
         let n = match input {
             Input::Host(rows) => rows.len(),
             Input::Gpu(n) => n,
         };
-        let params = Params {
-            rows: n as u32,
-            t: t as u32,
-            flags: u32::from(!masks.is_empty()),
-            pad: 0,
-        };
-        gpu.queue
-            .write_buffer(&self.dec_params, 0, bytemuck::bytes_of(&params));
-        let mut uploaded = std::mem::size_of_val(&params);
+        let params: Vec<Params> = (t..t + steps)
+            .map(|t| Params {
+                rows: n as u32,
+                t: t as u32,
+                flags: u32::from(!masks.is_empty()),
+                pad: 0,
+            })
+            .collect();
+        let params_bytes = std::mem::size_of::<Params>() as u64;
+        if steps == 1 {
+            gpu.queue
+                .write_buffer(&self.dec_params, 0, bytemuck::cast_slice(&params));
+        } else {
+            gpu.queue
+                .write_buffer(&self.group_params, 0, bytemuck::cast_slice(&params));
+        }
+        let mut uploaded = std::mem::size_of_val(params.as_slice());
         let row_bytes = (n * std::mem::size_of::<Row>()) as u64;
         if let Input::Host(rows) = input {
             gpu.queue
@@ -626,34 +669,49 @@ impl Workspace {
         }
         let history_bytes = (n * self.shape.cap * 4) as u64;
         let cand_bytes = (n * self.shape.k * std::mem::size_of::<Candidate>()) as u64;
-        let slot = t % 2;
+        let slot = self.next_slot.get();
+        self.next_slot.set(1 - slot);
         let mut encoder = gpu.device.create_command_encoder(&Default::default());
-        if let Input::Gpu(_) = input {
-            encoder.copy_buffer_to_buffer(&self.next_rows, 0, &self.dec_rows, 0, row_bytes);
+        for i in 0..steps {
+            if steps > 1 {
+                let at = i as u64 * params_bytes;
+                encoder.copy_buffer_to_buffer(
+                    &self.group_params,
+                    at,
+                    &self.dec_params,
+                    0,
+                    params_bytes,
+                );
+            }
+            if i > 0 || matches!(input, Input::Gpu(_)) {
+                encoder.copy_buffer_to_buffer(&self.next_rows, 0, &self.dec_rows, 0, row_bytes);
+            }
+            {
+                let mut pass = encoder.begin_compute_pass(&Default::default());
+                record(
+                    &mut pass,
+                    std::slice::from_ref(&self.history_step),
+                    n as u32,
+                );
+            }
+            encoder.copy_buffer_to_buffer(&self.next_history, 0, &self.history, 0, history_bytes);
+            {
+                let mut pass = encoder.begin_compute_pass(&Default::default());
+                record(&mut pass, &self.step, n as u32);
+            }
+            let at = i as u64 * cand_bytes;
+            encoder.copy_buffer_to_buffer(&self.candidates, 0, &self.staging[slot], at, cand_bytes);
         }
-        {
-            let mut pass = encoder.begin_compute_pass(&Default::default());
-            record(
-                &mut pass,
-                std::slice::from_ref(&self.history_step),
-                n as u32,
-            );
-        }
-        encoder.copy_buffer_to_buffer(&self.next_history, 0, &self.history, 0, history_bytes);
-        {
-            let mut pass = encoder.begin_compute_pass(&Default::default());
-            record(&mut pass, &self.step, n as u32);
-        }
-        encoder.copy_buffer_to_buffer(&self.candidates, 0, &self.staging[slot], 0, cand_bytes);
         let index = gpu.queue.submit([encoder.finish()]);
-        counts.steps += 1;
+        let steps = steps as u64;
+        counts.steps += steps;
         counts.submits += 1;
-        counts.dispatches += 1 + self.step.len() as u64;
-        counts.readback_bytes += cand_bytes;
+        counts.dispatches += steps * (1 + self.step.len() as u64);
+        counts.readback_bytes += steps * cand_bytes;
         counts.upload_bytes += uploaded as u64;
         Submitted {
             slot,
-            bytes: cand_bytes,
+            bytes: steps * cand_bytes,
             index,
         }
     }
@@ -756,7 +814,13 @@ pub(crate) enum Input<'a> {
     Gpu(usize),
 }
 
-/// A step in flight.
+/// Greedy steps recorded in one submit and read back together at most: each group is one
+/// round trip (a submit and a `mapAsync`), which in browsers costs more than a small
+/// model's step (Chrome about 0.5 ms, Firefox's poll up to 100 ms). A sentence that ends
+/// inside a group has the group's later steps computed and ignored.
+pub(crate) const GREEDY_GROUP: usize = 4;
+
+/// A step, or a group of steps, in flight.
 pub(crate) struct Submitted {
     slot: usize,
     bytes: u64,

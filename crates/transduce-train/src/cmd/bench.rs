@@ -330,7 +330,7 @@ fn decoding(cmd: BenchCmd) -> Result<()> {
                 let counts = model.counts();
                 let (dispatches, submits, readback) = counts.per_step();
                 line += &format!(
-                    "  dispatches/step {dispatches:.0}  submits/step {submits:.0}  readback \
+                    "  dispatches/step {dispatches:.0}  submits/step {submits:.2}  readback \
                      bytes/step {readback:.0}  steps {}",
                     counts.steps
                 );
