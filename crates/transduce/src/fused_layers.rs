@@ -1,6 +1,6 @@
-//! The switch of the fused layer kernels ([`crate::layer_norm_kernel`],
-//! [`crate::attention_kernel`]): on by default; off, the layers run as burn's primitives,
-//! to compare (`transduce bench --no-fused-layers`).
+//! The switch of the fused kernels ([`crate::layer_norm_kernel`],
+//! [`crate::attention_kernel`], and the trainer's loss kernel): on by default; off, they run
+//! as burn's primitives, to compare (`transduce bench --no-fused-layers`).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 

@@ -30,7 +30,7 @@ pub struct BenchCmd {
     /// Without kernel fusion (GPU backends), to measure what it gives.
     #[arg(long)]
     pub no_fusion: bool,
-    /// Run the layer norms and attention as burn's primitives instead of the fused
+    /// Run the layer norms, attention and loss as burn's primitives instead of the fused
     /// kernels (GPU backends; the same values to rounding), to measure what they give.
     #[arg(long)]
     pub no_fused_layers: bool,

@@ -46,7 +46,7 @@ pub struct TrainCmd {
     /// Run the GPU backends without kernel fusion (to compare, or to rule fusion out).
     #[arg(long)]
     pub no_fusion: bool,
-    /// Run the layer norms and attention as burn's primitives instead of the fused
+    /// Run the layer norms, attention and loss as burn's primitives instead of the fused
     /// kernels (GPU backends; the same values to rounding), to measure what they give.
     #[arg(long)]
     pub no_fused_layers: bool,

@@ -51,6 +51,9 @@ pub fn label_smoothed(logits: Tensor<3>, targets: Tensor<2, Int>, epsilon: f64) 
             let grad = grad.map(|g| Tensor::<2>::from_data(TensorData::new(g, [n, v]), &device));
             (value(smoothed), value(nll), grad)
         }
+        None if fused_kernel_applies(&device) => {
+            on_device_fused(&logits, &targets, epsilon, tracked)
+        }
         None => on_device(&logits, &targets, epsilon, tracked),
     };
     match grad {
@@ -74,6 +77,43 @@ pub fn row_log_probs(logits: Tensor<3>, targets: Tensor<2, Int>) -> Tensor<1> {
         .gather(2, targets.unsqueeze_dim::<3>(2))
         .reshape([b, t]);
     (picked * keep).sum_dim(1).reshape([b])
+}
+
+/// Whether [`super::loss_kernel`] computes the loss on `device`: a cubecl device (wgpu,
+/// CUDA) with the fused kernels on (`--no-fused-layers` turns them off).
+fn fused_kernel_applies(device: &Device) -> bool {
+    transduce::fused_layers::enabled()
+        && matches!(
+            device.clone().inner().as_dispatch(),
+            transduce::burn::backend::DispatchDevice::Cube(_)
+        )
+}
+
+/// [`on_device`] as one kernel ([`super::loss_kernel`]): a workgroup per row.
+fn on_device_fused(
+    logits: &Tensor<2>,
+    targets: &Tensor<2, Int>,
+    epsilon: f64,
+    tracked: bool,
+) -> (Tensor<1>, Tensor<1>, Option<Tensor<2>>) {
+    use super::loss_kernel::LossKernel;
+    use transduce::burn::backend::Dispatch;
+    let z = logits.clone().without_autodiff();
+    let [n, _] = z.dims();
+    // Ids as floats: exact below 2²⁴, and the kernel reads one type.
+    let ids = targets.clone().float().reshape([n]);
+    let (sums, grad) = <Dispatch as LossKernel>::smoothed_cross_entropy(
+        z.into_dispatch(),
+        ids.into_dispatch(),
+        epsilon,
+        tracked,
+    );
+    let sums = Tensor::<2>::from_dispatch(sums).sum_dim(0).reshape([2]);
+    (
+        sums.clone().slice(0..1),
+        sums.slice(1..2),
+        tracked.then(|| Tensor::from_dispatch(grad)),
+    )
 }
 
 /// The loss sums and, when `tracked`, `(p − q)` (zero on PAD rows) as tensor operations.
@@ -250,12 +290,15 @@ mod tests {
         t.into_data().try_into_vec_as::<f64>().unwrap()[0]
     }
 
-    /// The two implementations: in host memory (the CPU backend) and as tensor operations
-    /// on the device (any other backend; ndarray here).
-    fn devices() -> [Device; 2] {
+    /// The three implementations: in host memory (the CPU backend), as tensor operations
+    /// on the device (any other backend; ndarray here), and as one kernel on a cubecl
+    /// device (wgpu, where there is an adapter).
+    fn devices() -> Vec<Device> {
         #[allow(deprecated)]
         let generic = Device::ndarray();
-        [Device::flex(), generic]
+        let mut devices = vec![Device::flex(), generic];
+        devices.extend(super::super::tests::wgpu_device("loss on wgpu"));
+        devices
     }
 
     #[test]
@@ -306,7 +349,7 @@ mod tests {
         let values: Vec<f32> = (0..b * t * v)
             .map(|i| ((i * 37 % 23) as f32 - 11.0) * 0.4)
             .collect();
-        for device in devices().map(|d| d.autodiff()) {
+        for device in devices().into_iter().map(|d| d.autodiff()) {
             let targets = Tensor::<2, Int>::from_data([[3i32, 1, PAD as i32], [36, 2, 5]], &device);
             for epsilon in [0.0, 0.1] {
                 let leaf = || {

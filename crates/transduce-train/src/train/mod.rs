@@ -8,6 +8,7 @@ pub mod checkpoint;
 pub mod device_dropout;
 pub mod graph;
 pub mod loss;
+pub mod loss_kernel;
 pub mod precision;
 pub mod rng;
 pub mod schedule;
