@@ -342,10 +342,17 @@ mod tests {
     }
 
     /// The fused loss has the value and the gradient of the definition, PAD rows included,
-    /// on both implementations; the vocabulary (37) is not a multiple of the host path's lanes.
+    /// on every implementation; the vocabularies (37, 1,001) are not multiples of the host
+    /// path's lanes nor of the GPU kernel's 256 threads.
     #[test]
     fn gradient_matches_the_definition() {
-        let (b, t, v) = (2, 3, 37);
+        for v in [37, 1001] {
+            gradient_matches_the_definition_at(v);
+        }
+    }
+
+    fn gradient_matches_the_definition_at(v: usize) {
+        let (b, t) = (2, 3);
         let values: Vec<f32> = (0..b * t * v)
             .map(|i| ((i * 37 % 23) as f32 - 11.0) * 0.4)
             .collect();
@@ -364,7 +371,7 @@ mod tests {
                     (scalar(fused.clone()), scalar(expected.clone()));
                 assert!(
                     (fused_value - expected_value).abs() < 1e-5 * expected_value.abs(),
-                    "{device:?} ε {epsilon}: {fused_value} vs {expected_value}"
+                    "{device:?} v {v} ε {epsilon}: {fused_value} vs {expected_value}"
                 );
                 let gx = x.grad(&fused.backward()).unwrap().into_data();
                 let gy = y.grad(&expected.backward()).unwrap().into_data();
@@ -375,7 +382,7 @@ mod tests {
                 for (i, (a, e)) in gx.iter().zip(&gy).enumerate() {
                     assert!(
                         (a - e).abs() < 1e-6,
-                        "{device:?} ε {epsilon}, {i}: {a} vs {e}"
+                        "{device:?} v {v} ε {epsilon}, {i}: {a} vs {e}"
                     );
                 }
                 // The PAD position gets no gradient at all.
