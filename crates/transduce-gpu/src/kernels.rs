@@ -68,9 +68,12 @@ impl Depth {
                     Keys::Source => source_len,
                     Keys::Cache { .. } => t + 1,
                 };
+                let score_lanes = (ATTENTION_THREADS / ATTENTION_SCORE_PARTS) as u64;
+                let score_parts = ATTENTION_SCORE_PARTS as u64;
                 let lanes = (ATTENTION_THREADS / ATTENTION_PARTS) as u64;
                 let parts = ATTENTION_PARTS as u64;
-                n.div_ceil(lanes) * dk.div_ceil(parts) + dv.div_ceil(lanes) * n.div_ceil(parts)
+                n.div_ceil(score_lanes) * dk.div_ceil(score_parts)
+                    + dv.div_ceil(lanes) * n.div_ceil(parts)
             }
         }
     }
@@ -143,6 +146,7 @@ const NORM_THREADS: usize = 256;
 /// Threads per workgroup of `attention.wgsl`, and the threads that share a key (scores) or
 /// an output dimension (values).
 const ATTENTION_THREADS: u32 = 256;
+const ATTENTION_SCORE_PARTS: u32 = 16;
 const ATTENTION_PARTS: u32 = 4;
 
 /// Threads per workgroup of the top-k selection.

@@ -221,14 +221,14 @@ fn random_models_of_other_shapes_decode_as_the_host_does() {
 /// - per layer: Q/K/V, cross queries and the FFN's first product, each one of 8 slices of
 ///   K = 256 (int8: 64 words → 8) + 1 epilogue pair = 9; the output and cross projections
 ///   with LayerNorm, one of 8 slices (64 words → 8) + 2 rows × 2 × ⌈256/256⌉ = 12; the
-///   FFN's second, 1024/4/8 + 4 = 36; two attentions over 20 keys, four threads to a key
-///   and to a value dimension, ⌈20/64⌉·⌈64/4⌉ + ⌈64/64⌉·⌈20/4⌉ = 21 each:
-///   3 × 9 + 2 × 12 + 36 + 2 × 21 = 129;
+///   FFN's second, 1024/4/8 + 4 = 36; two attentions over 20 keys, sixteen threads to a
+///   key and four to a value dimension, ⌈20/16⌉·⌈64/16⌉ + ⌈64/64⌉·⌈20/4⌉ = 13 each:
+///   3 × 9 + 2 × 12 + 36 + 2 × 13 = 113;
 /// - the output projection 9; the top-1 selection over ⌈8000/1024⌉ = 8 parts of 1,024
 ///   words, (2 + 1)·⌈1024/256⌉ = 12, and their merge, 2·⌈8/256⌉ + 1·⌈8·1/256⌉ = 3.
 ///
-/// int8: 1 + 4 + 3 × 129 + 9 + 12 + 3 = 416. f32 reads K values, not K/4 words: per layer
-/// 3 × (32 + 1) + 2 × (32 + 4) + (128 + 4) + 2 × 21 = 345, total 1,088.
+/// int8: 1 + 4 + 3 × 113 + 9 + 12 + 3 = 368. f32 reads K values, not K/4 words: per layer
+/// 3 × (32 + 1) + 2 × (32 + 4) + (128 + 4) + 2 × 13 = 329, total 1,040.
 #[test]
 fn serial_depth_is_counted_from_the_recorded_dispatches() {
     let Some(gpu) = gpu() else { return };
@@ -238,7 +238,7 @@ fn serial_depth_is_counted_from_the_recorded_dispatches() {
     let model = Transformer::new(&config, &device).unwrap();
     let int8 = save_weights(&model, WeightDtype::Int8).unwrap();
     let int8 = load_weights(&config, &int8, &device).unwrap();
-    for (model, want) in [(model, 1_088), (int8, 416)] {
+    for (model, want) in [(model, 1_040), (int8, 368)] {
         let host = HostModel::new(&model).unwrap();
         let gpu_model = GpuModel::new(&gpu, &host);
         let depth = gpu_model.serial_depth().unwrap();

@@ -14,13 +14,15 @@ const VO: u32 = {VO}u;
 const CAP: u32 = {CAP}u;
 const MAXN: u32 = {MAXN}u;
 const SCALE: f32 = {SCALE};
-// 256 threads: in the scores, PARTS threads share a key (each a slice of its DK dims); in
+// 256 threads: in the scores, SPARTS threads share a key (each a slice of its DK dims); in
 // the weighted values, PARTS threads share an output dimension (each a slice of the keys).
 // Partial sums meet in workgroup memory and are added in slice order.
 const T: u32 = 256u;
+const SPARTS: u32 = 16u;
+const SLANES: u32 = T / SPARTS;
+const DKP: u32 = (DK + SPARTS - 1u) / SPARTS;
 const PARTS: u32 = 4u;
 const LANES: u32 = T / PARTS;
-const DKP: u32 = (DK + PARTS - 1u) / PARTS;
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> rows: array<Row>;
@@ -46,6 +48,15 @@ fn parts_sum(lane: u32) -> f32 {
     return v;
 }
 
+// The same for the scores' SPARTS slices of SLANES keys.
+fn score_parts_sum(lane: u32) -> f32 {
+    var v = partial[lane];
+    for (var o = 1u; o < SPARTS; o++) {
+        v += partial[o * SLANES + lane];
+    }
+    return v;
+}
+
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
     let h = wg.x;
@@ -59,13 +70,13 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     let n = workgroupUniformLoad(&count);
     let qb = r * QS + QO + h * DK;
     // Scores: thread (key lane, part) sums its slice of DK; part 0 adds the slices in order.
-    let lane = lid.x % LANES;
-    let part = lid.x / LANES;
-    let ib = min(part * DKP, DK);
+    let slane = lid.x % SLANES;
+    let spart = lid.x / SLANES;
+    let ib = min(spart * DKP, DK);
     let ie = min(ib + DKP, DK);
     var m = -3.0e38;
-    for (var base = 0u; base < n; base += LANES) {
-        let j = base + lane;
+    for (var base = 0u; base < n; base += SLANES) {
+        let j = base + slane;
         var s = 0.0;
         if (j < n) {
             let kb = key_row(r, j) * KVS + KO + h * DK;
@@ -73,10 +84,10 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
                 s = fma(q[qb + i], kv[kb + i], s);
             }
         }
-        partial[part * LANES + lane] = s;
+        partial[spart * SLANES + slane] = s;
         workgroupBarrier();
-        if (part == 0u && j < n) {
-            let scaled = parts_sum(lane) / SCALE;
+        if (spart == 0u && j < n) {
+            let scaled = score_parts_sum(slane) / SCALE;
             scores[j] = scaled;
             m = max(m, scaled);
         }
@@ -110,6 +121,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     workgroupBarrier();
     // Weighted values: thread (dimension lane, part) sums its slice of the keys; part 0
     // adds the slices in order.
+    let lane = lid.x % LANES;
+    let part = lid.x / LANES;
     let np = (n + PARTS - 1u) / PARTS;
     let jb = min(part * np, n);
     let je = min(jb + np, n);
