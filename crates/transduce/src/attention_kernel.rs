@@ -23,8 +23,7 @@ use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
 use burn::backend::fusion::custom::TensorSpec;
 use burn::backend::{
-    Autodiff, AutodiffBackend, Backend, Dispatch, DispatchDevice, backend_extension,
-    tensor::FloatTensor,
+    Autodiff, AutodiffBackend, Backend, Dispatch, backend_extension, tensor::FloatTensor,
 };
 use burn::tensor::{Bool, DType, Shape, Tensor};
 use burn_cubecl::CubeBackend;
@@ -35,6 +34,8 @@ use burn_cubecl::cubecl::std::tensor::layout::linear::{LinearView, LinearViewMut
 use burn_cubecl::kernel::into_contiguous;
 use burn_cubecl::ops::numeric::empty_device_dtype;
 use burn_cubecl::tensor::CubeTensor;
+
+use crate::fused_layers::{f32_arg, u32_arg};
 
 /// Threads per workgroup (one row of scores, or one key's gradients).
 const THREADS: usize = 64;
@@ -343,20 +344,13 @@ fn empty(like: &CubeTensor, shape: Shape) -> CubeTensor {
     empty_device_dtype(like.client.clone(), like.device.clone(), shape, like.dtype)
 }
 
-fn u32_scalar(v: usize) -> InputScalar {
-    InputScalar::new(
-        v as u32,
-        cubecl::ir::ElemType::UInt(cubecl::ir::UIntKind::U32),
-    )
-}
-
 fn sizes(rows: usize, queries: usize, keys: usize, mask: (usize, usize)) -> SizesLaunch {
     SizesLaunch::new(
-        u32_scalar(rows),
-        u32_scalar(queries),
-        u32_scalar(keys),
-        u32_scalar(mask.0),
-        u32_scalar(mask.1),
+        u32_arg(rows),
+        u32_arg(queries),
+        u32_arg(keys),
+        u32_arg(mask.0),
+        u32_arg(mask.1),
     )
 }
 
@@ -374,10 +368,7 @@ fn mask_strides(mask: &CubeTensor, masked: bool) -> (usize, usize) {
 
 /// √d_k, the scores' divisor (§3.2.1), as the primitives compute it.
 fn scale(dk: usize) -> InputScalar {
-    InputScalar::new(
-        (dk as f64).sqrt() as f32,
-        cubecl::ir::ElemType::Float(cubecl::ir::FloatKind::F32),
-    )
+    f32_arg((dk as f64).sqrt())
 }
 
 impl AttentionKernel for CubeBackend {
@@ -672,13 +663,10 @@ pub fn try_attention(
     heads: usize,
 ) -> Option<(Tensor<3>, Tensor<4>)> {
     let device = q.device();
-    if !crate::fused_layers::enabled() || !device.is_autodiff() {
+    if !device.is_autodiff() || !crate::fused_layers::applies(&device) {
         return None;
     }
     if [q, k, v].iter().any(|t| t.dtype() != DType::F32) {
-        return None;
-    }
-    if !matches!(device.inner().as_dispatch(), DispatchDevice::Cube(_)) {
         return None;
     }
     let [batch, tq, _] = q.dims();
@@ -713,11 +701,13 @@ mod tests {
     use super::*;
     use crate::attention::scaled_dot_product;
     use crate::dropout::Dropout;
-    use crate::layer_norm_kernel::test_gpu::{SERIAL, wgpu_device};
+    use crate::layer_norm_kernel::test_gpu::{SERIAL, count_launches, wgpu_device};
     use burn::tensor::{Device, TensorData};
-    use burn_cubecl::cubecl::logging::{LaunchObservation, LaunchObserver};
-    use std::sync::Arc;
-    use std::sync::atomic::{AtomicU64, Ordering};
+
+    /// The primitives' values to 2·10⁻⁵ of the largest.
+    fn assert_close(what: &str, got: &[f32], want: &[f32]) {
+        crate::layer_norm_kernel::test_gpu::assert_close(what, got, want, 2e-5);
+    }
 
     /// Values in about [−1, 1] that repeat only after `n`, offset by `shift`.
     fn values(n: usize, shift: usize) -> Vec<f32> {
@@ -802,17 +792,6 @@ mod tests {
         }
     }
 
-    fn assert_close(what: &str, got: &[f32], want: &[f32]) {
-        assert_eq!(got.len(), want.len(), "{what}");
-        let scale = want.iter().fold(0f32, |m, v| m.max(v.abs())).max(1e-6);
-        for (i, (g, w)) in got.iter().zip(want).enumerate() {
-            assert!(
-                (g - w).abs() <= 2e-5 * scale,
-                "{what}[{i}]: {g} vs {w} (scale {scale})"
-            );
-        }
-    }
-
     fn cases() -> Vec<Case> {
         let causal = |t: usize| -> Vec<Vec<bool>> {
             (0..t).map(|i| (0..t).map(|j| j > i).collect()).collect()
@@ -887,14 +866,6 @@ mod tests {
         }
     }
 
-    #[derive(Default)]
-    struct Count(AtomicU64);
-    impl LaunchObserver for Count {
-        fn launched(&self, _kernel: &'static str) {
-            self.0.fetch_add(1, Ordering::Relaxed);
-        }
-    }
-
     /// What an attention's forward and backward launch, fused and as primitives.
     #[test]
     fn fused_attention_launches_a_few_kernels() {
@@ -906,11 +877,9 @@ mod tests {
         let case = &cases()[0];
         let launches = |fused: bool| {
             run(case, fused, &device); // compiled and tuned: not counted
-            let count = Arc::new(Count::default());
-            let observation = LaunchObservation::new(count.clone());
-            run(case, fused, &device);
-            drop(observation);
-            count.0.load(Ordering::Relaxed)
+            count_launches(|| {
+                run(case, fused, &device);
+            })
         };
         let (fused, burn) = (launches(true), launches(false));
         println!("attention forward + backward (+ the test's own): fused {fused}, burn's {burn}");

@@ -4,6 +4,11 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use burn::backend::DispatchDevice;
+use burn::tensor::Device;
+use burn_cubecl::cubecl::ir::{ElemType, FloatKind, UIntKind};
+use burn_cubecl::cubecl::prelude::InputScalar;
+
 static ENABLED: AtomicBool = AtomicBool::new(true);
 
 /// Turns the fused kernels on or off for the whole process.
@@ -14,4 +19,24 @@ pub fn set_enabled(on: bool) {
 /// Whether the fused kernels are on ([`set_enabled`]).
 pub fn enabled() -> bool {
     ENABLED.load(Ordering::Relaxed)
+}
+
+/// Whether the fused kernels run on `device`: they are on, and it is a cubecl device (wgpu,
+/// CUDA; an autodiff device counts by its inner one).
+pub fn applies(device: &Device) -> bool {
+    enabled()
+        && matches!(
+            device.clone().inner().as_dispatch(),
+            DispatchDevice::Cube(_)
+        )
+}
+
+/// A `u32` kernel argument.
+pub fn u32_arg(v: usize) -> InputScalar {
+    InputScalar::new(v as u32, ElemType::UInt(UIntKind::U32))
+}
+
+/// An `f32` kernel argument.
+pub fn f32_arg(v: f64) -> InputScalar {
+    InputScalar::new(v as f32, ElemType::Float(FloatKind::F32))
 }

@@ -18,8 +18,7 @@ use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
 use burn::backend::fusion::custom::TensorSpec;
 use burn::backend::{
-    Autodiff, AutodiffBackend, Backend, Dispatch, DispatchDevice, backend_extension,
-    tensor::FloatTensor,
+    Autodiff, AutodiffBackend, Backend, Dispatch, backend_extension, tensor::FloatTensor,
 };
 use burn::nn::LayerNorm;
 use burn::tensor::{DType, Slice, Tensor};
@@ -31,6 +30,8 @@ use burn_cubecl::cubecl::std::tensor::layout::linear::{LinearView, LinearViewMut
 use burn_cubecl::kernel::into_contiguous;
 use burn_cubecl::ops::numeric::empty_device_dtype;
 use burn_cubecl::tensor::CubeTensor;
+
+use crate::fused_layers::{f32_arg, u32_arg};
 
 /// Threads that share one row (their partial sums meet in workgroup memory).
 const LANES: u32 = 32;
@@ -55,6 +56,51 @@ fn row_total(shared: &mut Shared<[f32]>, value: f32) -> f32 {
     total
 }
 
+/// The mean of the row of `z` at `base` (`width` values), in every thread of the row;
+/// rows not `live` (past the end) read nothing but take part in the barriers.
+#[cube]
+fn row_mean(
+    z: &LinearView<'_, f32>,
+    shared: &mut Shared<[f32]>,
+    base: usize,
+    live: bool,
+    #[comptime] width: usize,
+) -> f32 {
+    let mut sum = 0.0f32;
+    if live {
+        let mut j = UNIT_POS_X as usize;
+        while j < width {
+            sum += z.read(base + j);
+            j += LANES as usize;
+        }
+    }
+    row_total(shared, sum) / f32::cast_from(width)
+}
+
+/// √(var + ε) of the row around its `mean`: two passes, as burn's norm (the variance of
+/// the centred values).
+#[cube]
+fn row_deviation(
+    z: &LinearView<'_, f32>,
+    shared: &mut Shared<[f32]>,
+    base: usize,
+    live: bool,
+    mean: f32,
+    epsilon: f32,
+    #[comptime] width: usize,
+) -> f32 {
+    let mut squares = 0.0f32;
+    if live {
+        let mut j = UNIT_POS_X as usize;
+        while j < width {
+            let c = z.read(base + j) - mean;
+            squares += c * c;
+            j += LANES as usize;
+        }
+    }
+    (row_total(shared, squares) / f32::cast_from(width) + epsilon).sqrt()
+}
+
 #[cube(launch_unchecked)]
 fn norm_forward(
     z: &LinearView<'_, f32>,
@@ -71,30 +117,17 @@ fn norm_forward(
     let live = row < rows.get::<u32>() as usize;
     let base = row * width;
     let lanes = LANES as usize;
-    let n = f32::cast_from(width);
 
-    let mut sum = 0.0f32;
-    if live {
-        let mut j = UNIT_POS_X as usize;
-        while j < width {
-            sum += z.read(base + j);
-            j += lanes;
-        }
-    }
-    let mean = row_total(&mut shared, sum) / n;
-
-    // Two passes, as burn's norm: the variance of the centred values.
-    let mut squares = 0.0f32;
-    if live {
-        let mut j = UNIT_POS_X as usize;
-        while j < width {
-            let c = z.read(base + j) - mean;
-            squares += c * c;
-            j += lanes;
-        }
-    }
-    let var = row_total(&mut shared, squares) / n;
-    let denom = (var + epsilon.get::<f32>()).sqrt();
+    let mean = row_mean(z, &mut shared, base, live, width);
+    let denom = row_deviation(
+        z,
+        &mut shared,
+        base,
+        live,
+        mean,
+        epsilon.get::<f32>(),
+        width,
+    );
 
     if live {
         let mut j = UNIT_POS_X as usize;
@@ -127,25 +160,16 @@ fn norm_backward(
     let lanes = LANES as usize;
     let n = f32::cast_from(width);
 
-    let mut sum = 0.0f32;
-    if live {
-        let mut j = UNIT_POS_X as usize;
-        while j < width {
-            sum += z.read(base + j);
-            j += lanes;
-        }
-    }
-    let mean = row_total(&mut shared, sum) / n;
-    let mut squares = 0.0f32;
-    if live {
-        let mut j = UNIT_POS_X as usize;
-        while j < width {
-            let c = z.read(base + j) - mean;
-            squares += c * c;
-            j += lanes;
-        }
-    }
-    let denom = (row_total(&mut shared, squares) / n + epsilon.get::<f32>()).sqrt();
+    let mean = row_mean(z, &mut shared, base, live, width);
+    let denom = row_deviation(
+        z,
+        &mut shared,
+        base,
+        live,
+        mean,
+        epsilon.get::<f32>(),
+        width,
+    );
 
     let mut g_sum = 0.0f32;
     let mut gx_sum = 0.0f32;
@@ -239,8 +263,8 @@ impl LayerNormKernel for CubeBackend {
                 gamma.into_linear_view(),
                 beta.into_linear_view(),
                 out.clone().into_linear_view(),
-                u32_scalar(rows),
-                f32_scalar(epsilon),
+                u32_arg(rows),
+                f32_arg(epsilon),
                 width,
             );
         }
@@ -280,27 +304,13 @@ impl LayerNormKernel for CubeBackend {
                 dy.into_linear_view(),
                 dz.clone().into_linear_view(),
                 stacked.clone().into_linear_view(),
-                u32_scalar(rows),
-                f32_scalar(epsilon),
+                u32_arg(rows),
+                f32_arg(epsilon),
                 width,
             );
         }
         (dz, stacked)
     }
-}
-
-fn u32_scalar(v: usize) -> InputScalar {
-    InputScalar::new(
-        v as u32,
-        cubecl::ir::ElemType::UInt(cubecl::ir::UIntKind::U32),
-    )
-}
-
-fn f32_scalar(v: f64) -> InputScalar {
-    InputScalar::new(
-        v as f32,
-        cubecl::ir::ElemType::Float(cubecl::ir::FloatKind::F32),
-    )
 }
 
 /// The column sums of a `[rows, d]` tensor, as `[d]`.
@@ -399,10 +409,7 @@ impl<B: LayerNormKernel, C: CheckpointStrategy> LayerNormKernel for Autodiff<B, 
 /// otherwise: the caller runs
 /// burn's norm.
 pub fn try_layer_norm(norm: &LayerNorm, x: &Tensor<3>, epsilon: f64) -> Option<Tensor<3>> {
-    if !crate::fused_layers::enabled() || x.dtype() != DType::F32 {
-        return None;
-    }
-    if !matches!(x.device().inner().as_dispatch(), DispatchDevice::Cube(_)) {
+    if x.dtype() != DType::F32 || !crate::fused_layers::applies(&x.device()) {
         return None;
     }
     let beta = norm.beta.as_ref()?.val();
@@ -420,11 +427,44 @@ pub fn try_layer_norm(norm: &LayerNorm, x: &Tensor<3>, epsilon: f64) -> Option<T
 /// What the GPU kernels' tests share.
 #[cfg(test)]
 pub(crate) mod test_gpu {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
     use burn::tensor::Device;
+    use burn_cubecl::cubecl::logging::{LaunchObservation, LaunchObserver};
 
     /// Held by each GPU kernel test: launches are observed process-wide, so a count must
     /// not see another test's kernels.
     pub(crate) static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    /// Kernel launches issued while `f` runs (hold [`SERIAL`]: the observer sees every
+    /// thread's launches).
+    pub(crate) fn count_launches(f: impl FnOnce()) -> u64 {
+        #[derive(Default)]
+        struct Count(AtomicU64);
+        impl LaunchObserver for Count {
+            fn launched(&self, _kernel: &'static str) {
+                self.0.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        let count = Arc::new(Count::default());
+        let observation = LaunchObservation::new(count.clone());
+        f();
+        drop(observation);
+        count.0.load(Ordering::Relaxed)
+    }
+
+    /// Each value of `got` within `tolerance` × the largest of `want` of its counterpart.
+    pub(crate) fn assert_close(what: &str, got: &[f32], want: &[f32], tolerance: f32) {
+        assert_eq!(got.len(), want.len(), "{what}");
+        let scale = want.iter().fold(0f32, |m, v| m.max(v.abs())).max(1e-6);
+        for (i, (g, w)) in got.iter().zip(want).enumerate() {
+            assert!(
+                (g - w).abs() <= tolerance * scale,
+                "{what}[{i}]: {g} vs {w} (scale {scale})"
+            );
+        }
+    }
 
     /// The wgpu device, or `None` (the reason printed) where there is no adapter.
     pub(crate) fn wgpu_device(test: &str) -> Option<Device> {
@@ -448,13 +488,10 @@ pub(crate) mod test_gpu {
 
 #[cfg(test)]
 mod tests {
-    use super::test_gpu::{SERIAL, wgpu_device};
+    use super::test_gpu::{SERIAL, assert_close, count_launches, wgpu_device};
     use super::*;
     use burn::nn::LayerNormConfig;
     use burn::tensor::Device;
-    use burn_cubecl::cubecl::logging::{LaunchObservation, LaunchObserver};
-    use std::sync::Arc;
-    use std::sync::atomic::{AtomicU64, Ordering};
 
     /// Values in about [−2, 2] that repeat only after `n`, offset by `shift`.
     fn values(n: usize, shift: usize) -> Vec<f32> {
@@ -513,17 +550,6 @@ mod tests {
         }
     }
 
-    fn assert_close(what: &str, got: &[f32], want: &[f32], tolerance: f32) {
-        assert_eq!(got.len(), want.len(), "{what}");
-        let scale = want.iter().fold(0f32, |m, v| m.max(v.abs())).max(1e-6);
-        for (i, (g, w)) in got.iter().zip(want).enumerate() {
-            assert!(
-                (g - w).abs() <= tolerance * scale,
-                "{what}[{i}]: {g} vs {w} (scale {scale})"
-            );
-        }
-    }
-
     /// The fused forward and backward give burn's norm's output and gradients (x, γ, β) to
     /// rounding, at widths that fill the 32 lanes of a row unevenly and row counts that
     /// leave a workgroup's 8 rows part-empty.
@@ -551,14 +577,6 @@ mod tests {
         assert_close("inference", &vec(fused), &vec(norm.forward(x)), 1e-5);
     }
 
-    #[derive(Default)]
-    struct Count(AtomicU64);
-    impl LaunchObserver for Count {
-        fn launched(&self, _kernel: &'static str) {
-            self.0.fetch_add(1, Ordering::Relaxed);
-        }
-    }
-
     /// What a norm's forward and backward launch, fused and as burn's primitives.
     #[test]
     fn fused_norm_launches_a_few_kernels() {
@@ -569,11 +587,9 @@ mod tests {
         let device = device.autodiff();
         let launches = |fused: bool| {
             run(fused, [2, 9, 64], &device); // compiled and tuned: not counted
-            let count = Arc::new(Count::default());
-            let observation = LaunchObservation::new(count.clone());
-            run(fused, [2, 9, 64], &device);
-            drop(observation);
-            count.0.load(Ordering::Relaxed)
+            count_launches(|| {
+                run(fused, [2, 9, 64], &device);
+            })
         };
         let (fused, burn) = (launches(true), launches(false));
         println!("norm forward + backward (+ the test's own reads): fused {fused}, burn's {burn}");

@@ -18,6 +18,7 @@ pub mod decode;
 pub mod dropout;
 pub mod embedding;
 pub mod error;
+#[cfg(not(target_arch = "wasm32"))]
 pub mod fused_layers;
 pub mod host;
 #[cfg(not(target_arch = "wasm32"))]

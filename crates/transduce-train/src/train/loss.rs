@@ -51,7 +51,7 @@ pub fn label_smoothed(logits: Tensor<3>, targets: Tensor<2, Int>, epsilon: f64) 
             let grad = grad.map(|g| Tensor::<2>::from_data(TensorData::new(g, [n, v]), &device));
             (value(smoothed), value(nll), grad)
         }
-        None if fused_kernel_applies(&device) => {
+        None if transduce::fused_layers::applies(&device) => {
             on_device_fused(&logits, &targets, epsilon, tracked)
         }
         None => on_device(&logits, &targets, epsilon, tracked),
@@ -77,16 +77,6 @@ pub fn row_log_probs(logits: Tensor<3>, targets: Tensor<2, Int>) -> Tensor<1> {
         .gather(2, targets.unsqueeze_dim::<3>(2))
         .reshape([b, t]);
     (picked * keep).sum_dim(1).reshape([b])
-}
-
-/// Whether [`super::loss_kernel`] computes the loss on `device`: a cubecl device (wgpu,
-/// CUDA) with the fused kernels on (`--no-fused-layers` turns them off).
-fn fused_kernel_applies(device: &Device) -> bool {
-    transduce::fused_layers::enabled()
-        && matches!(
-            device.clone().inner().as_dispatch(),
-            transduce::burn::backend::DispatchDevice::Cube(_)
-        )
 }
 
 /// [`on_device`] as one kernel ([`super::loss_kernel`]): a workgroup per row.

@@ -14,6 +14,7 @@ use burn_cubecl::ops::numeric::empty_device_dtype;
 use burn_cubecl::tensor::CubeTensor;
 use transduce::burn::backend::fusion::custom::TensorSpec;
 use transduce::burn::backend::{Backend, TensorMetadata, backend_extension, tensor::FloatTensor};
+use transduce::fused_layers::{f32_arg, u32_arg};
 use transduce::tokenizer::PAD;
 
 /// Threads per row.
@@ -185,14 +186,8 @@ impl LossKernel for CubeBackend {
                 targets.into_linear_view(),
                 sums.clone().into_linear_view(),
                 grad.clone().into_linear_view(),
-                InputScalar::new(
-                    rows as u32,
-                    cubecl::ir::ElemType::UInt(cubecl::ir::UIntKind::U32),
-                ),
-                InputScalar::new(
-                    epsilon as f32,
-                    cubecl::ir::ElemType::Float(cubecl::ir::FloatKind::F32),
-                ),
+                u32_arg(rows),
+                f32_arg(epsilon),
                 vocab,
                 tracked,
             );
