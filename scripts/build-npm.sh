@@ -14,11 +14,12 @@ build_page
 rm -rf pkg
 mkdir -p pkg
 # Two builds of the module: the CPU one (loaded by default) and the WebGPU one (fetched by
-# the worker only when a bundle is loaded on WebGPU), and the relaxed-SIMD kernel module
-# both use where the browser has relaxed SIMD.
+# the worker only when a bundle is loaded on WebGPU), the relaxed-SIMD kernel module both
+# use where the browser has relaxed SIMD, and the adaptation module (fetched only by adapt()).
 cp dist/transduce-web.js dist/transduce-web_bg.wasm dist/transduce-web.d.ts pkg/
 cp dist/transduce-web-webgpu.js dist/transduce-web-webgpu_bg.wasm dist/transduce-web-webgpu.d.ts pkg/
 cp dist/transduce-relaxed.wasm pkg/
+cp dist/transduce-adapt.js dist/transduce-adapt_bg.wasm dist/transduce-adapt.d.ts pkg/
 cp web/transduce.js web/worker.js web/transduce.d.ts web/translator.js web/translator.d.ts pkg/
 cat > pkg/package.json <<JSON
 {
@@ -35,12 +36,13 @@ cat > pkg/package.json <<JSON
     "./translator.js": { "types": "./translator.d.ts", "default": "./translator.js" },
     "./worker.js": "./worker.js",
     "./transduce-web.js": "./transduce-web.js",
-    "./transduce-web-webgpu.js": "./transduce-web-webgpu.js"
+    "./transduce-web-webgpu.js": "./transduce-web-webgpu.js",
+    "./transduce-adapt.js": "./transduce-adapt.js"
   },
-  "files": ["transduce.js", "transduce.d.ts", "translator.js", "translator.d.ts", "worker.js", "transduce-web.js", "transduce-web.d.ts", "transduce-web_bg.wasm", "transduce-web-webgpu.js", "transduce-web-webgpu.d.ts", "transduce-web-webgpu_bg.wasm", "transduce-relaxed.wasm", "README.md"],
+  "files": ["transduce.js", "transduce.d.ts", "translator.js", "translator.d.ts", "worker.js", "transduce-web.js", "transduce-web.d.ts", "transduce-web_bg.wasm", "transduce-web-webgpu.js", "transduce-web-webgpu.d.ts", "transduce-web-webgpu_bg.wasm", "transduce-relaxed.wasm", "transduce-adapt.js", "transduce-adapt.d.ts", "transduce-adapt_bg.wasm", "README.md"],
   "sideEffects": false,
   "keywords": ["transformer", "translation", "parsing", "webgpu", "wasm", "burn"]
 }
 JSON
 cp web/NPM-README.md pkg/README.md
-log "pkg/: $(du -sh pkg | cut -f1) (wasm: CPU $(du -h pkg/transduce-web_bg.wasm | cut -f1), WebGPU $(du -h pkg/transduce-web-webgpu_bg.wasm | cut -f1))"
+log "pkg/: $(du -sh pkg | cut -f1) (wasm: CPU $(du -h pkg/transduce-web_bg.wasm | cut -f1), WebGPU $(du -h pkg/transduce-web-webgpu_bg.wasm | cut -f1), adaptation $(du -h pkg/transduce-adapt_bg.wasm | cut -f1))"

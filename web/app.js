@@ -38,6 +38,7 @@ const state = {
   loading: false, // a translator is loading
   parser: null,
   lastSentences: [],
+  adapting: null, // the AbortController of an adaptation under way
 };
 window.transduceDemo = state; // for tests and the console
 
@@ -153,6 +154,7 @@ async function load(entry) {
     status(`${entry.title}${checked} ready in ${((performance.now() - started) / 1000).toFixed(1)} s`);
     badge(engine);
     if (engine.task === "translate") {
+      adaptedBadge(engine);
       const t = engine.config.task;
       entry.source = t.source;
       entry.target = t.target;
@@ -244,6 +246,8 @@ async function translate() {
     });
     $("target").textContent = result.text;
     $("target").dataset.done = "true";
+    // The pair to add starts from this translation, for the visitor to correct.
+    $("adapt-correct").value = result.text.replace(/\s*\n\s*/g, " ");
     const checked = result.channel ? `, checked by ${state.translator.channel}` : "";
     $("time").textContent = `${(result.ms / 1000).toFixed(2)} s on ${engine.backend === "webgpu" ? "WebGPU" : "CPU"}${checked}`;
     badge(engine);
@@ -258,6 +262,92 @@ async function translate() {
   } finally {
     $("translate").disabled = false;
   }
+}
+
+// ---- adaptation: the visitor's pairs, learned in the worker ------------------------------
+
+/** "adapted · N pairs" beside the backend badge while the translator's weights are adapted. */
+function adaptedBadge(engine) {
+  const adaptation = engine?.adaptation;
+  const el = $("adapted");
+  el.hidden = !adaptation;
+  el.textContent = adaptation ? `adapted · ${adaptation.pairs} pair${adaptation.pairs === 1 ? "" : "s"}` : "";
+  el.title = adaptation ? `fine-tuned here on your pairs (${adaptation.steps} steps); Reset restores the shipped model` : "";
+  $("adapt-reset").hidden = !adaptation;
+  adaptCount();
+}
+
+/** The pairs in the box (lines with text), and whether Adapt may start. */
+function adaptCount() {
+  const lines = $("adapt-pairs").value.split("\n").filter((l) => l.trim());
+  const tabs = lines.filter((l) => l.includes("\t")).length;
+  $("adapt-count").textContent = lines.length
+    ? `${lines.length} pair${lines.length === 1 ? "" : "s"}${tabs < lines.length ? ` (${lines.length - tabs} without a tab)` : ""}`
+    : "";
+  $("adapt").disabled = !state.translator || state.adapting !== null || lines.length === 0;
+}
+
+function addPair() {
+  const source = $("source").value.trim().replace(/\s*\n\s*/g, " ");
+  const target = $("adapt-correct").value.trim();
+  if (!source || !target) {
+    showError("Adapt: write a sentence above and its correct translation first");
+    return;
+  }
+  const box = $("adapt-pairs");
+  box.value = `${box.value.replace(/\s*$/, "")}${box.value.trim() ? "\n" : ""}${source}\t${target}\n`;
+  adaptCount();
+}
+
+async function adapt() {
+  const engine = state.translator?.engine;
+  if (!engine || state.adapting) return;
+  showError("");
+  const controller = new AbortController();
+  state.adapting = controller;
+  adaptCount();
+  $("adapt-cancel").hidden = false;
+  $("adapt-reset").disabled = true;
+  const bar = $("adapt-progress");
+  bar.hidden = false;
+  bar.value = 0;
+  $("adapt-status").textContent = "Loading the training module…";
+  try {
+    const result = await engine.adapt($("adapt-pairs").value, {
+      signal: controller.signal,
+      onProgress: ({ phase, step, steps, loss, remainingMs }) => {
+        if (phase !== "training") return;
+        bar.value = step / steps;
+        const left = Math.ceil(remainingMs / 1000);
+        $("adapt-status").textContent = `Step ${step} of ${steps} · loss ${loss.toFixed(3)} · about ${left} s left`;
+      },
+    });
+    const kept = result.stored ? "kept in this browser for this model" : `not stored (${result.storeError ?? "no Cache API here"})`;
+    $("adapt-status").textContent = `Adapted on ${result.adaptation.pairs} pairs in ${(result.ms / 1000).toFixed(1)} s; ${kept}. Translate to try it.`;
+    adaptedBadge(engine);
+  } catch (e) {
+    $("adapt-status").textContent = controller.signal.aborted ? "Cancelled: the model is as it was." : "";
+    if (!controller.signal.aborted) showError(`Adaptation failed: ${e.message}`);
+  } finally {
+    state.adapting = null;
+    bar.hidden = true;
+    $("adapt-cancel").hidden = true;
+    $("adapt-reset").disabled = false;
+    adaptCount();
+  }
+}
+
+async function resetAdaptation() {
+  const engine = state.translator?.engine;
+  if (!engine || state.adapting) return;
+  showError("");
+  try {
+    await engine.reset();
+    $("adapt-status").textContent = "Back to the shipped model.";
+  } catch (e) {
+    showError(`Reset failed: ${e.message}`);
+  }
+  adaptedBadge(engine);
 }
 
 // ---- attention heat map (Figures 3–5) ------------------------------------------------
@@ -426,6 +516,11 @@ async function main() {
   $("parse").addEventListener("click", parse);
   $("swap").addEventListener("click", () => swap().catch(() => {}));
   $("parse").disabled = false;
+  $("adapt-pairs").addEventListener("input", adaptCount);
+  $("adapt-add").addEventListener("click", addPair);
+  $("adapt").addEventListener("click", adapt);
+  $("adapt-cancel").addEventListener("click", () => state.adapting?.abort());
+  $("adapt-reset").addEventListener("click", resetAdaptation);
   for (const id of ["att-kind", "att-layer", "att-head"]) $(id).addEventListener("change", drawHeatmap);
   $("att-sentence").addEventListener("change", showAttention);
   $("model").addEventListener("change", () => {

@@ -29,6 +29,8 @@ export interface LoadOptions {
   channel?: string | URL | BundleBytes;
   /** Its score's weight (default: the `channel.weight` in the model's config.json). */
   channelWeight?: number;
+  /** Load the stored adaptation of this model where there is one (default true). */
+  adapted?: boolean;
 }
 
 export interface BundleBytes {
@@ -105,6 +107,59 @@ export interface Attention {
   cross: AttentionLayer[];
 }
 
+/** How loaded weights were adapted (config.json's `adaptation`). */
+export interface Adaptation {
+  /** The visitor's pairs trained on (all adaptations of this model together). */
+  pairs: number;
+  /** General pairs mixed in. */
+  replay: number;
+  steps: number;
+  learning_rate: number;
+  seed: number;
+  /** sha256 of the shipped weights this adaptation started from. */
+  from_sha256: string;
+}
+
+export interface AdaptProgress {
+  /** "loading": the adaptation module and replay pairs; "training": a step finished. */
+  phase: "loading" | "training";
+  step: number;
+  steps: number;
+  /** The step's label-smoothed loss per target token. */
+  loss?: number;
+  elapsedMs?: number;
+  /** Estimated from the steps so far. */
+  remainingMs?: number;
+}
+
+export interface AdaptOptions {
+  onProgress?: (progress: AdaptProgress) => void;
+  /** Aborting stops after the current step; the model and the stored weights stay as they were. */
+  signal?: AbortSignal;
+  /** Optimizer steps (default 30). */
+  steps?: number;
+  /** Adam's constant learning rate (default 1e-4). */
+  learningRate?: number;
+  /** Your pairs per step (default 8). */
+  pairsPerStep?: number;
+  /** General pairs per step (default 8). */
+  replayPerStep?: number;
+  /** Fixes batches and dropout (default 1): the same pairs and seed give the same weights. */
+  seed?: number;
+  /** General pairs (one `source\ttranslation` a line) instead of the bundle's replay.tsv; false: none. */
+  replay?: string | false;
+  /** Keep the result in the browser for this model, found by later loads (default true). */
+  store?: boolean;
+}
+
+export interface AdaptResult {
+  adaptation: Adaptation;
+  /** Whether it was stored (false where the browser has no Cache API, or store: false). */
+  stored: boolean;
+  storeError?: string;
+  ms: number;
+}
+
 export class TransduceError extends Error {}
 
 export class Transduce {
@@ -126,6 +181,16 @@ export class Transduce {
   readonly task: "translate" | "parse";
   /** The reverse model loaded with `channel`: its config.json and the weight in use. */
   readonly channel?: { config: any; weight: number };
+  /** How the loaded weights were adapted, or null for the shipped ones. */
+  readonly adaptation: Adaptation | null;
+  /**
+   * Fine-tunes the translator on your own pairs, in the worker, on the CPU: nothing leaves
+   * the machine. `pairs`: text, one `source<TAB>translation` a line, or [source, translation]
+   * lists. The result decodes from then on and is stored for this model (see `store`).
+   */
+  adapt(pairs: string | [string, string][], options?: AdaptOptions): Promise<AdaptResult>;
+  /** The shipped weights again; the stored adaptation is deleted. */
+  reset(): Promise<void>;
   translate(
     text: string,
     options?: DecodeOptions & {

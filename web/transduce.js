@@ -56,9 +56,11 @@ export class Transduce {
    *   given `channel: false`.
    * options.channelWeight: the weight of its score (default: the `channel.weight` the
    *   model's config.json records, chosen on val).
+   * options.adapted: load the visitor's adaptation of this model where one is stored
+   *   (`adapt()`; default true). false: the shipped weights, the stored ones kept.
    */
   static async load(source, options = {}) {
-    const { backend = "auto", onProgress, cache = true, calibrate = false, relaxedSimd = true, workerUrl = DEFAULT_WORKER } = options;
+    const { backend = "auto", onProgress, cache = true, calibrate = false, relaxedSimd = true, workerUrl = DEFAULT_WORKER, adapted = true } = options;
     if (!["auto", "webgpu", "cpu"].includes(backend)) {
       throw new TransduceError(`unknown backend "${backend}" (expected "auto", "webgpu" or "cpu")`);
     }
@@ -79,7 +81,7 @@ export class Transduce {
       throw new TransduceError(`cannot start the worker at ${workerUrl}: ${e.message}`);
     }
     const t = new Transduce(worker);
-    const args = { ...bundle, backend, cache, calibrate: !!calibrate, relaxedSimd: !!relaxedSimd, channel, channelWeight };
+    const args = { ...bundle, backend, cache, calibrate: !!calibrate, relaxedSimd: !!relaxedSimd, channel, channelWeight, adapted: adapted !== false };
     try {
       t.#info = await t.#call("load", args, onProgress);
     } catch (e) {
@@ -105,6 +107,53 @@ export class Transduce {
   get task() { return this.#info.config.task.kind; }
   /** The reverse model loaded with options.channel: { config, weight }, or undefined. */
   get channel() { return this.#info.channel; }
+  /**
+   * How the loaded weights were adapted ({ pairs, replay, steps, learning_rate, seed,
+   * from_sha256 }), or null for the shipped weights.
+   */
+  get adaptation() { return this.#info.config.adaptation ?? null; }
+
+  /**
+   * Teaches the translator the visitor's own words: fine-tunes it on `pairs` in the worker
+   * (on the CPU, one core; nothing leaves the machine), mixed with general pairs so it
+   * keeps what it knew, then decodes with the result and stores it in the browser for
+   * this model (a later load() finds it). Adapting again continues from the adapted model.
+   *
+   * pairs: text, one `source<TAB>translation` a line, or an array of [source, translation].
+   * options.onProgress({ phase: "loading" | "training", step, steps, loss, elapsedMs,
+   *   remainingMs }): after every step.
+   * options.signal: an AbortSignal; aborting stops after the current step, and the model
+   *   and the stored weights stay as they were.
+   * options.steps, learningRate, pairsPerStep, replayPerStep, seed: the recipe (defaults:
+   *   30 steps at 1e-4, 8 of your pairs and 8 general ones a step, seed 1).
+   * options.replay: general pairs (same format) instead of the bundle's replay.tsv, or
+   *   false for none. options.store: keep the result across reloads (default true).
+   * Resolves to { adaptation, stored, storeError, ms }.
+   */
+  async adapt(pairs, options = {}) {
+    if (!isOptions(options)) return rejectOptions(options);
+    const { onProgress, signal, ...recipe } = options ?? {};
+    if (onProgress !== undefined && typeof onProgress !== "function") {
+      throw new TransduceError("options.onProgress must be a function");
+    }
+    const text = pairsText(pairs);
+    if (signal?.aborted) throw new TransduceError("adaptation cancelled");
+    const cancel = () => this.#call("cancelAdapt", {});
+    signal?.addEventListener("abort", cancel, { once: true });
+    try {
+      const result = await this.#call("adapt", { pairs: text, options: recipe }, onProgress);
+      this.#info = { ...this.#info, config: result.config };
+      return { adaptation: result.adaptation, stored: result.stored, storeError: result.storeError, ms: result.ms };
+    } finally {
+      signal?.removeEventListener("abort", cancel);
+    }
+  }
+
+  /** Back to the shipped weights; the stored adaptation of this model is deleted. */
+  async reset() {
+    const { config } = await this.#call("reset", {});
+    this.#info = { ...this.#info, config };
+  }
 
   /**
    * Translates text of any length: it is split into sentences, translated one by one, and
@@ -210,6 +259,24 @@ function bundleArgs(source, what) {
   }
   if (source.config && source.tokenizer && source.weights) return { files: source };
   throw new TransduceError(`${what} needs a bundle URL or { config, tokenizer, weights }`);
+}
+
+/** Pairs as the worker takes them: TSV text, from text or from [source, translation] lists. */
+function pairsText(pairs) {
+  if (typeof pairs === "string") return pairs;
+  if (!Array.isArray(pairs)) {
+    throw new TransduceError("adapt() takes text (one `source<TAB>translation` a line) or an array of [source, translation]");
+  }
+  return pairs
+    .map((pair, i) => {
+      const ok = Array.isArray(pair) && pair.length === 2 && pair.every((s) => typeof s === "string");
+      if (!ok) throw new TransduceError(`adapt(): pair ${i + 1} is not [source, translation] (two strings)`);
+      if (pair.some((s) => /[\t\n\r]/.test(s))) {
+        throw new TransduceError(`adapt(): pair ${i + 1} holds a tab or line break; give one sentence a side`);
+      }
+      return pair.join("\t");
+    })
+    .join("\n");
 }
 
 /** Options are an object, or left out. */

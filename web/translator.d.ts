@@ -1,6 +1,8 @@
 // Types of translator.js: the browser's Translator API (WICG translation-api) backed by
 // transduce bundles.
 
+import type { Adaptation, AdaptOptions, AdaptResult } from "./transduce.js";
+
 export type Availability = "unavailable" | "downloadable" | "downloading" | "available";
 
 export interface TranslatorLanguages {
@@ -41,6 +43,16 @@ export declare class Translator {
   /** Chunks: each sentence's translation with the separator before it, in order. */
   translateStreaming(input: string, options?: TranslateOptions): ReadableStream<string>;
   destroy(): void;
+  /**
+   * An extension beyond the Translator API: fine-tunes this translator on your own pairs in
+   * its worker (nothing leaves the machine) and keeps the result for this language pair
+   * across reloads. See transduce.d.ts, `AdaptOptions`.
+   */
+  adapt(pairs: string | [string, string][], options?: AdaptOptions): Promise<AdaptResult>;
+  /** Extension: the shipped weights again, the stored adaptation deleted. */
+  reset(): Promise<void>;
+  /** Extension: how this translator's weights were adapted, or null. */
+  readonly adaptation: Adaptation | null;
 }
 
 export interface TranslatorModel extends TranslatorLanguages {

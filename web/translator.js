@@ -262,6 +262,26 @@ export class Translator {
   }
 
   /** Frees the model and its worker; later calls reject with InvalidStateError. */
+  /**
+   * Extension (not in the Translator API): fine-tunes this translator on the visitor's own
+   * pairs in its worker, kept for this language pair across reloads (Transduce#adapt).
+   */
+  async adapt(pairs, options = {}) {
+    this.#check(options?.signal);
+    return this.#engine.adapt(pairs, options);
+  }
+
+  /** Extension: the shipped weights again; the stored adaptation is deleted. */
+  async reset() {
+    this.#check();
+    return this.#engine.reset();
+  }
+
+  /** Extension: how the weights were adapted ({ pairs, steps, … }), or null. */
+  get adaptation() {
+    return this.#engine.adaptation;
+  }
+
   destroy() {
     if (this.#destroyed) return;
     this.#destroyed = true;

@@ -13,6 +13,12 @@ let engineModule = null;
 // `auto` on an engine with the GPU decoder: batches of at least `gpuFrom` sentences go to
 // the GPU, smaller ones to the CPU, as the calibration measured (null: no choice to make).
 let policy = null;
+// The loaded bundle as it shipped ({ config, tokenizer, weights }), its adapted weights if
+// any, where it came from, the backend it decodes on and the key its adaptation is stored
+// under (the shipped weights' sha256).
+let current = null;
+// The adaptation running now: { cancelled }.
+let adapting = null;
 
 // The wasm module comes in two builds with one API: transduce-web.js, the CPU build that
 // every load uses unless WebGPU may run, and transduce-web-webgpu.js, the same plus the
@@ -74,7 +80,7 @@ function message(e) {
 }
 
 const OPS = {
-  async load({ url, files, backend, cache, calibrate = false, relaxedSimd = true, channel: reverse, channelWeight }, emit) {
+  async load({ url, files, backend, cache, calibrate = false, relaxedSimd = true, channel: reverse, channelWeight, adapted: adaptedStore }, emit) {
     // The bundle downloads while the backend is chosen and its module compiles.
     const fetching = bundleBytes({ url, files }, cache, emit);
     fetching.catch(() => {}); // awaited below; a failure must not surface twice
@@ -83,7 +89,25 @@ const OPS = {
     const choice = await chooseBackend(backend, calibrate);
     const compiling = wasm(choice.backend);
     compiling.catch(() => {}); // awaited below
-    const bytes = await fetching;
+    const shipped = await fetching;
+    const key = await storeKey(shipped);
+    // The visitor's adapted weights for this model, kept from an earlier visit.
+    let adapted = adaptedStore !== false ? await readAdapted(key, shipped) : null;
+    // The adapted weights where they load; where they no longer do (and the shipped ones
+    // do), the entry is dropped and the shipped model serves.
+    const open = async (module, backend) => {
+      if (adapted) {
+        try {
+          return await module.Engine.load(adapted.config, adapted.tokenizer, adapted.weights, backend);
+        } catch {
+          const model = await module.Engine.load(shipped.config, shipped.tokenizer, shipped.weights, backend);
+          adapted = null;
+          await deleteAdapted(key).catch(() => {});
+          return model;
+        }
+      }
+      return module.Engine.load(shipped.config, shipped.tokenizer, shipped.weights, backend);
+    };
     if (channel) channel.engine.free();
     channel = null;
     if (engine) engine.free();
@@ -94,7 +118,7 @@ const OPS = {
     try {
       module = await compiling;
       module.useRelaxedSimd((relaxedSimd && kernels[choice.backend]) || undefined);
-      loaded = await module.Engine.load(bytes.config, bytes.tokenizer, bytes.weights, choice.backend);
+      loaded = await open(module, choice.backend);
     } catch (e) {
       if (backend !== "auto" || choice.backend === "cpu") throw e;
       // A WebGPU failure in auto mode: the CPU still works.
@@ -102,7 +126,7 @@ const OPS = {
       choice.fallbackReason = `WebGPU failed (${message(e)})`;
       module = await wasm("cpu");
       module.useRelaxedSimd((relaxedSimd && kernels.cpu) || undefined);
-      loaded = await module.Engine.load(bytes.config, bytes.tokenizer, bytes.weights, "cpu");
+      loaded = await open(module, "cpu");
     }
     if (reverse) {
       try {
@@ -126,6 +150,7 @@ const OPS = {
     }
     engine = loaded;
     engineModule = module;
+    current = { url, shipped, adapted, key, backend: choice.backend };
     policy = null;
     let calibration;
     if (backend === "auto" && engine.hasGpu) {
@@ -141,6 +166,87 @@ const OPS = {
       config: engine.config,
       channel: channel ? { config: channel.engine.config, weight: channel.weight } : undefined,
     };
+  },
+
+  // Fine-tunes the loaded translator on the visitor's pairs (a TSV text) in this worker,
+  // a step at a time, yielding between steps so that cancelAdapt is heard. The result
+  // replaces the model only when whole, and is stored (one Cache API entry, written at
+  // the end: a cancel or a closed tab leaves the stored model as it was).
+  async adapt({ pairs, options }, emit) {
+    const model = need();
+    if (model.config.task.kind !== "translate") throw new Error("adapt: only translators can be adapted; this model parses");
+    if (adapting) throw new Error("adapt: an adaptation is already running");
+    if (typeof pairs !== "string") throw new Error("adapt: pairs must be text, one `source<TAB>translation` a line");
+    const { replay, store = true, weights, ...recipe } = options ?? {};
+    if (replay !== undefined && replay !== false && typeof replay !== "string") {
+      throw new Error("adapt: options.replay must be text (general pairs, one `source<TAB>translation` a line) or false");
+    }
+    const job = { cancelled: false };
+    adapting = job;
+    const started = performance.now();
+    let adaptation = null;
+    try {
+      emit({ phase: "loading", step: 0, steps: 0 });
+      const [module, replayText] = await Promise.all([
+        adaptModule(),
+        replay === false ? "" : typeof replay === "string" ? replay : replayPairs(current.url, emit),
+      ]);
+      if (job.cancelled) throw new Error("adaptation cancelled");
+      const from = current.adapted ?? current.shipped;
+      const text = new TextEncoder();
+      adaptation = new module.Adaptation(
+        from.config, from.tokenizer, from.weights,
+        text.encode(pairs), "your pairs", text.encode(replayText), "replay.tsv", recipe,
+      );
+      const training = performance.now();
+      for (let i = 0; i < adaptation.steps; i++) {
+        const report = adaptation.step();
+        const elapsed = performance.now() - training;
+        emit({ phase: "training", ...report, elapsedMs: elapsed, remainingMs: (elapsed / report.step) * (report.steps - report.step) });
+        // A macrotask between steps: a cancel (or a translation) gets its turn.
+        await new Promise((resolve) => setTimeout(resolve, 0));
+        if (job.cancelled) throw new Error("adaptation cancelled");
+      }
+      const files = adaptation.finish(weights);
+      const next = await engineModule.Engine.load(files.config, files.tokenizer, files.weights, current.backend);
+      let stored = false;
+      let storeError;
+      if (store) {
+        try {
+          stored = await writeAdapted(current.key, files);
+        } catch (e) {
+          storeError = message(e);
+        }
+      }
+      engine.free();
+      engine = next;
+      if (policy) route(engine, 1);
+      current.adapted = files;
+      return { adaptation: engine.config.adaptation, config: engine.config, stored, storeError, ms: performance.now() - started };
+    } finally {
+      adaptation?.free();
+      adapting = null;
+    }
+  },
+
+  async cancelAdapt() {
+    if (adapting) adapting.cancelled = true;
+    return !!adapting;
+  },
+
+  // Back to the shipped weights: the stored adaptation is deleted.
+  async reset() {
+    need();
+    if (adapting) throw new Error("reset: an adaptation is running; cancel it first");
+    await deleteAdapted(current.key);
+    if (current.adapted) {
+      const { config, tokenizer, weights } = current.shipped;
+      const next = await engineModule.Engine.load(config, tokenizer, weights, current.backend);
+      engine.free();
+      engine = next;
+      current.adapted = null;
+    }
+    return { config: engine.config };
   },
 
   // Tests of the fallback: the browser may take the GPU device at any time.
@@ -197,6 +303,87 @@ const OPS = {
     return model.attention(tokenIds(sourceIds, "sourceIds"), tokenIds(targetIds, "targetIds"));
   },
 };
+
+// ---- adaptation: its module, replay pairs, storage ---------------------------------------
+
+// The training module (transduce-adapt.js: burn autodiff and Adam, the same step as
+// `transduce adapt`), fetched only when the visitor adapts.
+let adaptModulePromise = null;
+function adaptModule() {
+  adaptModulePromise ??= import("./transduce-adapt.js")
+    .then(async (module) => {
+      await module.default();
+      return module;
+    })
+    .catch((e) => {
+      adaptModulePromise = null;
+      throw new Error(`cannot load the adaptation module: ${message(e)}`);
+    });
+  return adaptModulePromise;
+}
+
+/** The bundle's general pairs (replay.tsv beside it), or "" where it ships none. */
+async function replayPairs(url, emit) {
+  if (!url) return "";
+  const at = new URL("replay.tsv", url);
+  let response;
+  try {
+    response = await fetch(at);
+  } catch (e) {
+    throw new Error(`cannot fetch ${at.href}: ${message(e)}`);
+  }
+  if (response.status === 404) return "";
+  if (!response.ok) throw new Error(`cannot fetch ${at.href}: HTTP ${response.status} ${response.statusText}`);
+  const bytes = new Uint8Array(await response.arrayBuffer());
+  emit({ phase: "loading", file: "replay.tsv", loaded: bytes.length, total: bytes.length });
+  return new TextDecoder().decode(bytes);
+}
+
+const ADAPTED_CACHE = "transduce-adapted-v1";
+
+/** Where a model's adaptation is stored: its shipped weights' sha256. */
+async function storeKey(shipped) {
+  const sum = (await sha256(shipped.weights)) ?? `${shipped.weights.length}`;
+  return new Request(`https://adapted.transduce.invalid/v1/${sum}`);
+}
+
+async function adaptedCache() {
+  if (typeof caches === "undefined") return null;
+  try {
+    return await caches.open(ADAPTED_CACHE);
+  } catch {
+    return null;
+  }
+}
+
+/** One entry: config.json's length (4 bytes, little-endian), config.json, the weights. */
+async function writeAdapted(key, files) {
+  const store = await adaptedCache();
+  if (!store) return false;
+  const packed = new Uint8Array(4 + files.config.length + files.weights.length);
+  new DataView(packed.buffer).setUint32(0, files.config.length, true);
+  packed.set(files.config, 4);
+  packed.set(files.weights, 4 + files.config.length);
+  await store.put(key, new Response(packed));
+  return true;
+}
+
+/** The stored adaptation of a model as bundle files, or null (none, or unreadable). */
+async function readAdapted(key, shipped) {
+  const store = await adaptedCache();
+  const hit = store && (await store.match(key).catch(() => null));
+  if (!hit) return null;
+  const packed = new Uint8Array(await hit.arrayBuffer());
+  if (packed.length < 4) return null;
+  const length = new DataView(packed.buffer).getUint32(0, true);
+  if (4 + length > packed.length) return null;
+  return { config: packed.slice(4, 4 + length), tokenizer: shipped.tokenizer, weights: packed.slice(4 + length) };
+}
+
+async function deleteAdapted(key) {
+  const store = await adaptedCache();
+  if (store) await store.delete(key);
+}
 
 /** A list of token ids as the wasm module takes it; anything else is an error. */
 function tokenIds(ids, name) {

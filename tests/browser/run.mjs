@@ -30,6 +30,7 @@ const expected = await expectations(arg("bin"));
 // The GPU decoder multiplies in f32 (an int8 bundle's weights as q·scale), and so does the
 // CPU of an engine that carries it: the WebGPU tests expect native's `--compute f32`.
 const expectedF32 = await expectations(arg("bin"), "f32");
+const adaptation = await adaptExpectations(arg("bin"));
 const chromiumPath = process.env.CHROMIUM ?? "/usr/bin/chromium";
 const TIMEOUT = 240_000;
 
@@ -155,6 +156,34 @@ async function expectations(bin, compute) {
     out.parseBracketed = tree.replace(/^\( /, "").replace(/ \)$/, "");
     out.parseNodes = out.parseBracketed.split("(").length - 1;
   }
+  return out;
+}
+
+/**
+ * Adaptation's references, from the native CLI: the shipped de-en's translations of the unseen
+ * Wien sentences (tests/fixtures/adapt), and `transduce adapt --weights f32` on the fixture
+ * pairs: its loss at every step and its translations of the fixture sentences.
+ */
+async function adaptExpectations(bin) {
+  const fixtures = join(repo, "tests", "fixtures", "adapt");
+  const model = join(repo, "web", "models", "de-en");
+  const pairs = await readFile(join(fixtures, "wien.pairs.tsv"), "utf8");
+  const unseen = (await readFile(join(fixtures, "wien.test.tsv"), "utf8")).trim().split("\n").map((l) => l.split("\t")[0]);
+  const general = (await readFile(join(repo, "tests", "fixtures", "browser-sentences.de"), "utf8")).trim().split("\n");
+  const dir = await mkdtemp(join(tmpdir(), "transduce-adapt-"));
+  const adapted = spawnSync(bin, ["adapt", "--model", model, "--pairs", join(fixtures, "wien.pairs.tsv"), "--out", dir, "--weights", "f32"], {
+    encoding: "utf8",
+  });
+  if (adapted.status !== 0) throw new Error(`transduce adapt failed: ${adapted.stderr}`);
+  const losses = [...adapted.stderr.matchAll(/^step \d+\/\d+ +loss ([0-9.]+)/gm)].map((m) => Number(m[1]));
+  const translate = (bundle, lines) => {
+    const r = spawnSync(bin, ["translate", "--model", bundle, "--quiet"], { input: lines.join("\n") + "\n", encoding: "utf8" });
+    if (r.status !== 0) throw new Error(`transduce translate failed: ${r.stderr}`);
+    return r.stdout.trimEnd().split("\n");
+  };
+  const out = { pairs, unseen, shipped: translate(model, unseen), losses, sentences: [...general, ...unseen] };
+  out.f32 = translate(dir, out.sentences);
+  await rm(dir, { recursive: true, force: true });
   return out;
 }
 
@@ -955,6 +984,100 @@ async function translateWith(page, text, beam) {
     assertEqual(found.kept, true, "globalThis.Translator kept");
     assertEqual(found.ours, "function", "the polyfill still importable");
   }, { needsTestServer: true });
+  await b.close();
+}
+
+// ---- adaptation: the visitor's pairs, learned in the worker ------------------------------
+{
+  const b = await browser();
+  const page = await openPage(b.context, "backend=cpu&model=de-en");
+  const beam = () => page.inputValue("#beam").then(Number);
+  const translateAll = async (lines) => (await translateWith(page, lines.join("\n"), await beam())).split("\n");
+  const vienna = (lines) => lines.filter((l) => l.includes("Vienna")).length;
+  let adapted = null;
+  await test("adapt: the Adapt panel teaches de-en a term; unseen sentences now say it, in under a minute", async () => {
+    await waitReady(page, "cpu");
+    assertEqual((await translateAll(adaptation.unseen)).join("\n"), adaptation.shipped.join("\n"), "shipped translations");
+    assertEqual(vienna(adaptation.shipped), 0, "sentences saying Vienna before adapting");
+    await page.fill("#adapt-pairs", adaptation.pairs);
+    assertEqual(await page.textContent("#adapt-count"), "40 pairs", "the pair count");
+    const started = Date.now();
+    await page.click("#adapt");
+    await page.waitForSelector("#adapt-progress:not([hidden])");
+    await page.waitForSelector("#adapted:not([hidden])");
+    const seconds = (Date.now() - started) / 1000;
+    const status = await page.textContent("#adapt-status");
+    if (!/^Adapted on 40 pairs in [0-9.]+ s; kept in this browser for this model/.test(status)) throw new Error(`status: ${status}`);
+    assertEqual(await page.textContent("#adapted"), "adapted · 40 pairs", "badge");
+    adapted = await translateAll(adaptation.unseen);
+    const hits = vienna(adapted);
+    console.log(`adapt: ${seconds.toFixed(1)} s in the page; ${hits} of ${adapted.length} unseen sentences say Vienna`);
+    if (hits * 10 < adapted.length * 9) throw new Error(`${hits} of ${adapted.length} say Vienna:\n${adapted.join("\n")}`);
+    if (seconds > 120) throw new Error(`adapting took ${seconds} s`);
+    await page.screenshot({ path: join(artifacts, "adapt.png"), fullPage: true });
+    assertModules(page, [CPU_WASM, RELAXED_WASM, "transduce-adapt_bg.wasm"]);
+  });
+  await test("adapt: the adapted model survives a reload; Reset restores the shipped outputs exactly, and that survives too", async () => {
+    if (!adapted) throw new Error("the adaptation test failed");
+    await page.reload();
+    await waitReady(page, "cpu");
+    await page.waitForSelector("#adapted:not([hidden])");
+    assertEqual((await translateAll(adaptation.unseen)).join("\n"), adapted.join("\n"), "translations after a reload");
+    await page.click("#adapt-reset");
+    await page.waitForSelector("#adapted", { state: "hidden" });
+    assertEqual((await translateAll(adaptation.unseen)).join("\n"), adaptation.shipped.join("\n"), "translations after Reset");
+    await page.reload();
+    await waitReady(page, "cpu");
+    assertEqual(await page.isHidden("#adapted"), true, "badge hidden after Reset and a reload");
+    assertEqual((await translateAll(adaptation.unseen.slice(0, 3))).join("\n"), adaptation.shipped.slice(0, 3).join("\n"), "shipped after a reload");
+  });
+  await test("adapt: Cancel stops it and leaves the model as it was; bad pairs get one error naming the line", async () => {
+    await page.fill("#adapt-pairs", adaptation.pairs);
+    await page.click("#adapt");
+    await page.waitForFunction(() => /^Step [1-9]/.test(document.getElementById("adapt-status").textContent));
+    await page.click("#adapt-cancel");
+    await page.waitForFunction(() => document.getElementById("adapt-status").textContent.startsWith("Cancelled"));
+    assertEqual(await page.isHidden("#adapted"), true, "badge after Cancel");
+    assertEqual((await translateAll(adaptation.unseen.slice(0, 3))).join("\n"), adaptation.shipped.slice(0, 3).join("\n"), "after Cancel");
+    await page.fill("#adapt-pairs", "Wo ist Wien?\tWhere is Vienna?\nIch wohne in Wien. I live in Vienna.\n");
+    await page.click("#adapt");
+    await page.waitForSelector("#error:not([hidden])");
+    const error = await page.textContent("#error");
+    assertEqual(error, "Adaptation failed: your pairs, line 2: no tab: write the source sentence, a tab, then its translation", "error");
+    await page.reload();
+    await waitReady(page, "cpu");
+    assertEqual(await page.isHidden("#adapted"), true, "nothing stored by a cancelled or refused adaptation");
+  });
+  await test("adapt: wasm and native `transduce adapt` agree: losses within 5e-4 at every step, the same f32 model's translations", async () => {
+    const found = await page.evaluate(async ({ pairs, sentences }) => {
+      const m = await import("/transduce-adapt.js");
+      await m.default();
+      const get = async (file) => new Uint8Array(await (await fetch(`/models/de-en/${file}`)).arrayBuffer());
+      const [config, tokenizer, weights, replay] = await Promise.all(["config.json", "tokenizer.json", "model.safetensors", "replay.tsv"].map(get));
+      const a = new m.Adaptation(config, tokenizer, weights, new TextEncoder().encode(pairs), "pairs", replay, "replay.tsv", undefined);
+      const losses = [];
+      for (let i = 0; i < a.steps; i++) losses.push(a.step().loss);
+      const out = a.finish("f32");
+      a.free();
+      const cpu = await import("/transduce-web.js");
+      await cpu.default();
+      const engine = await cpu.Engine.load(out.config, out.tokenizer, out.weights, "cpu");
+      const results = await engine.translateBatch(sentences, undefined);
+      engine.free();
+      return { losses, translations: results.map((r) => r.target) };
+    }, { pairs: adaptation.pairs, sentences: adaptation.sentences });
+    assertEqual(found.losses.length, adaptation.losses.length, "steps");
+    const gaps = found.losses.map((loss, i) => Math.abs(loss - adaptation.losses[i]) / adaptation.losses[i]);
+    console.log(`adapt: wasm against native loss, relative gap by step: ${gaps.map((g) => g.toExponential(1)).join(" ")}`);
+    // Not bit-identical (docs/RESULTS.md, "Adaptation"): native's matrix products fuse each
+    // multiply-add (one rounding) over 16 lanes, wasm SIMD128's round twice over 4, and Adam
+    // turns last-bit differences in near-zero gradients into whole steps of the learning rate.
+    // Measured gaps stay below 2.5e-4 of the loss over the 30 steps.
+    gaps.forEach((gap, i) => {
+      if (gap > 5e-4) throw new Error(`step ${i + 1}: wasm ${found.losses[i]}, native ${adaptation.losses[i]}`);
+    });
+    assertEqual(found.translations.join("\n"), adaptation.f32.join("\n"), "translations of the f32 models");
+  });
   await b.close();
 }
 

@@ -23,9 +23,9 @@ mod translate;
 use clap::{Parser, Subcommand};
 
 use cmd::{
-    average::AverageCmd, bench::BenchCmd, eval::EvalCmd, export::ExportCmd, parse::ParseCmd,
-    prepare::PrepareCmd, score::ScoreCmd, train::TrainCmd, translate::TranslateCmd,
-    warmup::WarmupCmd,
+    adapt::AdaptCmd, average::AverageCmd, bench::BenchCmd, eval::EvalCmd, export::ExportCmd,
+    parse::ParseCmd, prepare::PrepareCmd, score::ScoreCmd, train::TrainCmd,
+    translate::TranslateCmd, warmup::WarmupCmd,
 };
 use error::Result;
 
@@ -48,6 +48,9 @@ enum Command {
     Train(TrainCmd),
     /// Average the last N checkpoints of a run (§6.1).
     Average(AverageCmd),
+    /// Fine-tune a translator bundle on your own sentence pairs (a file of
+    /// `source<TAB>translation` lines) and write the adapted bundle.
+    Adapt(AdaptCmd),
     /// Translate text with a bundle or a training run (beam search, §6.1).
     Translate(TranslateCmd),
     /// Parse English sentences into trees EVALB reads (§6.3: beam 21, α 0.3).
@@ -84,6 +87,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Prepare(cmd) => cmd::prepare::run(cmd),
         Command::Train(cmd) => cmd::train::run(cmd),
         Command::Average(cmd) => cmd::average::run(cmd),
+        Command::Adapt(cmd) => cmd::adapt::run(cmd),
         Command::Translate(cmd) => cmd::translate::run(cmd),
         Command::Parse(cmd) => cmd::parse::run(cmd),
         Command::Score(cmd) => cmd::score::run(cmd),

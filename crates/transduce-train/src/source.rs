@@ -161,6 +161,7 @@ pub fn load(
             metrics: Default::default(),
             sha256: Default::default(),
             channel: None,
+            adaptation: None,
         },
         tokenizer,
         model,

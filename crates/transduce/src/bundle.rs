@@ -89,6 +89,26 @@ pub struct BundleConfig {
     /// none was measured).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub channel: Option<ChannelConfig>,
+    /// Set when these weights are a shipped bundle's fine-tuned on a user's own pairs
+    /// (`transduce adapt`, the page's Adapt panel).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adaptation: Option<Adaptation>,
+}
+
+/// How a bundle was adapted: fine-tuned from another on a user's sentence pairs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Adaptation {
+    /// The user's pairs trained on.
+    pub pairs: usize,
+    /// General pairs mixed in so the model keeps what it knew.
+    pub replay: usize,
+    /// Optimizer steps.
+    pub steps: usize,
+    pub learning_rate: f64,
+    pub seed: u64,
+    /// sha256 of the weights adapted from (the shipped bundle's `model.safetensors`).
+    pub from_sha256: String,
 }
 
 /// The reverse translator that reranks this one's beam (noisy-channel reranking, Yee et
@@ -191,6 +211,22 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 impl Bundle {
     /// Loads a bundle from its three files' bytes onto `device`.
     pub fn from_bytes(files: &BundleFiles, device: &Device) -> Result<Bundle> {
+        let (config, tokenizer, model, stored) = Bundle::parts(files, device)?;
+        let mut bundle = Bundle::new(config, tokenizer, model)?;
+        if stored == WeightDtype::Int8 {
+            bundle.quantize();
+        }
+        Ok(bundle)
+    }
+
+    /// A bundle's configuration, tokenizer and model (on `device`, with no host decoder's
+    /// copy of the weights: what training starts from), and how the weights were stored.
+    /// Checksums, vocabulary and the `weights` field are checked as [`Bundle::from_bytes`]
+    /// checks them.
+    pub fn parts(
+        files: &BundleFiles,
+        device: &Device,
+    ) -> Result<(BundleConfig, Tokenizer, Transformer, WeightDtype)> {
         let config = BundleConfig::from_json(&files.config)?;
         for (name, bytes) in [
             (TOKENIZER_FILE, &files.tokenizer),
@@ -230,11 +266,7 @@ impl Bundle {
                 ),
             ));
         }
-        let mut bundle = Bundle::new(config, tokenizer, model)?;
-        if stored == WeightDtype::Int8 {
-            bundle.quantize();
-        }
-        Ok(bundle)
+        Ok((config, tokenizer, model, stored))
     }
 
     /// Decodes with int8 products on the CPU from now on ([`HostModel::quantize`]): what
@@ -387,6 +419,36 @@ impl ModuleVisitor for Collector {
 
 /// Serializes a model's parameters to safetensors bytes (a blocking device read).
 pub fn save_weights(model: &Transformer, dtype: WeightDtype) -> Result<Vec<u8>> {
+    save_weights_on_scales(model, dtype, None)
+}
+
+/// [`save_weights`]; in int8, each row on its scale in `reference` (an int8 weights file of
+/// the same architecture: the bundle a model was fine-tuned from) where the row still fits
+/// it, so that weights that moved less than half a step come back exactly as they shipped.
+/// Rows without a reference scale, or grown past it, get their own.
+pub fn save_weights_on_scales(
+    model: &Transformer,
+    dtype: WeightDtype,
+    reference: Option<&[u8]>,
+) -> Result<Vec<u8>> {
+    let reference = reference
+        .map(|bytes| {
+            SafeTensors::deserialize(bytes).map_err(|e| Error::CorruptWeights(format!("{e:?}")))
+        })
+        .transpose()?;
+    // The reference's scales of tensor `name` with `rows` rows, when it has them.
+    let reference_scales = |name: &str, rows: usize| -> Option<Vec<f32>> {
+        let view = reference
+            .as_ref()?
+            .tensor(&format!("{name}{SCALE_SUFFIX}"))
+            .ok()?;
+        (view.dtype() == Dtype::F32 && view.shape() == [rows]).then(|| {
+            view.data()
+                .chunks_exact(4)
+                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                .collect()
+        })
+    };
     let mut collector = Collector {
         path: Path::default(),
         tensors: Vec::new(),
@@ -400,7 +462,10 @@ pub fn save_weights(model: &Transformer, dtype: WeightDtype) -> Result<Vec<u8>> 
     for (name, shape, values, quantizable) in collector.tensors {
         match dtype {
             WeightDtype::Int8 if quantizable => {
-                let (q, scales) = crate::host::int8::quantize_rows(&values, shape[1]);
+                let (q, scales) = match reference_scales(&name, shape[0]) {
+                    Some(on) => quantize_rows_on(&values, shape[1], &on),
+                    None => crate::host::int8::quantize_rows(&values, shape[1]),
+                };
                 let scale_bytes = scales.iter().flat_map(|v| v.to_le_bytes()).collect();
                 buffers.push((
                     format!("{name}{SCALE_SUFFIX}"),
@@ -437,6 +502,24 @@ pub fn save_weights(model: &Transformer, dtype: WeightDtype) -> Result<Vec<u8>> 
         .collect::<Result<Vec<_>>>()?;
     let metadata = HashMap::from([("format".to_string(), "transduce".to_string())]);
     safetensors::serialize(views, Some(metadata)).map_err(|e| Error::CorruptWeights(e.to_string()))
+}
+
+/// Rows quantized on the scales `on` where they fit ([`crate::host::int8::quantize_row_on`]),
+/// on their own elsewhere.
+fn quantize_rows_on(values: &[f32], cols: usize, on: &[f32]) -> (Vec<i8>, Vec<f32>) {
+    use crate::host::int8::{quantize_row, quantize_row_on};
+    let cols = cols.max(1);
+    let mut q = vec![0i8; values.len()];
+    let scales = values
+        .chunks_exact(cols)
+        .zip(q.chunks_exact_mut(cols))
+        .zip(on)
+        .map(|((row, q), &scale)| match quantize_row_on(row, q, scale) {
+            Some(()) => scale,
+            None => quantize_row(row, q),
+        })
+        .collect();
+    (q, scales)
 }
 
 /// Suffix of an int8 tensor's scales.

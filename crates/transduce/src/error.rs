@@ -47,6 +47,10 @@ pub enum Error {
     /// Input text or token ids that cannot be processed.
     #[error("invalid input: {0}")]
     Input(String),
+    /// Sentence pairs to adapt on ([`crate::train::adapt`]) that cannot be used: `place`
+    /// names the file (or page field) and line.
+    #[error("{place}: {message}")]
+    Pairs { place: String, message: String },
     /// A device read or kernel failed.
     #[error("device error: {0}")]
     Device(String),

@@ -30,6 +30,8 @@ pub mod precision;
 pub mod rng;
 pub mod task;
 pub mod tokenizer;
+#[cfg(any(feature = "train", not(target_arch = "wasm32")))]
+pub mod train;
 
 pub use bundle::{Bundle, BundleConfig, BundleFiles, ChannelConfig, Task, WeightDtype};
 pub use config::{ModelConfig, Positional};

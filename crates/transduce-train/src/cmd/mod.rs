@@ -1,6 +1,7 @@
 //! The subcommands: each module holds one command's options and what it runs; the
 //! work itself lives in the crate's concept modules (`prepare`, `train`, `translate`, …).
 
+pub mod adapt;
 pub mod average;
 pub mod bench;
 pub mod eval;

@@ -668,7 +668,7 @@ mod tests {
     use crate::data::batch::Batch;
     use crate::data::shape::pad_to_shape;
     use crate::train::census::{Census, StepCensus};
-    use crate::train::tests::{losses, reversal_pairs, tiny_start, wgpu_device};
+    use crate::train::tests::{gpu_lock, losses, reversal_pairs, tiny_start, wgpu_device};
     use crate::train::{read_scalars, teacher_forced};
     use std::path::Path;
     use transduce::bundle::load_weights;
@@ -740,6 +740,7 @@ mod tests {
     /// run checks it against the same update as tensor operations.
     #[test]
     fn replayed_steps_equal_eager_steps_on_wgpu() {
+        let _gpu = gpu_lock();
         let Some(device) = wgpu_device("replayed_steps_equal_eager_steps_on_wgpu") else {
             return;
         };
@@ -914,6 +915,7 @@ mod tests {
     /// (seed, step, site) gives the same mask, and another step or site another one.
     #[test]
     fn device_masks_keep_their_share_and_change_with_step_and_site() {
+        let _gpu = gpu_lock();
         let Some(device) =
             wgpu_device("device_masks_keep_their_share_and_change_with_step_and_site")
         else {
@@ -948,6 +950,7 @@ mod tests {
     /// the eager steps', bit for bit (the same device masks).
     #[test]
     fn replayed_steps_with_dropout_draw_new_masks() {
+        let _gpu = gpu_lock();
         let Some(device) = wgpu_device("replayed_steps_with_dropout_draw_new_masks") else {
             return;
         };

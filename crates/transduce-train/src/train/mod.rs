@@ -7,12 +7,13 @@ pub mod census;
 pub mod checkpoint;
 pub mod device_dropout;
 pub mod graph;
-pub mod loss;
-pub mod loss_kernel;
 pub mod precision;
 pub mod rng;
-pub mod schedule;
 pub mod start;
+
+// The loss, its GPU kernel and the schedule live in the model crate, shared with adaptation
+// in the browser.
+pub use transduce::train::{adam, loss, schedule};
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -22,7 +23,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde::{Deserialize, Serialize};
 use transduce::burn::module::Module;
 use transduce::burn::optim::{
-    AdamConfig, GradientsAccumulator, GradientsParams, ModuleOptimizer, MultiGradientsParams,
+    GradientsAccumulator, GradientsParams, ModuleOptimizer, MultiGradientsParams,
 };
 use transduce::burn::prelude::*;
 use transduce::burn::tensor::Transaction;
@@ -670,15 +671,6 @@ impl PendingSteps {
     }
 }
 
-/// Adam as §5.3 sets it: β1 0.9, β2 0.98, ε 10⁻⁹.
-pub fn adam() -> ModuleOptimizer {
-    AdamConfig::new()
-        .with_beta_1(0.9)
-        .with_beta_2(0.98)
-        .with_epsilon(1e-9)
-        .init()
-}
-
 impl Trainer<'_> {
     /// Trains until a stop condition; checkpoints on the way and at the end.
     pub fn run(self) -> Result<Summary> {
@@ -1185,6 +1177,13 @@ mod tests {
         );
     }
 
+    /// Held by every wgpu test of this crate: kernel launches are counted process-wide, so
+    /// a test that counts them must not see another test's kernels.
+    pub(super) fn gpu_lock() -> std::sync::MutexGuard<'static, ()> {
+        static GPU: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        GPU.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
     /// The wgpu device, or `None` (with the reason printed) where there is no adapter.
     pub(super) fn wgpu_device(test: &str) -> Option<Device> {
         // Initialized once per process and shared: a second initialization fails with
@@ -1221,6 +1220,7 @@ mod tests {
     /// relative per rounding; bf16 8 bits, so 3%), and none is skipped.
     #[test]
     fn half_precision_tracks_f32_on_wgpu() {
+        let _gpu = gpu_lock();
         let Some(wgpu) = wgpu_device("half_precision_tracks_f32_on_wgpu") else {
             return;
         };
@@ -1261,6 +1261,7 @@ mod tests {
     /// expected).
     #[test]
     fn wgpu_and_cpu_training_agree() {
+        let _gpu = gpu_lock();
         let Some(wgpu) = wgpu_device("wgpu_and_cpu_training_agree") else {
             return;
         };

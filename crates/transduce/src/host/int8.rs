@@ -87,6 +87,25 @@ fn quantize_row_lanes(row: &[f32], out: &mut [i8], qmax: f32) -> f32 {
     big / qmax
 }
 
+/// [`quantize_row`] on a given `scale` (a row's step): `None` where the row does not fit it
+/// (a value beyond `QMAX·scale` by more than half a step, or a scale that is not positive).
+/// Re-quantizing a fine-tuned row on the scale it shipped with puts every value that moved
+/// less than half a step back exactly where it was.
+pub fn quantize_row_on(row: &[f32], out: &mut [i8], scale: f32) -> Option<()> {
+    if !(scale > 0.0 && scale.is_finite()) {
+        return None;
+    }
+    let inverse = 1.0 / scale;
+    let limit = QMAX + 0.5;
+    if super::kernels::max_abs(row) * inverse >= limit {
+        return None;
+    }
+    for (q, &v) in out.iter_mut().zip(row) {
+        *q = (v * inverse).round_ties_even().clamp(-QMAX, QMAX) as i8;
+    }
+    Some(())
+}
+
 /// Quantizes a row-major matrix of `cols` columns row by row ([`quantize_row`]): the int8
 /// values and one scale per row, the bundle's `[out, in]` layout.
 pub fn quantize_rows(values: &[f32], cols: usize) -> (Vec<i8>, Vec<f32>) {

@@ -70,6 +70,7 @@ pub fn translation_bundle(tokenizer: Tokenizer, model: Transformer) -> Bundle {
             metrics: Default::default(),
             sha256: Default::default(),
             channel: None,
+            adaptation: None,
         },
         tokenizer,
         model,

@@ -4,6 +4,10 @@
 //! operations ([`super::loss`]'s `on_device`, this kernel's oracle) launch a dozen kernels
 //! and keep several `[rows, vocabulary]` tensors (the step's largest) in memory.
 
+use crate::fused_layers::{f32_arg, u32_arg};
+use crate::tokenizer::PAD;
+use burn::backend::fusion::custom::TensorSpec;
+use burn::backend::{Backend, TensorMetadata, backend_extension, tensor::FloatTensor};
 use burn_cubecl::CubeBackend;
 use burn_cubecl::cubecl;
 use burn_cubecl::cubecl::calculate_cube_count_elemwise;
@@ -12,10 +16,6 @@ use burn_cubecl::cubecl::std::tensor::layout::linear::{LinearView, LinearViewMut
 use burn_cubecl::kernel::into_contiguous;
 use burn_cubecl::ops::numeric::empty_device_dtype;
 use burn_cubecl::tensor::CubeTensor;
-use transduce::burn::backend::fusion::custom::TensorSpec;
-use transduce::burn::backend::{Backend, TensorMetadata, backend_extension, tensor::FloatTensor};
-use transduce::fused_layers::{f32_arg, u32_arg};
-use transduce::tokenizer::PAD;
 
 /// Threads per row.
 const THREADS: usize = 256;

@@ -2,12 +2,12 @@
 
 use std::mem::MaybeUninit;
 
-use transduce::burn::prelude::*;
-use transduce::burn::tensor::TensorData;
-use transduce::burn::tensor::activation::{log_softmax, softmax};
-use transduce::burn::tensor::{FloatDType, IndexingUpdateOp};
-use transduce::host::kernels::exp;
-use transduce::tokenizer::PAD;
+use crate::host::kernels::exp;
+use crate::tokenizer::PAD;
+use burn::prelude::*;
+use burn::tensor::TensorData;
+use burn::tensor::activation::{log_softmax, softmax};
+use burn::tensor::{FloatDType, IndexingUpdateOp};
 
 /// Sums over the non-PAD target positions of a batch.
 pub struct LossSums {
@@ -51,7 +51,8 @@ pub fn label_smoothed(logits: Tensor<3>, targets: Tensor<2, Int>, epsilon: f64) 
             let grad = grad.map(|g| Tensor::<2>::from_data(TensorData::new(g, [n, v]), &device));
             (value(smoothed), value(nll), grad)
         }
-        None if transduce::fused_layers::applies(&device) => {
+        #[cfg(not(target_arch = "wasm32"))]
+        None if crate::fused_layers::applies(&device) => {
             on_device_fused(&logits, &targets, epsilon, tracked)
         }
         None => on_device(&logits, &targets, epsilon, tracked),
@@ -80,6 +81,7 @@ pub fn row_log_probs(logits: Tensor<3>, targets: Tensor<2, Int>) -> Tensor<1> {
 }
 
 /// [`on_device`] as one kernel ([`super::loss_kernel`]): a workgroup per row.
+#[cfg(not(target_arch = "wasm32"))]
 fn on_device_fused(
     logits: &Tensor<2>,
     targets: &Tensor<2, Int>,
@@ -87,7 +89,7 @@ fn on_device_fused(
     tracked: bool,
 ) -> (Tensor<1>, Tensor<1>, Option<Tensor<2>>) {
     use super::loss_kernel::LossKernel;
-    use transduce::burn::backend::Dispatch;
+    use burn::backend::Dispatch;
     let z = logits.clone().without_autodiff();
     let [n, _] = z.dims();
     // Ids as floats: exact below 2²⁴, and the kernel reads one type.
@@ -161,6 +163,11 @@ fn on_host(
     let chunk = n.div_ceil(threads).max(1);
     std::thread::scope(|scope| {
         let mut grad_chunks = grad.spare_capacity_mut().chunks_mut(chunk * v);
+        if threads == 1 {
+            // One core (the browser's worker has no threads to spawn): in this thread.
+            rows.run(z, &targets, &mut per_row, grad_chunks.next());
+            return;
+        }
         for (i, out) in per_row.chunks_mut(chunk).enumerate() {
             let (z, targets) = (&z[i * chunk * v..], &targets[i * chunk..]);
             let grad = grad_chunks.next();
@@ -274,7 +281,7 @@ fn sum_exp(row: &[f32], max: f32) -> f32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use transduce::burn::tensor::activation::log_softmax;
+    use burn::tensor::activation::log_softmax;
 
     fn scalar(t: Tensor<1>) -> f64 {
         t.into_data().try_into_vec_as::<f64>().unwrap()[0]
@@ -287,7 +294,9 @@ mod tests {
         #[allow(deprecated)]
         let generic = Device::ndarray();
         let mut devices = vec![Device::flex(), generic];
-        devices.extend(super::super::tests::wgpu_device("loss on wgpu"));
+        devices.extend(crate::layer_norm_kernel::test_gpu::wgpu_device(
+            "loss on wgpu",
+        ));
         devices
     }
 

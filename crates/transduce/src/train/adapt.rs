@@ -1,0 +1,419 @@
+//! Adaptation: a shipped translator fine-tuned on a few of a user's own sentence pairs (a
+//! name, a product, a house style), with the training step of §5 — teacher forcing,
+//! label-smoothed cross-entropy (§5.4), Adam (§5.3) — at a low constant learning rate for
+//! a few dozen steps. Each step mixes the user's pairs with as many general pairs (a replay
+//! of the kind of data the model was trained on), so that it learns the new words without
+//! forgetting the rest. The same code runs in `transduce adapt` and in the browser's worker;
+//! a seed fixes the batches and the dropout masks.
+
+use burn::optim::{GradientsParams, ModuleOptimizer};
+use burn::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use super::{adam, loss};
+use crate::bundle::{
+    Adaptation, Bundle, BundleFiles, WEIGHTS_FILE, WeightDtype, save_weights_on_scales, sha256_hex,
+};
+use crate::model::token_tensor;
+use crate::rng::Rng;
+use crate::tokenizer::{BOS, EOS, Tokenizer};
+use crate::{BundleConfig, Error, Result, Task, Transformer};
+
+/// One sentence pair and the line it came from (1-based; 0 where it had none).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Pair {
+    pub source: String,
+    pub target: String,
+    pub line: usize,
+}
+
+/// The recipe. Defaults chosen by measurement (docs/RESULTS.md, "Adaptation").
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
+pub struct AdaptOptions {
+    /// Optimizer steps.
+    pub steps: usize,
+    /// Adam's learning rate, constant.
+    pub learning_rate: f64,
+    /// The user's pairs in each step's batch (all of them when fewer).
+    pub pairs_per_step: usize,
+    /// General pairs in each step's batch (none when no replay pairs are given).
+    pub replay_per_step: usize,
+    /// Fixes the batches' order and the dropout masks.
+    pub seed: u64,
+}
+
+impl Default for AdaptOptions {
+    fn default() -> Self {
+        AdaptOptions {
+            steps: 30,
+            learning_rate: 1e-4,
+            pairs_per_step: 8,
+            replay_per_step: 8,
+            seed: 1,
+        }
+    }
+}
+
+impl AdaptOptions {
+    /// Every value in range, or the one that is not.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |field: &str, message: &str| Err(Error::invalid(field, message.to_string()));
+        if self.steps == 0 || self.steps > 100_000 {
+            return bad("steps", "must be between 1 and 100000");
+        }
+        if !(self.learning_rate > 0.0 && self.learning_rate < 1.0) {
+            return bad("learningRate", "must be above 0 and below 1");
+        }
+        if self.pairs_per_step == 0 || self.pairs_per_step > 4096 {
+            return bad("pairsPerStep", "must be between 1 and 4096");
+        }
+        if self.replay_per_step > 4096 {
+            return bad("replayPerStep", "must be at most 4096");
+        }
+        Ok(())
+    }
+}
+
+/// Sentence pairs from text, one `source<TAB>target` a line (two columns pasted from a
+/// spreadsheet are this too). Blank lines are skipped; a byte-order mark is allowed. `name`
+/// (a file name, a page field) starts every error, with the line: a line without a tab or
+/// with two, an empty side, text that is not UTF-8, no pairs at all.
+pub fn parse_pairs(bytes: &[u8], name: &str) -> Result<Vec<Pair>> {
+    let place = |line: usize| format!("{name}, line {line}");
+    let text = std::str::from_utf8(bytes).map_err(|e| {
+        let at = e.valid_up_to();
+        let line = bytes[..at].iter().filter(|&&b| b == b'\n').count() + 1;
+        let column = at
+            - bytes[..at]
+                .iter()
+                .rposition(|&b| b == b'\n')
+                .map_or(0, |i| i + 1)
+            + 1;
+        Error::Pairs {
+            place: place(line),
+            message: format!(
+                "not UTF-8 (byte 0x{:02X} at column {column}); save the file as UTF-8",
+                bytes[at]
+            ),
+        }
+    })?;
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let mut pairs = Vec::new();
+    for (i, line) in text.split('\n').enumerate() {
+        let line = line.strip_suffix('\r').unwrap_or(line);
+        if line.trim().is_empty() {
+            continue;
+        }
+        let fail = |message: &str| Error::Pairs {
+            place: place(i + 1),
+            message: message.to_string(),
+        };
+        let mut sides = line.split('\t');
+        let (source, target) = match (sides.next(), sides.next(), sides.next()) {
+            (Some(source), Some(target), None) => (source.trim(), target.trim()),
+            (_, None, _) => {
+                return Err(fail(
+                    "no tab: write the source sentence, a tab, then its translation",
+                ));
+            }
+            _ => {
+                return Err(fail(
+                    "more than one tab: one source and one translation a line",
+                ));
+            }
+        };
+        if source.is_empty() {
+            return Err(fail("the source sentence (before the tab) is empty"));
+        }
+        if target.is_empty() {
+            return Err(fail("the translation (after the tab) is empty"));
+        }
+        pairs.push(Pair {
+            source: source.to_string(),
+            target: target.to_string(),
+            line: i + 1,
+        });
+    }
+    if pairs.is_empty() {
+        return Err(Error::Pairs {
+            place: name.to_string(),
+            message: "no sentence pairs (one `source<TAB>translation` a line)".into(),
+        });
+    }
+    Ok(pairs)
+}
+
+/// A pair as token ids: the encoder's input and the target without BOS/EOS.
+type Ids = (Vec<u32>, Vec<u32>);
+
+/// What one step reports.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct AdaptStep {
+    /// Steps done (1-based).
+    pub step: usize,
+    pub steps: usize,
+    /// The step's label-smoothed loss per target token.
+    pub loss: f64,
+}
+
+/// A fine-tuning in progress: one [`Adapter::step`] at a time (the browser's worker yields
+/// between steps, so a Cancel is heard), then [`Adapter::finish`] for the new bundle.
+pub struct Adapter {
+    config: BundleConfig,
+    tokenizer_bytes: Vec<u8>,
+    /// The weights adapted from: an int8 result keeps their scales.
+    from_weights: Vec<u8>,
+    from_sha256: String,
+    stored: WeightDtype,
+    model: Option<Transformer>,
+    optimizer: ModuleOptimizer,
+    device: Device,
+    pairs: Vec<Ids>,
+    replay: Vec<Ids>,
+    options: AdaptOptions,
+    rng: Rng,
+    order: Vec<usize>,
+    next: usize,
+    replay_order: Vec<usize>,
+    replay_next: usize,
+    done: usize,
+}
+
+impl Adapter {
+    /// Starts from a translator bundle's files. Every pair must fit the model (its
+    /// tokens within `max_len`); an error names the pair's line (`name`s: where `pairs`
+    /// and `replay` came from).
+    pub fn new(
+        files: &BundleFiles,
+        pairs: &[Pair],
+        replay: &[Pair],
+        names: (&str, &str),
+        options: AdaptOptions,
+    ) -> Result<Adapter> {
+        options.validate()?;
+        let device = Device::flex().autodiff();
+        let (config, tokenizer, model, stored) = Bundle::parts(files, &device)?;
+        if config.task == Task::Parse {
+            return Err(Error::Input(
+                "adaptation is for translators; this bundle is a parser".into(),
+            ));
+        }
+        if config.model.word_focus {
+            return Err(Error::Input(
+                "adaptation does not support word-focus models".into(),
+            ));
+        }
+        if pairs.is_empty() {
+            return Err(Error::Pairs {
+                place: names.0.to_string(),
+                message: "no sentence pairs".into(),
+            });
+        }
+        let encode = |list: &[Pair], name: &str| -> Result<Vec<Ids>> {
+            list.iter()
+                .map(|p| encode_pair(&tokenizer, &config, p, name))
+                .collect()
+        };
+        let ids = encode(pairs, names.0)?;
+        let replay_ids = encode(replay, names.1)?;
+        let mut rng = Rng::new(options.seed);
+        let mut order: Vec<usize> = (0..ids.len()).collect();
+        rng.shuffle(&mut order);
+        let mut replay_order: Vec<usize> = (0..replay_ids.len()).collect();
+        rng.shuffle(&mut replay_order);
+        Ok(Adapter {
+            tokenizer_bytes: files.tokenizer.clone(),
+            from_weights: files.weights.clone(),
+            from_sha256: config
+                .adaptation
+                .as_ref()
+                .map(|a| a.from_sha256.clone())
+                .unwrap_or_else(|| sha256_hex(&files.weights)),
+            config,
+            stored,
+            model: Some(model),
+            optimizer: adam(),
+            device,
+            pairs: ids,
+            replay: replay_ids,
+            options,
+            rng,
+            order,
+            next: 0,
+            replay_order,
+            replay_next: 0,
+            done: 0,
+        })
+    }
+
+    /// Steps the recipe takes.
+    pub fn steps(&self) -> usize {
+        self.options.steps
+    }
+
+    /// Steps taken.
+    pub fn done(&self) -> usize {
+        self.done
+    }
+
+    /// How the weights came (int8, f16, f32): [`Adapter::finish`]'s usual choice.
+    pub fn stored(&self) -> WeightDtype {
+        self.stored
+    }
+
+    /// The next `count` indices of a cyclic order, reshuffled at each wrap.
+    fn draw(rng: &mut Rng, order: &mut [usize], next: &mut usize, count: usize) -> Vec<usize> {
+        let mut out = Vec::with_capacity(count);
+        for _ in 0..count.min(order.len()) {
+            if *next == order.len() {
+                rng.shuffle(order);
+                *next = 0;
+            }
+            out.push(order[*next]);
+            *next += 1;
+        }
+        out
+    }
+
+    /// One optimizer step on the next batch: the user's pairs and the replay's.
+    pub fn step(&mut self) -> Result<AdaptStep> {
+        if self.done >= self.options.steps {
+            return Err(Error::Input("adaptation already finished".into()));
+        }
+        let mine = Self::draw(
+            &mut self.rng,
+            &mut self.order,
+            &mut self.next,
+            self.options.pairs_per_step,
+        );
+        let general = Self::draw(
+            &mut self.rng,
+            &mut self.replay_order,
+            &mut self.replay_next,
+            self.options.replay_per_step,
+        );
+        let batch: Vec<&Ids> = mine
+            .iter()
+            .map(|&i| &self.pairs[i])
+            .chain(general.iter().map(|&i| &self.replay[i]))
+            .collect();
+        let src: Vec<Vec<u32>> = batch.iter().map(|(s, _)| s.clone()).collect();
+        let tgt_in: Vec<Vec<u32>> = batch
+            .iter()
+            .map(|(_, t)| std::iter::once(BOS).chain(t.iter().copied()).collect())
+            .collect();
+        let tgt_out: Vec<Vec<u32>> = batch
+            .iter()
+            .map(|(_, t)| t.iter().copied().chain(std::iter::once(EOS)).collect())
+            .collect();
+        let tokens: usize = tgt_out.iter().map(Vec::len).sum();
+        // Dropout masks from (seed, step) only: the same run gives the same weights.
+        self.device.seed(
+            self.options
+                .seed
+                .wrapping_mul(0x9E37_79B9)
+                .wrapping_add(self.done as u64),
+        );
+        let model = self
+            .model
+            .take()
+            .ok_or_else(|| Error::Input("adaptation failed earlier".into()))?;
+        let logits = model.forward(
+            token_tensor(&src, &self.device)?,
+            token_tensor(&tgt_in, &self.device)?,
+        );
+        let sums = loss::label_smoothed(
+            logits,
+            token_tensor(&tgt_out, &self.device)?,
+            self.config.model.label_smoothing,
+        );
+        let loss = sums.smoothed.div_scalar(tokens as f64);
+        let value = loss
+            .clone()
+            .inner()
+            .into_data()
+            .try_to_vec::<f32>()
+            .map_err(|e| Error::Device(format!("{e:?}")))?[0] as f64;
+        if !value.is_finite() {
+            return Err(Error::Device(format!(
+                "the loss is {value} at step {}: lower the learning rate",
+                self.done + 1
+            )));
+        }
+        let grads = GradientsParams::from_grads(loss.backward(), &model);
+        self.model = Some(
+            self.optimizer
+                .step(self.options.learning_rate, model, grads),
+        );
+        self.done += 1;
+        Ok(AdaptStep {
+            step: self.done,
+            steps: self.options.steps,
+            loss: value,
+        })
+    }
+
+    /// The adapted bundle's files: the tokenizer as it came, the weights stored as `dtype`
+    /// (int8 on the scales of the weights adapted from, where rows fit them),
+    /// `config.json` recording the adaptation ([`Adaptation`]) with fresh checksums.
+    pub fn finish(self, dtype: WeightDtype) -> Result<BundleFiles> {
+        let model = self
+            .model
+            .ok_or_else(|| Error::Input("adaptation failed earlier".into()))?;
+        // In int8, rows stay on the scales they came with where they fit: weights that moved
+        // less than half a step are exactly as they shipped.
+        let weights = save_weights_on_scales(&model, dtype, Some(&self.from_weights))?;
+        let mut config = self.config;
+        config.weights = Some(dtype);
+        let earlier = config.adaptation.take();
+        config.adaptation = Some(Adaptation {
+            pairs: self.pairs.len() + earlier.as_ref().map_or(0, |a| a.pairs),
+            replay: self.replay.len(),
+            steps: self.done + earlier.as_ref().map_or(0, |a| a.steps),
+            learning_rate: self.options.learning_rate,
+            seed: self.options.seed,
+            from_sha256: self.from_sha256,
+        });
+        config
+            .sha256
+            .insert(WEIGHTS_FILE.to_string(), sha256_hex(&weights));
+        Ok(BundleFiles {
+            config: config.to_json().into_bytes(),
+            tokenizer: self.tokenizer_bytes,
+            weights,
+        })
+    }
+}
+
+/// A pair's ids, or an error naming its line when it is longer than the model takes.
+fn encode_pair(
+    tokenizer: &Tokenizer,
+    config: &BundleConfig,
+    pair: &Pair,
+    name: &str,
+) -> Result<Ids> {
+    let place = || match pair.line {
+        0 => name.to_string(),
+        line => format!("{name}, line {line}"),
+    };
+    let src = tokenizer.encode(&pair.source)?;
+    let tgt = tokenizer.encode(&pair.target)?;
+    let max = config.model.max_len;
+    // The decoder reads BOS + target and predicts target + EOS.
+    for (side, len) in [("source", src.len()), ("translation", tgt.len() + 1)] {
+        if len > max {
+            return Err(Error::Pairs {
+                place: place(),
+                message: format!("the {side} is {len} tokens, longer than the model's {max}"),
+            });
+        }
+    }
+    if src.is_empty() || tgt.is_empty() {
+        return Err(Error::Pairs {
+            place: place(),
+            message: "a side has no tokens the model knows".into(),
+        });
+    }
+    Ok((src, tgt))
+}
