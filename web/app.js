@@ -315,8 +315,7 @@ async function adapt() {
   try {
     const result = await engine.adapt($("adapt-pairs").value, {
       signal: controller.signal,
-      onProgress: ({ phase, step, steps, loss, remainingMs }) => {
-        if (phase !== "training") return;
+      onProgress: ({ step, steps, loss, remainingMs }) => {
         bar.value = step / steps;
         const left = Math.ceil(remainingMs / 1000);
         $("adapt-status").textContent = `Step ${step} of ${steps} · loss ${loss.toFixed(3)} · about ${left} s left`;

@@ -120,16 +120,16 @@ export interface Adaptation {
   from_sha256: string;
 }
 
+/** After each step. */
 export interface AdaptProgress {
-  /** "loading": the adaptation module and replay pairs; "training": a step finished. */
-  phase: "loading" | "training";
+  /** Steps done. */
   step: number;
   steps: number;
   /** The step's label-smoothed loss per target token. */
-  loss?: number;
-  elapsedMs?: number;
+  loss: number;
+  elapsedMs: number;
   /** Estimated from the steps so far. */
-  remainingMs?: number;
+  remainingMs: number;
 }
 
 export interface AdaptOptions {
@@ -140,9 +140,9 @@ export interface AdaptOptions {
   steps?: number;
   /** Adam's constant learning rate (default 1e-4). */
   learningRate?: number;
-  /** Your pairs per step (default 8). */
+  /** Your pairs per step (default 4). */
   pairsPerStep?: number;
-  /** General pairs per step (default 8). */
+  /** General pairs per step (default 12). */
   replayPerStep?: number;
   /** Fixes batches and dropout (default 1): the same pairs and seed give the same weights. */
   seed?: number;

@@ -120,12 +120,11 @@ export class Transduce {
    * this model (a later load() finds it). Adapting again continues from the adapted model.
    *
    * pairs: text, one `source<TAB>translation` a line, or an array of [source, translation].
-   * options.onProgress({ phase: "loading" | "training", step, steps, loss, elapsedMs,
-   *   remainingMs }): after every step.
+   * options.onProgress({ step, steps, loss, elapsedMs, remainingMs }): after every step.
    * options.signal: an AbortSignal; aborting stops after the current step, and the model
    *   and the stored weights stay as they were.
    * options.steps, learningRate, pairsPerStep, replayPerStep, seed: the recipe (defaults:
-   *   30 steps at 1e-4, 8 of your pairs and 8 general ones a step, seed 1).
+   *   30 steps at 1e-4, 4 of your pairs and 12 general ones a step, seed 1).
    * options.replay: general pairs (same format) instead of the bundle's replay.tsv, or
    *   false for none. options.store: keep the result across reloads (default true).
    * Resolves to { adaptation, stored, storeError, ms }.

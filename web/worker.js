@@ -186,10 +186,9 @@ const OPS = {
     const started = performance.now();
     let adaptation = null;
     try {
-      emit({ phase: "loading", step: 0, steps: 0 });
       const [module, replayText] = await Promise.all([
         adaptModule(),
-        replay === false ? "" : typeof replay === "string" ? replay : replayPairs(current.url, emit),
+        replay === false ? "" : typeof replay === "string" ? replay : replayPairs(current.url),
       ]);
       if (job.cancelled) throw new Error("adaptation cancelled");
       const from = current.adapted ?? current.shipped;
@@ -202,7 +201,7 @@ const OPS = {
       for (let i = 0; i < adaptation.steps; i++) {
         const report = adaptation.step();
         const elapsed = performance.now() - training;
-        emit({ phase: "training", ...report, elapsedMs: elapsed, remainingMs: (elapsed / report.step) * (report.steps - report.step) });
+        emit({ ...report, elapsedMs: elapsed, remainingMs: (elapsed / report.step) * (report.steps - report.step) });
         // A macrotask between steps: a cancel (or a translation) gets its turn.
         await new Promise((resolve) => setTimeout(resolve, 0));
         if (job.cancelled) throw new Error("adaptation cancelled");
@@ -323,7 +322,7 @@ function adaptModule() {
 }
 
 /** The bundle's general pairs (replay.tsv beside it), or "" where it ships none. */
-async function replayPairs(url, emit) {
+async function replayPairs(url) {
   if (!url) return "";
   const at = new URL("replay.tsv", url);
   let response;
@@ -334,9 +333,7 @@ async function replayPairs(url, emit) {
   }
   if (response.status === 404) return "";
   if (!response.ok) throw new Error(`cannot fetch ${at.href}: HTTP ${response.status} ${response.statusText}`);
-  const bytes = new Uint8Array(await response.arrayBuffer());
-  emit({ phase: "loading", file: "replay.tsv", loaded: bytes.length, total: bytes.length });
-  return new TextDecoder().decode(bytes);
+  return new TextDecoder().decode(new Uint8Array(await response.arrayBuffer()));
 }
 
 const ADAPTED_CACHE = "transduce-adapted-v1";

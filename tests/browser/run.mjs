@@ -203,6 +203,19 @@ const readme = join(scratch, "readme");
   await mkdir(readme, { recursive: true });
   await writeFile(join(readme, "index.html"), `<!doctype html>\n<meta charset="utf-8">\n${snippet}`);
 }
+// The npm README's adaptation snippet, as a page of its own over the package in pkg/.
+const npmAdapt = join(scratch, "npm-adapt");
+{
+  const text = await readFile(join(repo, "web", "NPM-README.md"), "utf8");
+  const snippet = text.slice(text.indexOf("Teach a translator your own words")).match(/```js\n([\s\S]*?)```/)?.[1];
+  if (!snippet) throw new Error("web/NPM-README.md: no js snippet after \"Teach a translator your own words\"");
+  const code = snippet.replaceAll('"/models/', '"/repo/web/models/').replace('"/wien.pairs.tsv"', '"/repo/tests/fixtures/adapt/wien.pairs.tsv"');
+  await mkdir(npmAdapt, { recursive: true });
+  await writeFile(
+    join(npmAdapt, "index.html"),
+    `<!doctype html>\n<meta charset="utf-8">\n<script type="module">\nimport { Transduce } from "/repo/pkg/transduce.js";\ntry {\n${code}\n} catch (e) { console.log("error: " + e.message); }\nconsole.log("done");\n</script>\n`,
+  );
+}
 if (!external) {
   await cp(join(dist, "models", expected.model), corrupt, { recursive: true });
   const weights = await readFile(join(corrupt, "model.safetensors"));
@@ -212,7 +225,7 @@ if (!external) {
 const server = external
   ? null
   : await serve({
-      mounts: { "/": dist, "/corrupt/": corrupt, "/repo/": repo, "/readme/": readme },
+      mounts: { "/": dist, "/corrupt/": corrupt, "/repo/": repo, "/readme/": readme, "/npm-adapt/": npmAdapt },
       port: 0,
     });
 const base = external ? external.replace(/\/$/, "") : `http://127.0.0.1:${server.address().port}`;
@@ -1078,6 +1091,18 @@ async function translateWith(page, text, beam) {
     });
     assertEqual(found.translations.join("\n"), adaptation.f32.join("\n"), "translations of the f32 models");
   });
+  await test("adapt: the npm README's snippet adapts through the package, translates the term, and resets", async () => {
+    const page = await b.context.newPage();
+    const logs = [];
+    page.on("console", (m) => logs.push(m.text()));
+    await page.goto(`${base}/npm-adapt/`);
+    await page.waitForFunction(() => true);
+    for (let waited = 0; !logs.includes("done") && waited < TIMEOUT; waited += 250) await new Promise((r) => setTimeout(r, 250));
+    const lines = logs.filter((l) => !/^\d+ 30 /.test(l));
+    const steps = logs.filter((l) => /^\d+ 30 /.test(l)).length;
+    assertEqual(lines.join("\n"), "Tom works in mires.\n40 Tom works in Vienna.\ndone", "console");
+    assertEqual(steps, 30, "progress reports");
+  }, { needsTestServer: true });
   await b.close();
 }
 
