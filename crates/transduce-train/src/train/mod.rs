@@ -13,7 +13,7 @@ pub mod start;
 
 // The loss, its GPU kernel and the schedule live in the model crate, shared with adaptation
 // in the browser.
-pub use transduce::train::{adam, loss, schedule};
+pub use transduce::train::{TeacherForced, adam, loss, schedule};
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -29,7 +29,7 @@ use transduce::burn::prelude::*;
 use transduce::burn::tensor::Transaction;
 use transduce::model::token_tensor;
 use transduce::task::focus::WordFocus;
-use transduce::tokenizer::{BOS, EOS, Tokenizer};
+use transduce::tokenizer::Tokenizer;
 use transduce::{ModelConfig, Precision, Transformer};
 
 use crate::data::batch::{Batch, epoch_order, make_batches};
@@ -214,32 +214,14 @@ pub fn batch_tensors(
     })
 }
 
-/// A batch's sources, decoder inputs (BOS + target) and decoder outputs (target + EOS).
-pub type TeacherForced = (Vec<Vec<u32>>, Vec<Vec<u32>>, Vec<Vec<u32>>);
-
-/// The token ids a batch trains on (§5: teacher forcing): sources, BOS + target as the
-/// decoder's input, target + EOS as what it must predict.
+/// The token ids a batch trains on ([`transduce::train::teacher_forced`], shared with
+/// adaptation in the browser).
 pub fn teacher_forced(pairs: &Pairs, batch: &Batch) -> TeacherForced {
-    let src: Vec<Vec<u32>> = batch.iter().map(|&i| pairs.src[i].clone()).collect();
-    let tgt_in: Vec<Vec<u32>> = batch
-        .iter()
-        .map(|&i| {
-            std::iter::once(BOS)
-                .chain(pairs.tgt[i].iter().copied())
-                .collect()
-        })
-        .collect();
-    let tgt_out: Vec<Vec<u32>> = batch
-        .iter()
-        .map(|&i| {
-            pairs.tgt[i]
-                .iter()
-                .copied()
-                .chain(std::iter::once(EOS))
-                .collect()
-        })
-        .collect();
-    (src, tgt_in, tgt_out)
+    transduce::train::teacher_forced(
+        batch
+            .iter()
+            .map(|&i| (&pairs.src[i][..], &pairs.tgt[i][..])),
+    )
 }
 
 /// Target tokens (EOS included) of a batch: what the loss is averaged over.

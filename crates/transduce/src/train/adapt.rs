@@ -10,13 +10,13 @@ use burn::optim::{GradientsParams, ModuleOptimizer};
 use burn::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use super::{adam, loss};
+use super::{adam, loss, teacher_forced};
 use crate::bundle::{
     Adaptation, Bundle, BundleFiles, WEIGHTS_FILE, WeightDtype, save_weights_on_scales, sha256_hex,
 };
 use crate::model::token_tensor;
 use crate::rng::Rng;
-use crate::tokenizer::{BOS, EOS, Tokenizer};
+use crate::tokenizer::Tokenizer;
 use crate::{BundleConfig, Error, Result, Task, Transformer};
 
 /// One sentence pair and the line it came from (1-based; 0 where it had none).
@@ -293,20 +293,12 @@ impl Adapter {
             &mut self.replay_next,
             self.options.replay_per_step,
         );
-        let batch: Vec<&Ids> = mine
-            .iter()
-            .map(|&i| &self.pairs[i])
-            .chain(general.iter().map(|&i| &self.replay[i]))
-            .collect();
-        let src: Vec<Vec<u32>> = batch.iter().map(|(s, _)| s.clone()).collect();
-        let tgt_in: Vec<Vec<u32>> = batch
-            .iter()
-            .map(|(_, t)| std::iter::once(BOS).chain(t.iter().copied()).collect())
-            .collect();
-        let tgt_out: Vec<Vec<u32>> = batch
-            .iter()
-            .map(|(_, t)| t.iter().copied().chain(std::iter::once(EOS)).collect())
-            .collect();
+        let (src, tgt_in, tgt_out) = teacher_forced(
+            mine.iter()
+                .map(|&i| &self.pairs[i])
+                .chain(general.iter().map(|&i| &self.replay[i]))
+                .map(|(s, t)| (&s[..], &t[..])),
+        );
         let tokens: usize = tgt_out.iter().map(Vec::len).sum();
         // Dropout masks from (seed, step) only: the same run gives the same weights.
         self.device.seed(

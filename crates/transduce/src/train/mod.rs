@@ -14,6 +14,29 @@ pub mod schedule;
 
 use burn::optim::{AdamConfig, ModuleOptimizer};
 
+use crate::tokenizer::{BOS, EOS};
+
+/// A batch's sources, decoder inputs (BOS + target) and decoder outputs (target + EOS).
+pub type TeacherForced = (Vec<Vec<u32>>, Vec<Vec<u32>>, Vec<Vec<u32>>);
+
+/// The token ids a batch of (source, target) pairs trains on (§5: teacher forcing): the
+/// sources, BOS + target as the decoder's input, target + EOS as what it must predict.
+pub fn teacher_forced<'a>(
+    pairs: impl IntoIterator<Item = (&'a [u32], &'a [u32])>,
+) -> TeacherForced {
+    let mut forced: TeacherForced = Default::default();
+    for (src, tgt) in pairs {
+        forced.0.push(src.to_vec());
+        forced
+            .1
+            .push(std::iter::once(BOS).chain(tgt.iter().copied()).collect());
+        forced
+            .2
+            .push(tgt.iter().copied().chain(std::iter::once(EOS)).collect());
+    }
+    forced
+}
+
 /// Adam as §5.3 sets it: β1 0.9, β2 0.98, ε 10⁻⁹.
 pub fn adam() -> ModuleOptimizer {
     AdamConfig::new()
