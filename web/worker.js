@@ -338,10 +338,19 @@ async function replayPairs(url) {
 
 const ADAPTED_CACHE = "transduce-adapted-v1";
 
-/** Where a model's adaptation is stored: its shipped weights' sha256. */
+/**
+ * Where a model's adaptation is stored: its shipped weights' sha256, as config.json lists it
+ * (checked on every load); hashed here only for a bundle without one.
+ */
 async function storeKey(shipped) {
-  const sum = (await sha256(shipped.weights)) ?? `${shipped.weights.length}`;
-  return new Request(`https://adapted.transduce.invalid/v1/${sum}`);
+  let sum;
+  try {
+    sum = JSON.parse(new TextDecoder().decode(shipped.config)).sha256?.["model.safetensors"];
+  } catch {
+    // not JSON: the module's load reports it
+  }
+  sum ??= (await sha256(shipped.weights)) ?? `${shipped.weights.length}`;
+  return new Request(`https://adapted.transduce.invalid/v1/${sum.toLowerCase()}`);
 }
 
 async function adaptedCache() {

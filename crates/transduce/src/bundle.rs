@@ -463,7 +463,7 @@ pub fn save_weights_on_scales(
         match dtype {
             WeightDtype::Int8 if quantizable => {
                 let (q, scales) = match reference_scales(&name, shape[0]) {
-                    Some(on) => quantize_rows_on(&values, shape[1], &on),
+                    Some(on) => crate::host::int8::quantize_rows_on(&values, shape[1], &on),
                     None => crate::host::int8::quantize_rows(&values, shape[1]),
                 };
                 let scale_bytes = scales.iter().flat_map(|v| v.to_le_bytes()).collect();
@@ -502,24 +502,6 @@ pub fn save_weights_on_scales(
         .collect::<Result<Vec<_>>>()?;
     let metadata = HashMap::from([("format".to_string(), "transduce".to_string())]);
     safetensors::serialize(views, Some(metadata)).map_err(|e| Error::CorruptWeights(e.to_string()))
-}
-
-/// Rows quantized on the scales `on` where they fit ([`crate::host::int8::quantize_row_on`]),
-/// on their own elsewhere.
-fn quantize_rows_on(values: &[f32], cols: usize, on: &[f32]) -> (Vec<i8>, Vec<f32>) {
-    use crate::host::int8::{quantize_row, quantize_row_on};
-    let cols = cols.max(1);
-    let mut q = vec![0i8; values.len()];
-    let scales = values
-        .chunks_exact(cols)
-        .zip(q.chunks_exact_mut(cols))
-        .zip(on)
-        .map(|((row, q), &scale)| match quantize_row_on(row, q, scale) {
-            Some(()) => scale,
-            None => quantize_row(row, q),
-        })
-        .collect();
-    (q, scales)
 }
 
 /// Suffix of an int8 tensor's scales.

@@ -119,6 +119,23 @@ pub fn quantize_rows(values: &[f32], cols: usize) -> (Vec<i8>, Vec<f32>) {
     (q, scales)
 }
 
+/// [`quantize_rows`] on the scales `on` where the rows fit them ([`quantize_row_on`]),
+/// on their own elsewhere.
+pub fn quantize_rows_on(values: &[f32], cols: usize, on: &[f32]) -> (Vec<i8>, Vec<f32>) {
+    let cols = cols.max(1);
+    let mut q = vec![0i8; values.len()];
+    let scales = values
+        .chunks_exact(cols)
+        .zip(q.chunks_exact_mut(cols))
+        .zip(on)
+        .map(|((row, q), &scale)| match quantize_row_on(row, q, scale) {
+            Some(()) => scale,
+            None => quantize_row(row, q),
+        })
+        .collect();
+    (q, scales)
+}
+
 /// Values in the packed weight layout: native kernels read int8 quads
 /// (`[k/4][n][4]`), the wasm kernel int16 pairs (`[k/2][n][2]`).
 #[cfg(not(target_arch = "wasm32"))]

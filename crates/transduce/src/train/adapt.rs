@@ -173,11 +173,37 @@ pub struct Adapter {
     replay: Vec<Ids>,
     options: AdaptOptions,
     rng: Rng,
+    mine: Cycle,
+    general: Cycle,
+    done: usize,
+}
+
+/// Indices drawn in a shuffled order, reshuffled each time it runs out (epochs).
+struct Cycle {
     order: Vec<usize>,
     next: usize,
-    replay_order: Vec<usize>,
-    replay_next: usize,
-    done: usize,
+}
+
+impl Cycle {
+    fn new(len: usize, rng: &mut Rng) -> Cycle {
+        let mut order: Vec<usize> = (0..len).collect();
+        rng.shuffle(&mut order);
+        Cycle { order, next: 0 }
+    }
+
+    /// The next `count` indices (at most one pass's worth).
+    fn draw(&mut self, rng: &mut Rng, count: usize) -> Vec<usize> {
+        let mut out = Vec::with_capacity(count);
+        for _ in 0..count.min(self.order.len()) {
+            if self.next == self.order.len() {
+                rng.shuffle(&mut self.order);
+                self.next = 0;
+            }
+            out.push(self.order[self.next]);
+            self.next += 1;
+        }
+        out
+    }
 }
 
 impl Adapter {
@@ -218,10 +244,8 @@ impl Adapter {
         let ids = encode(pairs, names.0)?;
         let replay_ids = encode(replay, names.1)?;
         let mut rng = Rng::new(options.seed);
-        let mut order: Vec<usize> = (0..ids.len()).collect();
-        rng.shuffle(&mut order);
-        let mut replay_order: Vec<usize> = (0..replay_ids.len()).collect();
-        rng.shuffle(&mut replay_order);
+        let mine = Cycle::new(ids.len(), &mut rng);
+        let general = Cycle::new(replay_ids.len(), &mut rng);
         Ok(Adapter {
             tokenizer_bytes: files.tokenizer.clone(),
             from_weights: files.weights.clone(),
@@ -239,10 +263,8 @@ impl Adapter {
             replay: replay_ids,
             options,
             rng,
-            order,
-            next: 0,
-            replay_order,
-            replay_next: 0,
+            mine,
+            general,
             done: 0,
         })
     }
@@ -262,37 +284,15 @@ impl Adapter {
         self.stored
     }
 
-    /// The next `count` indices of a cyclic order, reshuffled at each wrap.
-    fn draw(rng: &mut Rng, order: &mut [usize], next: &mut usize, count: usize) -> Vec<usize> {
-        let mut out = Vec::with_capacity(count);
-        for _ in 0..count.min(order.len()) {
-            if *next == order.len() {
-                rng.shuffle(order);
-                *next = 0;
-            }
-            out.push(order[*next]);
-            *next += 1;
-        }
-        out
-    }
-
     /// One optimizer step on the next batch: the user's pairs and the replay's.
     pub fn step(&mut self) -> Result<AdaptStep> {
         if self.done >= self.options.steps {
             return Err(Error::Input("adaptation already finished".into()));
         }
-        let mine = Self::draw(
-            &mut self.rng,
-            &mut self.order,
-            &mut self.next,
-            self.options.pairs_per_step,
-        );
-        let general = Self::draw(
-            &mut self.rng,
-            &mut self.replay_order,
-            &mut self.replay_next,
-            self.options.replay_per_step,
-        );
+        let mine = self.mine.draw(&mut self.rng, self.options.pairs_per_step);
+        let general = self
+            .general
+            .draw(&mut self.rng, self.options.replay_per_step);
         let (src, tgt_in, tgt_out) = teacher_forced(
             mine.iter()
                 .map(|&i| &self.pairs[i])
@@ -307,17 +307,18 @@ impl Adapter {
                 .wrapping_mul(0x9E37_79B9)
                 .wrapping_add(self.done as u64),
         );
+        let (src, tgt_in, tgt_out) = (
+            token_tensor(&src, &self.device)?,
+            token_tensor(&tgt_in, &self.device)?,
+            token_tensor(&tgt_out, &self.device)?,
+        );
         let model = self
             .model
             .take()
             .ok_or_else(|| Error::Input("adaptation failed earlier".into()))?;
-        let logits = model.forward(
-            token_tensor(&src, &self.device)?,
-            token_tensor(&tgt_in, &self.device)?,
-        );
         let sums = loss::label_smoothed(
-            logits,
-            token_tensor(&tgt_out, &self.device)?,
+            model.forward(src, tgt_in),
+            tgt_out,
             self.config.model.label_smoothing,
         );
         let loss = sums.smoothed.div_scalar(tokens as f64);
