@@ -14,11 +14,13 @@ bundle=${1:?usage: scripts/gpu-agreement.sh BUNDLE INPUT [LINES] [BIN]}
 input=${2:?usage: scripts/gpu-agreement.sh BUNDLE INPUT [LINES] [BIN]}
 lines=${3:-1000}
 bin=${4:-${CARGO_TARGET_DIR:-$HOME/.cache/transduce-target}/debug/transduce}
+[ -r "$input" ] || { echo "gpu-agreement.sh: cannot read $input" >&2; exit 2; }
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 case "$input" in
-    *.gz) gzip -dc "$input" | head -n "$lines" >"$dir/in" ;;
-    *) head -n "$lines" "$input" >"$dir/in" ;;
+    # head may close the pipe early (fewer lines than the file): not an error.
+    *.gz) { gzip -dc "$input" || true; } | head -n "$lines" >"$dir/in" ;;
+    *) { cat "$input" || true; } | head -n "$lines" >"$dir/in" ;;
 esac
 status=0
 for beam in 1 4; do

@@ -18,6 +18,9 @@ pub struct Gpu {
     /// The device was opened with `timestamp-query` (natively, where the adapter has it):
     /// [`crate::GpuModel::profile`] can time each dispatch.
     pub(crate) timestamps: bool,
+    /// Shader loops keep naga's forced iteration bound (`TRANSDUCE_GPU_LOOP_BOUNDS=1`, to
+    /// measure what dropping it gains); off natively otherwise (kernels.rs).
+    pub(crate) loop_bounds: bool,
     /// The first error the device reported outside any call (validation, out of memory), or
     /// its loss: after one, every read fails with it, so callers fall back to the CPU.
     fault: Arc<Mutex<Option<String>>>,
@@ -98,8 +101,17 @@ impl Gpu {
             info: adapter.get_info(),
             f16,
             timestamps,
+            loop_bounds: cfg!(target_arch = "wasm32")
+                || std::env::var("TRANSDUCE_GPU_LOOP_BOUNDS").is_ok_and(|v| v == "1"),
             fault,
         })
+    }
+
+    /// Whether shader loops keep naga's forced iteration bound: natively only where
+    /// `TRANSDUCE_GPU_LOOP_BOUNDS=1` asks (to measure what dropping it gains); always in the
+    /// browser, which decides for itself.
+    pub fn loop_bounds(&self) -> bool {
+        self.loop_bounds
     }
 
     /// The device failed or was lost: nothing more runs on it.
@@ -136,14 +148,14 @@ impl Gpu {
         self.info.device_type == wgpu::DeviceType::Cpu
     }
 
-    /// A read-only storage buffer holding `bytes` (a 4-byte zero when empty: bindings must
-    /// not be).
+    /// A read-only storage buffer holding `bytes` (16 zero bytes when empty: bindings must
+    /// not be, and hold a vec4 at least).
     pub(crate) fn storage_buffer(&self, bytes: &[u8]) -> wgpu::Buffer {
         use wgpu::util::DeviceExt;
         self.device
             .create_buffer_init(&wgpu::util::BufferInitDescriptor {
                 label: None,
-                contents: if bytes.is_empty() { &[0; 4] } else { bytes },
+                contents: if bytes.is_empty() { &[0; 16] } else { bytes },
                 usage: wgpu::BufferUsages::STORAGE,
             })
     }

@@ -13,31 +13,34 @@ use crate::weights::WeightStorage;
 const COMMON: &str = include_str!("kernels/common.wgsl");
 const EMBED: &str = include_str!("kernels/embed.wgsl");
 const LINEAR: &str = include_str!("kernels/linear.wgsl");
-const LINEAR_NORM: &str = include_str!("kernels/linear_norm.wgsl");
+const NORM: &str = include_str!("kernels/norm.wgsl");
 const ATTENTION: &str = include_str!("kernels/attention.wgsl");
 const HISTORY: &str = include_str!("kernels/history.wgsl");
 const SELECT_PART: &str = include_str!("kernels/select_part.wgsl");
 const SELECT_MERGE: &str = include_str!("kernels/select_merge.wgsl");
 
-/// Threads per workgroup of every kernel but the top-k selection.
+/// Threads per workgroup of the history kernel.
 pub(crate) const WG: u32 = 64;
 /// Most keys one attention can see: its scores are held in workgroup memory.
 pub(crate) const MAX_KEYS: usize = 1024;
-/// Rows per workgroup of the plain products.
+/// Rows per workgroup of the products.
 pub(crate) const LINEAR_ROWS: u32 = 4;
-/// Columns per thread of the plain products.
+/// Columns per thread of the products.
 pub(crate) const LINEAR_COLUMNS: u32 = 2;
-/// Column lanes × slices of the inner dimension: the plain products' 256 threads.
-pub(crate) const LINEAR_LANES: u32 = 32;
-pub(crate) const LINEAR_SLICES: u32 = 8;
-/// Rows per workgroup of the products followed by LayerNorm.
-pub(crate) const NORM_ROWS: u32 = 2;
-/// Column lanes × slices of the inner dimension of the products followed by LayerNorm, for
-/// rows of `n` columns: the other slices' partial sums of a whole row meet in workgroup
-/// memory (`(slices - 1) · n` floats), which must stay within WebGPU's 16 KiB, so wide
-/// rows take fewer slices.
-pub(crate) fn norm_split(n: usize) -> (u32, u32) {
-    if n <= 512 { (32, 8) } else { (64, 4) }
+
+/// Column lanes × slices of the inner dimension of a product's 256 threads, for `kw`
+/// words of inner dimension: enough slices that a thread walks at most 4 words, between 8
+/// (wide column blocks for large batches) and 32 (each pair's partial sums are added by
+/// one thread from workgroup memory).
+pub(crate) fn linear_split(kw: usize) -> (u32, u32) {
+    let slices = kw.div_ceil(4).next_power_of_two().clamp(8, 32) as u32;
+    (256 / slices, slices)
+}
+
+/// A product's workgroups along its columns: `LANES × CPT` columns each.
+pub(crate) fn linear_blocks(k: usize, n: usize) -> u32 {
+    let (lanes, _) = linear_split(words(k));
+    (n as u32).div_ceil(lanes * LINEAR_COLUMNS)
 }
 
 /// A kernel's serial depth: the iterations, with loads from global memory, of the longest
@@ -48,9 +51,10 @@ pub(crate) fn norm_split(n: usize) -> (u32, u32) {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Depth {
     Fixed(u64),
-    /// An attention over `n` keys (the cache's `t + 1` or the source's length): the
-    /// scores, `⌈n / 64⌉ · ⌈DK / 4⌉` loads (four threads share a key), then the weighted
-    /// values, `⌈DV / 64⌉ · ⌈n / 4⌉` (four threads share a dimension).
+    /// An attention over `n` keys (the cache's `t + 1` or the source's length), four
+    /// dimensions to a load: the scores, `⌈n / 16⌉ · ⌈⌈DK/4⌉ / 16⌉` (sixteen threads share
+    /// a key), then the weighted values, `⌈⌈DV/4⌉ / 16⌉ · ⌈n / 16⌉` (sixteen threads share
+    /// four dimensions).
     Attention {
         dk: u64,
         dv: u64,
@@ -70,36 +74,34 @@ impl Depth {
                 };
                 let score_lanes = (ATTENTION_THREADS / ATTENTION_SCORE_PARTS) as u64;
                 let score_parts = ATTENTION_SCORE_PARTS as u64;
-                let lanes = (ATTENTION_THREADS / ATTENTION_PARTS) as u64;
-                let parts = ATTENTION_PARTS as u64;
-                n.div_ceil(score_lanes) * dk.div_ceil(score_parts)
-                    + dv.div_ceil(lanes) * n.div_ceil(parts)
+                let lanes = (ATTENTION_THREADS / ATTENTION_VALUE_PARTS) as u64;
+                let parts = ATTENTION_VALUE_PARTS as u64;
+                n.div_ceil(score_lanes) * dk.div_ceil(4).div_ceil(score_parts)
+                    + dv.div_ceil(4).div_ceil(lanes) * n.div_ceil(parts)
             }
         }
     }
 
-    /// `embed.wgsl`: a thread writes every 64th of the `d` columns.
+    /// `embed.wgsl`: a thread writes every 256th of the `d` columns.
     pub(crate) fn embed(d: usize) -> Depth {
-        Depth::Fixed(d.div_ceil(WG as usize) as u64)
+        Depth::Fixed(d.div_ceil(EMBED_THREADS) as u64)
     }
 
-    /// `linear.wgsl`: one slice of the inner loop, then the epilogue's stores: `RB × CPT`
-    /// pairs shared by the slices (each reading its bias and column scale; the partial
-    /// sums come from workgroup memory).
-    pub(crate) fn linear(k: usize, storage: WeightStorage) -> Depth {
-        let slice = inner_words(k, storage).div_ceil(LINEAR_SLICES as usize) as u64;
-        let pairs = (LINEAR_ROWS * LINEAR_COLUMNS).div_ceil(LINEAR_SLICES) as u64;
+    /// `linear.wgsl`: one slice of the inner loop's words, then the epilogue's stores:
+    /// `RB × CPT` pairs shared by the slices (each reading its bias and column scale; the
+    /// partial sums come from workgroup memory).
+    pub(crate) fn linear(k: usize) -> Depth {
+        let kw = words(k);
+        let (_, slices) = linear_split(kw);
+        let slice = kw.div_ceil(slices as usize) as u64;
+        let pairs = (LINEAR_ROWS * LINEAR_COLUMNS).div_ceil(slices) as u64;
         Depth::Fixed(slice + pairs)
     }
 
-    /// `linear_norm.wgsl`: one slice of the inner loop, then per row of `RB` the
-    /// residual's reads and the writes through γ and β, `N / 256` columns a thread (the
-    /// slices' sums and the statistics stay in workgroup memory).
-    pub(crate) fn linear_norm(k: usize, n: usize, storage: WeightStorage) -> Depth {
-        let (_, slices) = norm_split(n);
-        let slice = inner_words(k, storage).div_ceil(slices as usize) as u64;
-        let per_thread = n.div_ceil(NORM_THREADS) as u64;
-        Depth::Fixed(slice + NORM_ROWS as u64 * 2 * per_thread)
+    /// `norm.wgsl`: the residual and the product read, then γ, β read and the row written,
+    /// `N / 256` columns a thread each (the statistics stay in workgroup memory).
+    pub(crate) fn norm(n: usize) -> Depth {
+        Depth::Fixed(2 * n.div_ceil(NORM_THREADS) as u64)
     }
 
     /// `attention.wgsl`.
@@ -116,11 +118,11 @@ impl Depth {
         Depth::Fixed(1)
     }
 
-    /// `select_part.wgsl`: over its part of the vocabulary, the maximum, the sum of
-    /// exponentials, then one pass per candidate, each over every 256th word.
-    pub(crate) fn select_part(vocab: usize, k: usize) -> Depth {
+    /// `select_part.wgsl`: one pass over its part of the vocabulary, every 256th word
+    /// (the maximum, the sum and the selection then read registers).
+    pub(crate) fn select_part(vocab: usize) -> Depth {
         let chunk = vocab.min(SELECT_CHUNK);
-        Depth::Fixed((2 + k as u64) * chunk.div_ceil(SELECT_WG) as u64)
+        Depth::Fixed(chunk.div_ceil(SELECT_WG) as u64)
     }
 
     /// `select_merge.wgsl`: the parts' maxima, their sums, then one pass per candidate
@@ -132,22 +134,20 @@ impl Depth {
     }
 }
 
-/// The products' loop over the inner dimension: `K` values, or `K / 4` words of int8.
-fn inner_words(k: usize, storage: WeightStorage) -> usize {
-    match storage {
-        WeightStorage::Int8 => k / 4,
-        _ => k,
-    }
+/// The products' words of inner dimension: four inputs of a column to a word (weights.rs).
+pub(crate) fn words(k: usize) -> usize {
+    k.div_ceil(4)
 }
 
-/// Threads per workgroup of `linear_norm.wgsl`.
+/// Threads per workgroup of `embed.wgsl` and `norm.wgsl`.
+const EMBED_THREADS: usize = 256;
 const NORM_THREADS: usize = 256;
 
 /// Threads per workgroup of `attention.wgsl`, and the threads that share a key (scores) or
-/// an output dimension (values).
+/// four output dimensions (values).
 const ATTENTION_THREADS: u32 = 256;
 const ATTENTION_SCORE_PARTS: u32 = 16;
-const ATTENTION_PARTS: u32 = 4;
+const ATTENTION_VALUE_PARTS: u32 = 16;
 
 /// Threads per workgroup of the top-k selection.
 const SELECT_WG: usize = 256;
@@ -166,52 +166,72 @@ pub(crate) fn float(x: f32) -> String {
     format!("{x:e}f")
 }
 
-/// The products' weight access for each storage: declarations (`column_scale(j)`, the
-/// factor of column `j`'s sum) and the loop over the inner dimension that adds
-/// `x[row r, k] · w[k, col0 + c·LANES]` to `acc[r][c]`, for the thread's slice `kb..ke`
-/// of the inner dimension (values, or words of int8).
-fn weights_access(storage: WeightStorage) -> (&'static str, &'static str) {
+/// The products' weight access for each storage: `column_scale(j)`, the factor of column
+/// `j`'s sum, and `weight(i)`, word `i` (four inputs of a column) as a vec4.
+fn weights_access(storage: WeightStorage) -> &'static str {
     match storage {
-        WeightStorage::F32 | WeightStorage::F16 => (
-            "fn column_scale(j: u32) -> f32 { return 1.0; }",
-            "for (var k = kb; k < ke; k++) {
-        var wv: array<f32, CPT>;
-        for (var c = 0u; c < CPT; c++) {
-            let j = min(col0 + c * LANES, N - 1u);
-            wv[c] = f32(w[k * N + j]);
+        WeightStorage::F32 => {
+            "fn column_scale(j: u32) -> f32 { return 1.0; }
+fn weight(i: u32) -> vec4<f32> { return w[i]; }"
         }
-        for (var r = 0u; r < RB; r++) {
-            let xv = x[xrow[r] + k];
-            for (var c = 0u; c < CPT; c++) {
-                acc[r][c] = fma(xv, wv[c], acc[r][c]);
-            }
+        WeightStorage::F16 => {
+            "fn column_scale(j: u32) -> f32 { return 1.0; }
+fn weight(i: u32) -> vec4<f32> { return vec4<f32>(w[i]); }"
         }
-    }",
-        ),
-        // Word (i, j) holds the int8 weights of inputs 4i..4i+3 of column j; the biases are
-        // followed by the column scales (weights.rs). Integers times x are summed, and the
-        // sum scaled once.
-        WeightStorage::Int8 => (
+        // Integers times x are summed, and the sum scaled once; the biases are followed by
+        // the column scales (weights.rs).
+        WeightStorage::Int8 => {
             "fn column_scale(j: u32) -> f32 { return b[N + j]; }
-fn widen(word: u32) -> vec4<f32> {
-    let s = bitcast<i32>(word);
+fn weight(i: u32) -> vec4<f32> {
+    let s = bitcast<i32>(w[i]);
     return vec4<f32>(f32((s << 24u) >> 24u), f32((s << 16u) >> 24u), f32((s << 8u) >> 24u), f32(s >> 24u));
-}",
-            "for (var k4 = kb; k4 < ke; k4++) {
-        var wv: array<vec4<f32>, CPT>;
-        for (var c = 0u; c < CPT; c++) {
-            let j = min(col0 + c * LANES, N - 1u);
-            wv[c] = widen(w[k4 * N + j]);
+}"
         }
-        for (var r = 0u; r < RB; r++) {
-            let o = xrow[r] + 4u * k4;
-            let xv = vec4<f32>(x[o], x[o + 1u], x[o + 2u], x[o + 3u]);
-            for (var c = 0u; c < CPT; c++) {
-                acc[r][c] += dot(xv, wv[c]);
-            }
-        }
-    }",
-        ),
+    }
+}
+
+/// The products' input `x [rows, K]` at binding 1 and `xload(row, i)`, its inputs
+/// `4i..4i+3` of `row` as a vec4: one load where `K` is a multiple of four, else four
+/// (zero past `K`, where the weights are zero padding too).
+fn x_access(k: usize) -> String {
+    if k.is_multiple_of(4) {
+        "@group(0) @binding(1) var<storage, read> x: array<vec4<f32>>;
+fn xload(row: u32, i: u32) -> vec4<f32> { return x[row * KW + i]; }"
+            .to_string()
+    } else {
+        "@group(0) @binding(1) var<storage, read> x: array<f32>;
+fn xload(row: u32, i: u32) -> vec4<f32> {
+    let o = row * K + 4u * i;
+    let past = vec3<bool>(4u * i + 1u >= K, 4u * i + 2u >= K, 4u * i + 3u >= K);
+    return vec4<f32>(x[o], select(x[o + 1u], 0.0, past.x), select(x[o + 2u], 0.0, past.y), select(x[o + 3u], 0.0, past.z));
+}"
+        .to_string()
+    }
+}
+
+/// The attention's queries (binding 4) and keys and values (binding 5), read four
+/// dimensions at a time: `qload(o, i)` is `q[o + 4i ..]`, `kvload(o, i, len)` is
+/// `kv[o + 4i ..]` with dimensions past `len` zero. One vec4 load where every offset is a
+/// multiple of four, else four loads.
+fn attention_access(aligned: bool) -> &'static str {
+    if aligned {
+        "@group(0) @binding(4) var<storage, read> q: array<vec4<f32>>;
+@group(0) @binding(5) var<storage, read> kv: array<vec4<f32>>;
+fn qload(o: u32, i: u32) -> vec4<f32> { return q[o / 4u + i]; }
+fn kvload(o: u32, i: u32, len: u32) -> vec4<f32> { return kv[o / 4u + i]; }"
+    } else {
+        "@group(0) @binding(4) var<storage, read> q: array<f32>;
+@group(0) @binding(5) var<storage, read> kv: array<f32>;
+fn qload(o: u32, i: u32) -> vec4<f32> {
+    let b = o + 4u * i;
+    let past = vec3<bool>(4u * i + 1u >= DK, 4u * i + 2u >= DK, 4u * i + 3u >= DK);
+    return vec4<f32>(q[b], select(q[b + 1u], 0.0, past.x), select(q[b + 2u], 0.0, past.y), select(q[b + 3u], 0.0, past.z));
+}
+fn kvload(o: u32, i: u32, len: u32) -> vec4<f32> {
+    let b = o + 4u * i;
+    let past = vec3<bool>(4u * i + 1u >= len, 4u * i + 2u >= len, 4u * i + 3u >= len);
+    return vec4<f32>(kv[b], select(kv[b + 1u], 0.0, past.x), select(kv[b + 2u], 0.0, past.y), select(kv[b + 3u], 0.0, past.z));
+}"
     }
 }
 
@@ -285,10 +305,29 @@ impl Kernels {
             return p.clone();
         }
         let device = &self.gpu.device;
-        let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+        let descriptor = wgpu::ShaderModuleDescriptor {
             label: None,
             source: wgpu::ShaderSource::Wgsl(source.as_str().into()),
-        });
+        };
+        let module = if self.gpu.loop_bounds {
+            device.create_shader_module(descriptor)
+        } else {
+            // Natively naga would otherwise wrap every loop in an iteration counter, which
+            // can keep the driver from unrolling the accumulator loops (browsers decide for
+            // themselves: the WebGPU backend ignores this). Bounds checks stay on.
+            // SAFETY: every loop of these kernels ends: each steps a counter by a positive
+            // constant (or halves it) towards a bound fixed when the kernel is filled in,
+            // or read from the step's parameters or key count, never written in the loop.
+            unsafe {
+                device.create_shader_module_trusted(
+                    descriptor,
+                    wgpu::ShaderRuntimeChecks {
+                        force_loop_bounding: false,
+                        ..wgpu::ShaderRuntimeChecks::checked()
+                    },
+                )
+            }
+        };
         let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
             label: None,
             layout: None,
@@ -305,18 +344,16 @@ impl Kernels {
         self.storage == WeightStorage::F16
     }
 
-    /// The products' weight variables and their access (`weights_access`).
-    fn weight_vars(&self) -> [(&'static str, String); 3] {
-        let (decls, loop_) = weights_access(self.storage);
+    /// The products' weight type and access (`weights_access`).
+    fn weight_vars(&self) -> [(&'static str, String); 2] {
         let ty = match self.storage {
-            WeightStorage::F32 => "f32",
-            WeightStorage::F16 => "f16",
+            WeightStorage::F32 => "vec4<f32>",
+            WeightStorage::F16 => "vec4<f16>",
             WeightStorage::Int8 => "u32",
         };
         [
             ("WTYPE", ty.to_string()),
-            ("WEIGHTS", decls.to_string()),
-            ("ACCUMULATE", loop_.to_string()),
+            ("WEIGHTS", weights_access(self.storage).to_string()),
         ]
     }
 
@@ -372,6 +409,8 @@ fn embedding(v: u32, i: u32) -> f32 { return table[v * D + i]; }"
                 ),
             ),
         };
+        let kw = words(k);
+        let (lanes, slices) = linear_split(kw);
         self.pipeline(fill(
             LINEAR,
             &[
@@ -379,9 +418,10 @@ fn embedding(v: u32, i: u32) -> f32 { return table[v * D + i]; }"
                 ("N", n.to_string()),
                 ("RB", LINEAR_ROWS.to_string()),
                 ("CPT", LINEAR_COLUMNS.to_string()),
-                ("LANES", LINEAR_LANES.to_string()),
-                ("SLICES", LINEAR_SLICES.to_string()),
-                ("KW", inner_words(k, self.storage).to_string()),
+                ("LANES", lanes.to_string()),
+                ("SLICES", slices.to_string()),
+                ("KW", kw.to_string()),
+                ("XLOAD", x_access(k)),
                 ("BINDINGS", bindings),
                 ("STORE", body),
             ]
@@ -392,24 +432,9 @@ fn embedding(v: u32, i: u32) -> f32 { return table[v * D + i]; }"
         ))
     }
 
-    /// `res = LayerNorm(res + x [rows, k] · w [k, n] + b)`.
-    pub(crate) fn linear_norm(&self, k: usize, n: usize) -> wgpu::ComputePipeline {
-        self.pipeline(fill(
-            LINEAR_NORM,
-            &[
-                ("K", k.to_string()),
-                ("N", n.to_string()),
-                ("RB", NORM_ROWS.to_string()),
-                ("CPT", (n as u32).div_ceil(norm_split(n).0).to_string()),
-                ("LANES", norm_split(n).0.to_string()),
-                ("SLICES", norm_split(n).1.to_string()),
-                ("KW", inner_words(k, self.storage).to_string()),
-            ]
-            .into_iter()
-            .chain(self.weight_vars())
-            .collect::<Vec<_>>(),
-            self.f16(),
-        ))
+    /// `res = LayerNorm(res + y)` over rows of `n`.
+    pub(crate) fn norm(&self, n: usize) -> wgpu::ComputePipeline {
+        self.pipeline(fill(NORM, &[("N", n.to_string())], false))
     }
 
     /// Multi-head attention of each row, a workgroup per (head, row).
@@ -434,6 +459,16 @@ fn embedding(v: u32, i: u32) -> f32 { return table[v * D + i]; }"
             ),
         };
         let scale = (d_k as f64).sqrt() as f32;
+        let AttentionLayout {
+            qs,
+            qo,
+            kvs,
+            ko,
+            vo,
+        } = layout;
+        let aligned = [d_k as u32, d_v as u32, qs, qo, kvs, ko, vo]
+            .iter()
+            .all(|v| v.is_multiple_of(4));
         self.pipeline(fill(
             ATTENTION,
             &[
@@ -450,6 +485,7 @@ fn embedding(v: u32, i: u32) -> f32 { return table[v * D + i]; }"
                 ("CAP", cap.to_string()),
                 ("MAXN", MAX_KEYS.to_string()),
                 ("SCALE", float(scale)),
+                ("LOADS", attention_access(aligned).to_string()),
             ],
             false,
         ))

@@ -38,9 +38,10 @@ impl std::fmt::Display for WeightStorage {
     }
 }
 
-/// A weight matrix `[k, n]` and its bias (zeros where the layer has none). In int8 storage
-/// `w` is `[k/4, n]` words of four weights (inputs 4i..4i+3 of a column, lowest byte first)
-/// and `b` holds the `n` biases followed by the `n` column scales.
+/// A weight matrix `[k, n]` and its bias (zeros where the layer has none). `w` is `[⌈k/4⌉,
+/// n]` words of four weights, inputs 4i..4i+3 of a column, so that a kernel's load brings
+/// four: vec4s of f32 or f16 (zero past `k`), or in int8 storage four bytes, lowest first,
+/// and then `b` holds the `n` biases followed by the `n` column scales.
 pub(crate) struct Linear {
     pub k: usize,
     pub n: usize,
@@ -143,6 +144,18 @@ fn pack_columns(q: &[i8], k: usize, n: usize) -> Vec<u32> {
     words
 }
 
+/// Row-major `[k, n]` values as `[⌈k/4⌉, n]` words of four (word (i, j) holds rows
+/// 4i..4i+3 of column j, zero past `k`), flattened.
+fn pack_words(values: &[f32], k: usize, n: usize) -> Vec<f32> {
+    let mut words = vec![0.0f32; k.div_ceil(4) * n * 4];
+    for (row, values) in values.chunks_exact(n.max(1)).enumerate().take(k) {
+        for (j, &v) in values.iter().enumerate() {
+            words[((row / 4) * n + j) * 4 + row % 4] = v;
+        }
+    }
+    words
+}
+
 /// A matrix's or table's int8 form ([`int8_exact`]), by the address of its f32 values in
 /// the host model: found once, when the storage is chosen, and uploaded from there.
 type Int8Forms = HashMap<usize, (Vec<i8>, Vec<f32>)>;
@@ -171,7 +184,7 @@ impl Uploader<'_> {
 
     fn halves(&mut self, values: &[f32]) -> wgpu::Buffer {
         let halves: Vec<half::f16> = values.iter().map(|&v| half::f16::from_f32(v)).collect();
-        // WGSL's array<f16> has a 2-byte stride; pad to 4 bytes for the binding size.
+        // Bindings are sized in multiples of 4 bytes (vec4<f16> words are 8 already).
         let mut bytes = bytemuck::cast_slice::<half::f16, u8>(&halves).to_vec();
         bytes.resize(bytes.len().next_multiple_of(4), 0);
         self.buffer(&bytes)
@@ -186,8 +199,8 @@ impl Uploader<'_> {
     fn linear_from(&mut self, m: &Matrix, source: usize) -> Linear {
         let mut bias = m.bias.clone().unwrap_or_else(|| vec![0.0; m.cols]);
         let w = match self.storage {
-            WeightStorage::F32 => self.floats(&m.data),
-            WeightStorage::F16 => self.halves(&m.data),
+            WeightStorage::F32 => self.floats(&pack_words(&m.data, m.rows, m.cols)),
+            WeightStorage::F16 => self.halves(&pack_words(&m.data, m.rows, m.cols)),
             WeightStorage::Int8 => {
                 let (q, scales) = self.int8.remove(&source).expect("found by Weights::upload");
                 bias.extend_from_slice(&scales);
@@ -363,6 +376,18 @@ mod tests {
         assert_eq!(int8_exact(&w, 8, 5), None);
         let (_, _, _, odd) = quantized(6, 5);
         assert_eq!(int8_exact(&odd, 6, 5), None);
+    }
+
+    #[test]
+    fn float_words_hold_four_rows_of_a_column_zero_past_k() {
+        // [k = 5, n = 2]: column 0 is 1..5, column 1 is 10..50.
+        let m = [1.0, 10.0, 2.0, 20.0, 3.0, 30.0, 4.0, 40.0, 5.0, 50.0];
+        assert_eq!(
+            pack_words(&m, 5, 2),
+            [
+                1.0, 2.0, 3.0, 4.0, 10.0, 20.0, 30.0, 40.0, 5.0, 0.0, 0.0, 0.0, 50.0, 0.0, 0.0, 0.0
+            ]
+        );
     }
 
     #[test]

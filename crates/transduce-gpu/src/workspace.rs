@@ -207,8 +207,8 @@ pub(crate) struct Workspace {
 fn storage(gpu: &crate::Gpu, bytes: usize, extra: wgpu::BufferUsages) -> wgpu::Buffer {
     gpu.device.create_buffer(&wgpu::BufferDescriptor {
         label: None,
-        // Bindings must not be empty.
-        size: (bytes.max(4) as u64).next_multiple_of(4),
+        // Bindings must not be empty, and some kernels read them as vec4s.
+        size: (bytes.max(16) as u64).next_multiple_of(16),
         usage: wgpu::BufferUsages::STORAGE | extra,
         mapped_at_creation: false,
     })
@@ -268,7 +268,6 @@ impl Workspace {
         let gpu = &model.gpu;
         let c = &model.config;
         let k = &model.kernels;
-        let weights = model.storage();
         let w = &model.weights;
         let (d, dff, h) = (c.d_model, c.d_ff, c.n_heads);
         let (hk, hv) = (h * c.d_k, h * c.d_v);
@@ -324,6 +323,8 @@ impl Workspace {
         let qkv = storage(gpu, f32s(biggest * width), none);
         let context = storage(gpu, f32s(biggest * hv), none);
         let hidden = storage(gpu, f32s(biggest * dff), none);
+        // An output projection's result, before the residual and LayerNorm.
+        let projected = storage(gpu, f32s(biggest * d), none);
         let logits = storage(gpu, f32s(rows * vocab), none);
         let cross: Vec<wgpu::Buffer> = w
             .decoder
@@ -350,26 +351,25 @@ impl Workspace {
                       out: &[&wgpu::Buffer]| {
             let mut buffers = vec![params, input, &l.w, &l.b];
             buffers.extend_from_slice(out);
-            let grid = Grid::Blocks(
-                (l.n as u32).div_ceil(kernels::LINEAR_LANES * kernels::LINEAR_COLUMNS),
-                kernels::LINEAR_ROWS,
-            );
-            let depth = Depth::linear(l.k, weights);
-            bind(gpu, &k.linear(l.k, l.n, store), &buffers, grid, depth)
+            let grid = Grid::Blocks(kernels::linear_blocks(l.k, l.n), kernels::LINEAR_ROWS);
+            bind(
+                gpu,
+                &k.linear(l.k, l.n, store),
+                &buffers,
+                grid,
+                Depth::linear(l.k),
+            )
         };
+        // The output projection, then the residual and LayerNorm: two dispatches.
         let add_norm = |params: &wgpu::Buffer,
                         l: &Linear,
                         norm: &LayerNorm,
                         input: &wgpu::Buffer,
                         res: &wgpu::Buffer| {
-            let buffers = [params, input, &l.w, &l.b, &norm.gamma, &norm.beta, res];
-            bind(
-                gpu,
-                &k.linear_norm(l.k, l.n),
-                &buffers,
-                Grid::Blocks(1, kernels::NORM_ROWS),
-                Depth::linear_norm(l.k, l.n, weights),
-            )
+            let product = linear(params, l, Store::Plain, input, &[&projected]);
+            let buffers = [params, &projected, &norm.gamma, &norm.beta, res];
+            let norm = bind(gpu, &k.norm(l.n), &buffers, Grid::Rows, Depth::norm(l.n));
+            [product, norm]
         };
         let attend = |params: &wgpu::Buffer,
                       (pipeline, depth): &(wgpu::ComputePipeline, Depth),
@@ -413,9 +413,9 @@ impl Workspace {
         for l in &w.encoder {
             encoder.push(linear(p, &l.qkv, Store::Plain, &memory, &[&qkv]));
             encoder.push(attend(p, &enc_attention, &enc_rows, &qkv, &qkv, &context));
-            encoder.push(add_norm(p, &l.o, &l.attn_norm, &context, &memory));
+            encoder.extend(add_norm(p, &l.o, &l.attn_norm, &context, &memory));
             encoder.push(linear(p, &l.fc1, Store::Relu, &memory, &[&hidden]));
-            encoder.push(add_norm(p, &l.fc2, &l.ffn_norm, &hidden, &memory));
+            encoder.extend(add_norm(p, &l.fc2, &l.ffn_norm, &hidden, &memory));
         }
         for (l, kv) in w.decoder.iter().zip(&cross) {
             encoder.push(linear(p, &l.cross_kv, Store::Plain, &memory, &[kv]));
@@ -462,17 +462,18 @@ impl Workspace {
             step.push(qkv_product.named("self Q/K/V"));
             let a = attend(p, &self_attention, &dec_rows, &qkv, cache, &context);
             step.push(a.named("self-attention"));
-            step.push(add_norm(p, &l.o, &l.self_norm, &context, &x).named("self out + norm"));
+            let [o, n] = add_norm(p, &l.o, &l.self_norm, &context, &x);
+            step.extend([o.named("self out"), n.named("self residual + norm")]);
             let q = linear(p, &l.cross_q, Store::Plain, &x, &[&qkv]);
             step.push(q.named("cross Q"));
             let a = attend(p, &cross_attention, &dec_rows, &qkv, kv, &context);
             step.push(a.named("cross-attention"));
-            let o = add_norm(p, &l.cross_o, &l.cross_norm, &context, &x);
-            step.push(o.named("cross out + norm"));
+            let [o, n] = add_norm(p, &l.cross_o, &l.cross_norm, &context, &x);
+            step.extend([o.named("cross out"), n.named("cross residual + norm")]);
             let f = linear(p, &l.fc1, Store::Relu, &x, &[&hidden]);
             step.push(f.named("FFN inner (ReLU)"));
-            let f = add_norm(p, &l.fc2, &l.ffn_norm, &hidden, &x);
-            step.push(f.named("FFN outer + norm"));
+            let [f, n] = add_norm(p, &l.fc2, &l.ffn_norm, &hidden, &x);
+            step.extend([f.named("FFN outer"), n.named("FFN residual + norm")]);
         }
         let output = linear(p, &w.output, Store::Plain, &x, &[&logits]);
         step.push(output.named("output projection"));
@@ -491,7 +492,7 @@ impl Workspace {
                 &k.select_part(vocab, shape.k),
                 &[p, &logits, &masks, &dec_rows, &part_stats, &part_best],
                 Grid::Heads(parts as u32),
-                Depth::select_part(vocab, shape.k),
+                Depth::select_part(vocab),
             )
             .named("log-softmax + top-k"),
         );

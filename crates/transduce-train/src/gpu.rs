@@ -16,11 +16,16 @@ pub fn device() -> Result<Gpu> {
     })?;
     let a = gpu.summary();
     eprintln!(
-        "GPU decoder on {} ({}, {}{})",
+        "GPU decoder on {} ({}, {}{}{})",
         a.name,
         a.device_type,
         a.backend,
-        if a.f16 { ", shader-f16" } else { "" }
+        if a.f16 { ", shader-f16" } else { "" },
+        if gpu.loop_bounds() {
+            ", loops bounded (TRANSDUCE_GPU_LOOP_BOUNDS=1)"
+        } else {
+            ""
+        }
     );
     Ok(gpu)
 }

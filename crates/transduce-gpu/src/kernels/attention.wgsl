@@ -14,41 +14,35 @@ const VO: u32 = {VO}u;
 const CAP: u32 = {CAP}u;
 const MAXN: u32 = {MAXN}u;
 const SCALE: f32 = {SCALE};
-// 256 threads: in the scores, SPARTS threads share a key (each a slice of its DK dims); in
-// the weighted values, PARTS threads share an output dimension (each a slice of the keys).
-// Partial sums meet in workgroup memory and are added in slice order.
+// Queries, keys and values are read four dimensions to a load (qload, kvload).
+const DK4: u32 = (DK + 3u) / 4u;
+const DV4: u32 = (DV + 3u) / 4u;
+// 256 threads: in the scores, SPARTS threads share a key (each a slice of its DK4 words);
+// in the weighted values, VPARTS threads share four output dimensions (each a slice of the
+// keys). Partial sums meet in workgroup memory and are added in slice order.
 const T: u32 = 256u;
 const SPARTS: u32 = 16u;
 const SLANES: u32 = T / SPARTS;
-const DKP: u32 = (DK + SPARTS - 1u) / SPARTS;
-const PARTS: u32 = 4u;
-const LANES: u32 = T / PARTS;
+const DKP: u32 = (DK4 + SPARTS - 1u) / SPARTS;
+const VPARTS: u32 = 16u;
+const VLANES: u32 = T / VPARTS;
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> rows: array<Row>;
 @group(0) @binding(2) var<storage, read> sources: array<Source>;
 @group(0) @binding(3) var<storage, read> history: array<u32>;
-@group(0) @binding(4) var<storage, read> q: array<f32>;
-@group(0) @binding(5) var<storage, read> kv: array<f32>;
+{LOADS}
 @group(0) @binding(6) var<storage, read_write> out: array<f32>;
 
 var<workgroup> scores: array<f32, MAXN>;
 var<workgroup> partial: array<f32, T>;
+var<workgroup> vpartial: array<vec4<f32>, T>;
 // The key count, loaded through workgroup memory so that loops with barriers may depend on it.
 var<workgroup> count: u32;
 
 {ENTRY}
 
-// The PARTS partial sums of `lane` (written to partial[part * LANES + lane]), in part order.
-fn parts_sum(lane: u32) -> f32 {
-    var v = partial[lane];
-    for (var o = 1u; o < PARTS; o++) {
-        v += partial[o * LANES + lane];
-    }
-    return v;
-}
-
-// The same for the scores' SPARTS slices of SLANES keys.
+// The SPARTS partial sums of the scores' key `lane`, in part order.
 fn score_parts_sum(lane: u32) -> f32 {
     var v = partial[lane];
     for (var o = 1u; o < SPARTS; o++) {
@@ -69,11 +63,12 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     }
     let n = workgroupUniformLoad(&count);
     let qb = r * QS + QO + h * DK;
-    // Scores: thread (key lane, part) sums its slice of DK; part 0 adds the slices in order.
+    // Scores: thread (key lane, part) sums its slice of the words; part 0 adds the slices
+    // in order.
     let slane = lid.x % SLANES;
     let spart = lid.x / SLANES;
-    let ib = min(spart * DKP, DK);
-    let ie = min(ib + DKP, DK);
+    let ib = min(spart * DKP, DK4);
+    let ie = min(ib + DKP, DK4);
     var m = -3.0e38;
     for (var base = 0u; base < n; base += SLANES) {
         let j = base + slane;
@@ -81,7 +76,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
         if (j < n) {
             let kb = key_row(r, j) * KVS + KO + h * DK;
             for (var i = ib; i < ie; i++) {
-                s = fma(q[qb + i], kv[kb + i], s);
+                s += dot(qload(qb, i), kvload(kb, i, DK));
             }
         }
         partial[spart * SLANES + slane] = s;
@@ -119,25 +114,34 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     }
     let total = partial[0];
     workgroupBarrier();
-    // Weighted values: thread (dimension lane, part) sums its slice of the keys; part 0
-    // adds the slices in order.
-    let lane = lid.x % LANES;
-    let part = lid.x / LANES;
-    let np = (n + PARTS - 1u) / PARTS;
+    // Weighted values: thread (word lane, part) sums four dimensions over its slice of the
+    // keys; part 0 adds the slices in order.
+    let lane = lid.x % VLANES;
+    let part = lid.x / VLANES;
+    let np = (n + VPARTS - 1u) / VPARTS;
     let jb = min(part * np, n);
     let je = min(jb + np, n);
-    for (var base = 0u; base < DV; base += LANES) {
+    for (var base = 0u; base < DV4; base += VLANES) {
         let i = base + lane;
-        var acc = 0.0;
-        if (i < DV) {
+        var acc = vec4<f32>(0.0);
+        if (i < DV4) {
             for (var j = jb; j < je; j++) {
-                acc = fma(scores[j] / total, kv[key_row(r, j) * KVS + VO + h * DV + i], acc);
+                let v = kvload(key_row(r, j) * KVS + VO + h * DV, i, DV);
+                acc = fma(vec4<f32>(scores[j] / total), v, acc);
             }
         }
-        partial[part * LANES + lane] = acc;
+        vpartial[part * VLANES + lane] = acc;
         workgroupBarrier();
-        if (part == 0u && i < DV) {
-            out[r * H * DV + h * DV + i] = parts_sum(lane);
+        if (part == 0u && i < DV4) {
+            var v = vpartial[lane];
+            for (var o = 1u; o < VPARTS; o++) {
+                v += vpartial[o * VLANES + lane];
+            }
+            for (var c = 0u; c < 4u; c++) {
+                if (4u * i + c < DV) {
+                    out[r * H * DV + h * DV + 4u * i + c] = v[c];
+                }
+            }
         }
         workgroupBarrier();
     }

@@ -1,5 +1,5 @@
 // Token embedding × √d_model plus position (§3.4, §3.5), plus the encoder output at the
-// row's word focus when it has one. One workgroup per row.
+// row's word focus when it has one. One workgroup of 256 threads per row.
 const D: u32 = {D}u;
 const SCALE: f32 = {SCALE};
 
@@ -11,7 +11,7 @@ const SCALE: f32 = {SCALE};
 @group(0) @binding(5) var<storage, read> memory: array<f32>;
 @group(0) @binding(6) var<storage, read_write> x: array<f32>;
 
-@compute @workgroup_size(64)
+@compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
     let r = wg.x + wg.y * 65535u;
     if (r >= p.rows) {
@@ -22,7 +22,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     if (row.focus >= 0 && u32(row.focus) < sources[row.src].len) {
         focus = i32(sources[row.src].offset) + row.focus;
     }
-    for (var i = lid.x; i < D; i += 64u) {
+    for (var i = lid.x; i < D; i += 256u) {
         var v = embedding(row.token, i) * SCALE + positions[row.pos * D + i];
         if (focus >= 0) {
             v += memory[u32(focus) * D + i];

@@ -4,7 +4,8 @@
 // allowed tokens by raw logit (best first, ties to the smaller id; id 0xffffffff when none
 // is left). select_merge.wgsl combines the parts. PAD and BOS are never chosen but count in
 // the normalisation; masked tokens (the constraint of §6.3, or EOS alone at the length
-// limit) are skipped.
+// limit) are skipped. Global memory is read once (CHUNK / 256 logits a thread, held in
+// registers); the maximum, the sum and the KSEL rounds of selection read the registers.
 const V: u32 = {V}u;
 const KSEL: u32 = {KSEL}u;
 const WORDS: u32 = {WORDS}u;
@@ -14,6 +15,8 @@ const EOS: u32 = {EOS}u;
 const CHUNK: u32 = {CHUNK}u;
 const PARTS: u32 = {PARTS}u;
 const WG: u32 = 256u;
+// Words of the part per thread.
+const PER: u32 = (CHUNK + WG - 1u) / WG;
 const NONE: u32 = 0xffffffffu;
 
 struct Candidate {
@@ -41,9 +44,24 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     let base = r * V;
     let begin = part * CHUNK;
     let end = min(begin + CHUNK, V);
+    let masked = (p.flags & 1u) != 0u;
+    let at_limit = p.t + 1u >= rows[r].limit;
+    // One pass over global memory: the thread's PER logits, and whether each may be chosen,
+    // into registers; every later pass reads those.
+    var vals: array<f32, PER>;
+    var allowed: array<bool, PER>;
     var m = -3.0e38;
-    for (var i = begin + lid.x; i < end; i += WG) {
-        m = max(m, logits[base + i]);
+    for (var u = 0u; u < PER; u++) {
+        let i = begin + lid.x + u * WG;
+        vals[u] = -3.0e38;
+        allowed[u] = false;
+        if (i < end) {
+            vals[u] = logits[base + i];
+            m = max(m, vals[u]);
+            allowed[u] = i != PAD && i != BOS
+                && !(masked && ((masks[r * WORDS + i / 32u] >> (i % 32u)) & 1u) == 0u)
+                && !(at_limit && i != EOS);
+        }
     }
     best_v[lid.x] = m;
     workgroupBarrier();
@@ -56,8 +74,10 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     m = best_v[0];
     workgroupBarrier();
     var sum = 0.0;
-    for (var i = begin + lid.x; i < end; i += WG) {
-        sum += exp(logits[base + i] - m);
+    for (var u = 0u; u < PER; u++) {
+        if (begin + lid.x + u * WG < end) {
+            sum += exp(vals[u] - m);
+        }
     }
     best_v[lid.x] = sum;
     workgroupBarrier();
@@ -72,27 +92,17 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     }
     workgroupBarrier();
 
-    let masked = (p.flags & 1u) != 0u;
-    let at_limit = p.t + 1u >= rows[r].limit;
     // The last candidate taken: the next must come strictly after it in the ranking.
     var prev_v = 3.0e38;
     var prev_i = NONE;
     for (var c = 0u; c < KSEL; c++) {
         var bv = -3.0e38;
         var bi = NONE;
-        for (var i = begin + lid.x; i < end; i += WG) {
-            if (i == PAD || i == BOS) {
-                continue;
-            }
-            if (masked && ((masks[r * WORDS + i / 32u] >> (i % 32u)) & 1u) == 0u) {
-                continue;
-            }
-            if (at_limit && i != EOS) {
-                continue;
-            }
-            let v = logits[base + i];
+        for (var u = 0u; u < PER; u++) {
+            let i = begin + lid.x + u * WG;
+            let v = vals[u];
             let after = v < prev_v || (v == prev_v && (prev_i == NONE || i > prev_i));
-            if (after && (bi == NONE || v > bv)) {
+            if (allowed[u] && after && (bi == NONE || v > bv)) {
                 bv = v;
                 bi = i;
             }
