@@ -28,18 +28,27 @@ pub(crate) const LINEAR_ROWS: u32 = 4;
 /// Columns per thread of the products.
 pub(crate) const LINEAR_COLUMNS: u32 = 2;
 
+/// Rows from which a step's products take the wide geometry ([`linear_split`]).
+pub(crate) const MANY_ROWS: u32 = 8;
+
 /// Column lanes × slices of the inner dimension of a product's 256 threads, for `kw`
-/// words of inner dimension: enough slices that a thread walks at most 4 words, between 8
-/// (wide column blocks for large batches) and 32 (each pair's partial sums are added by
-/// one thread from workgroup memory).
-pub(crate) fn linear_split(kw: usize) -> (u32, u32) {
+/// words of inner dimension. With few rows (`wide` false) a product is a matrix–vector
+/// product bound by the latency of its loads: as many slices as give a thread at most 4
+/// words, between 8 and 32 (each pair's partial sums are added by one thread from
+/// workgroup memory). With many rows there are workgroups enough along the rows, and
+/// partial sums cost more than they give: 32 lanes × 8 slices, as llama.cpp's WebGPU
+/// backend also leaves its matrix–vector kernel for wider batches.
+pub(crate) fn linear_split(kw: usize, wide: bool) -> (u32, u32) {
+    if wide {
+        return (32, 8);
+    }
     let slices = kw.div_ceil(4).next_power_of_two().clamp(8, 32) as u32;
     (256 / slices, slices)
 }
 
 /// A product's workgroups along its columns: `LANES × CPT` columns each.
-pub(crate) fn linear_blocks(k: usize, n: usize) -> u32 {
-    let (lanes, _) = linear_split(words(k));
+pub(crate) fn linear_blocks(k: usize, n: usize, wide: bool) -> u32 {
+    let (lanes, _) = linear_split(words(k), wide);
     (n as u32).div_ceil(lanes * LINEAR_COLUMNS)
 }
 
@@ -87,12 +96,12 @@ impl Depth {
         Depth::Fixed(d.div_ceil(EMBED_THREADS) as u64)
     }
 
-    /// `linear.wgsl`: one slice of the inner loop's words, then the epilogue's stores:
-    /// `RB × CPT` pairs shared by the slices (each reading its bias and column scale; the
-    /// partial sums come from workgroup memory).
+    /// `linear.wgsl` with few rows: one slice of the inner loop's words, then the
+    /// epilogue's stores: `RB × CPT` pairs shared by the slices (each reading its bias and
+    /// column scale; the partial sums come from workgroup memory).
     pub(crate) fn linear(k: usize) -> Depth {
         let kw = words(k);
-        let (_, slices) = linear_split(kw);
+        let (_, slices) = linear_split(kw, false);
         let slice = kw.div_ceil(slices as usize) as u64;
         let pairs = (LINEAR_ROWS * LINEAR_COLUMNS).div_ceil(slices) as u64;
         Depth::Fixed(slice + pairs)
@@ -384,8 +393,14 @@ fn embedding(v: u32, i: u32) -> f32 { return table[v * D + i]; }"
         ))
     }
 
-    /// `x [rows, k] · w [k, n] + b`, then `store`.
-    pub(crate) fn linear(&self, k: usize, n: usize, store: Store) -> wgpu::ComputePipeline {
+    /// `x [rows, k] · w [k, n] + b`, then `store`, for few rows or many (`wide`).
+    pub(crate) fn linear(
+        &self,
+        k: usize,
+        n: usize,
+        store: Store,
+        wide: bool,
+    ) -> wgpu::ComputePipeline {
         let (bindings, body) = match store {
             Store::Plain | Store::Relu => (
                 "@group(0) @binding(4) var<storage, read_write> out: array<f32>;".to_string(),
@@ -410,7 +425,7 @@ fn embedding(v: u32, i: u32) -> f32 { return table[v * D + i]; }"
             ),
         };
         let kw = words(k);
-        let (lanes, slices) = linear_split(kw);
+        let (lanes, slices) = linear_split(kw, wide);
         self.pipeline(fill(
             LINEAR,
             &[

@@ -58,6 +58,9 @@ pub struct KernelTime {
     pub calls: u64,
     /// Their GPU time, microseconds.
     pub total_us: f64,
+    /// Their serial depth (`kernels::Depth`, summed over the calls): beside the time, what
+    /// the loops alone predict.
+    pub depth: u64,
 }
 
 /// Where a decoder step's GPU time goes ([`GpuModel::profile`]).
@@ -216,16 +219,18 @@ impl GpuModel {
                     break;
                 }
             };
-            for (name, ns) in times {
+            for (name, ns, depth) in times {
                 match kernels.iter_mut().find(|k| k.name == name) {
                     Some(k) => {
                         k.calls += 1;
                         k.total_us += ns / 1e3;
+                        k.depth += depth;
                     }
                     None => kernels.push(KernelTime {
                         name,
                         calls: 1,
                         total_us: ns / 1e3,
+                        depth,
                     }),
                 }
             }

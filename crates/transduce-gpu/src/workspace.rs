@@ -102,6 +102,9 @@ struct Dispatch {
     depth: Depth,
     /// What it computes, for [`Workspace::profile_step`]'s table.
     name: &'static str,
+    /// The same computation for [`kernels::MANY_ROWS`] rows or more, where it differs
+    /// (the products' wide geometry): pipeline, bind group, grid.
+    wide: Option<Box<(wgpu::ComputePipeline, wgpu::BindGroup, Grid)>>,
 }
 
 impl Dispatch {
@@ -250,14 +253,19 @@ fn bind(
         grid,
         depth,
         name: "",
+        wide: None,
     }
 }
 
 fn record(pass: &mut wgpu::ComputePass<'_>, dispatches: &[Dispatch], rows: u32) {
     for d in dispatches {
-        let (x, y, z) = d.grid.size(rows);
-        pass.set_pipeline(&d.pipeline);
-        pass.set_bind_group(0, &d.bind_group, &[]);
+        let (pipeline, bind_group, grid) = match &d.wide {
+            Some(wide) if rows >= kernels::MANY_ROWS => (&wide.0, &wide.1, wide.2),
+            _ => (&d.pipeline, &d.bind_group, d.grid),
+        };
+        let (x, y, z) = grid.size(rows);
+        pass.set_pipeline(pipeline);
+        pass.set_bind_group(0, bind_group, &[]);
         pass.dispatch_workgroups(x, y, z);
     }
 }
@@ -344,6 +352,9 @@ impl Workspace {
         let scale = (d as f64).sqrt() as f32;
         let embed = k.embed(d, vocab, scale);
         // The three shapes of dispatch a layer is made of.
+        // Products over batches of many rows also get the wide geometry (kernels.rs),
+        // where this workspace can hold that many.
+        let many = |rows: usize| rows >= kernels::MANY_ROWS as usize;
         let linear = |params: &wgpu::Buffer,
                       l: &Linear,
                       store: Store,
@@ -351,14 +362,29 @@ impl Workspace {
                       out: &[&wgpu::Buffer]| {
             let mut buffers = vec![params, input, &l.w, &l.b];
             buffers.extend_from_slice(out);
-            let grid = Grid::Blocks(kernels::linear_blocks(l.k, l.n), kernels::LINEAR_ROWS);
-            bind(
-                gpu,
-                &k.linear(l.k, l.n, store),
-                &buffers,
-                grid,
-                Depth::linear(l.k),
-            )
+            // The encoder's products run over the source rows.
+            let rows = if std::ptr::eq(params, &enc_params) {
+                srows
+            } else {
+                rows
+            };
+            let geometry = |wide: bool| {
+                let grid =
+                    Grid::Blocks(kernels::linear_blocks(l.k, l.n, wide), kernels::LINEAR_ROWS);
+                bind(
+                    gpu,
+                    &k.linear(l.k, l.n, store, wide),
+                    &buffers,
+                    grid,
+                    Depth::linear(l.k),
+                )
+            };
+            let mut dispatch = geometry(false);
+            if many(rows) {
+                let wide = geometry(true);
+                dispatch.wide = Some(Box::new((wide.pipeline, wide.bind_group, wide.grid)));
+            }
+            dispatch
         };
         // The output projection, then the residual and LayerNorm: two dispatches.
         let add_norm = |params: &wgpu::Buffer,
@@ -725,7 +751,7 @@ impl Workspace {
         model: &GpuModel,
         t: usize,
         rows: &[Row],
-    ) -> Result<Vec<(&'static str, f64)>> {
+    ) -> Result<Vec<(&'static str, f64, u64)>> {
         let gpu = &model.gpu;
         let n = rows.len();
         let params = Params {
@@ -792,7 +818,10 @@ impl Workspace {
         Ok(dispatches
             .iter()
             .zip(ticks.chunks_exact(2))
-            .map(|(d, pair)| (d.name, pair[1].saturating_sub(pair[0]) as f64 * period))
+            .map(|(d, pair)| {
+                let ns = pair[1].saturating_sub(pair[0]) as f64 * period;
+                (d.name, ns, d.depth.at(t as u64, crate::DEPTH_SOURCE as u64))
+            })
             .collect())
     }
 

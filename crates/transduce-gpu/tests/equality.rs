@@ -61,7 +61,9 @@ fn lines(name: &str) -> Vec<String> {
         .collect()
 }
 
-/// Host and GPU outputs of `sources`, greedy and beam 4, in one batch and one at a time.
+/// Host and GPU outputs of `sources`, greedy and beam 4, in one batch and one at a time
+/// (from 8 rows the products take their wide geometry, below it the split-K one: both are
+/// checked).
 fn assert_same(host: &HostModel, gpu: &GpuModel, sources: &[Vec<u32>], alpha: f64, what: &str) {
     for beam in [1, 4] {
         let options = DecodeOptions {
@@ -364,6 +366,7 @@ fn profile_times_every_dispatch_of_a_step() {
         };
         assert_eq!(k.calls, 3 * per_step, "{}", k.name);
         assert!(k.total_us.is_finite() && k.total_us >= 0.0, "{k:?}");
+        assert!(k.depth >= k.calls, "{k:?}: every dispatch loads");
     }
     assert!(profile.step_us() > 0.0, "{profile:?}");
 }

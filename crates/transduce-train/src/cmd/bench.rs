@@ -359,19 +359,20 @@ fn print_profile(model: &transduce_gpu::GpuModel, batch: usize, beam: usize) -> 
         transduce_gpu::DEPTH_SOURCE
     );
     println!(
-        "  {:<22} {:>10} {:>10} {:>10} {:>6}",
-        "kernel", "calls/step", "µs/call", "µs/step", "share"
+        "  {:<22} {:>10} {:>10} {:>10} {:>6} {:>11}",
+        "kernel", "calls/step", "µs/call", "µs/step", "share", "depth/call"
     );
     for k in &profile.kernels {
         let per_step = k.calls as f64 / profile.steps as f64;
         let us_step = k.total_us / profile.steps as f64;
         println!(
-            "  {:<22} {:>10.0} {:>10.1} {:>10.1} {:>5.1}%",
+            "  {:<22} {:>10.0} {:>10.1} {:>10.1} {:>5.1}% {:>11.1}",
             k.name,
             per_step,
             k.total_us / k.calls as f64,
             us_step,
-            100.0 * us_step / step.max(f64::MIN_POSITIVE)
+            100.0 * us_step / step.max(f64::MIN_POSITIVE),
+            k.depth as f64 / k.calls as f64
         );
     }
     Ok(())
