@@ -351,9 +351,9 @@ impl Workspace {
 
         let scale = (d as f64).sqrt() as f32;
         let embed = k.embed(d, vocab, scale);
-        // The three shapes of dispatch a layer is made of.
-        // Products over batches of many rows also get the wide geometry (kernels.rs),
-        // where this workspace can hold that many.
+        // The shapes of dispatch a layer is made of: products, residual + LayerNorm after
+        // a product, attention. Products also get the wide geometry for batches of many
+        // rows (kernels.rs) where this workspace can hold that many.
         let many = |rows: usize| rows >= kernels::MANY_ROWS as usize;
         let linear = |params: &wgpu::Buffer,
                       l: &Linear,

@@ -5,7 +5,9 @@
 // is left). select_merge.wgsl combines the parts. PAD and BOS are never chosen but count in
 // the normalisation; masked tokens (the constraint of §6.3, or EOS alone at the length
 // limit) are skipped. Global memory is read once (CHUNK / 256 logits a thread, held in
-// registers); the maximum, the sum and the KSEL rounds of selection read the registers.
+// registers), the maximum and the sum found together in that pass (one reduction of
+// (maximum, sum) pairs, as select_merge.wgsl combines the parts); the KSEL rounds of
+// selection, each a workgroup argmax over the threads' next best, read the registers.
 const V: u32 = {V}u;
 const KSEL: u32 = {KSEL}u;
 const WORDS: u32 = {WORDS}u;
@@ -33,6 +35,7 @@ struct Candidate {
 
 var<workgroup> best_v: array<f32, WG>;
 var<workgroup> best_i: array<u32, WG>;
+var<workgroup> sums: array<f32, WG>;
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
@@ -50,45 +53,43 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     // into registers; every later pass reads those.
     var vals: array<f32, PER>;
     var allowed: array<bool, PER>;
+    // The thread's maximum and its sum of exp(logit − maximum) as it goes (the sum
+    // rescaled when the maximum grows), then one reduction of the pairs.
     var m = -3.0e38;
+    var sum = 0.0;
     for (var u = 0u; u < PER; u++) {
         let i = begin + lid.x + u * WG;
         vals[u] = -3.0e38;
         allowed[u] = false;
         if (i < end) {
-            vals[u] = logits[base + i];
-            m = max(m, vals[u]);
+            let v = logits[base + i];
+            vals[u] = v;
+            if (v > m) {
+                sum = sum * exp(m - v) + 1.0;
+                m = v;
+            } else {
+                sum += exp(v - m);
+            }
             allowed[u] = i != PAD && i != BOS
                 && !(masked && ((masks[r * WORDS + i / 32u] >> (i % 32u)) & 1u) == 0u)
                 && !(at_limit && i != EOS);
         }
     }
     best_v[lid.x] = m;
+    sums[lid.x] = sum;
     workgroupBarrier();
     for (var s = WG / 2u; s > 0u; s >>= 1u) {
         if (lid.x < s) {
-            best_v[lid.x] = max(best_v[lid.x], best_v[lid.x + s]);
-        }
-        workgroupBarrier();
-    }
-    m = best_v[0];
-    workgroupBarrier();
-    var sum = 0.0;
-    for (var u = 0u; u < PER; u++) {
-        if (begin + lid.x + u * WG < end) {
-            sum += exp(vals[u] - m);
-        }
-    }
-    best_v[lid.x] = sum;
-    workgroupBarrier();
-    for (var s = WG / 2u; s > 0u; s >>= 1u) {
-        if (lid.x < s) {
-            best_v[lid.x] += best_v[lid.x + s];
+            let m1 = best_v[lid.x];
+            let m2 = best_v[lid.x + s];
+            let top = max(m1, m2);
+            sums[lid.x] = sums[lid.x] * exp(m1 - top) + sums[lid.x + s] * exp(m2 - top);
+            best_v[lid.x] = top;
         }
         workgroupBarrier();
     }
     if (lid.x == 0u) {
-        part_stats[r * PARTS + part] = vec2<f32>(m, best_v[0]);
+        part_stats[r * PARTS + part] = vec2<f32>(best_v[0], sums[0]);
     }
     workgroupBarrier();
 
