@@ -96,12 +96,13 @@ impl Depth {
         Depth::Fixed(d.div_ceil(EMBED_THREADS) as u64)
     }
 
-    /// `linear.wgsl` with few rows: one slice of the inner loop's words, then the
-    /// epilogue's stores: `RB × CPT` pairs shared by the slices (each reading its bias and
-    /// column scale; the partial sums come from workgroup memory).
-    pub(crate) fn linear(k: usize) -> Depth {
+    /// `linear.wgsl` in the geometry for few rows or many (`wide`): one slice of the inner
+    /// loop's words, then the epilogue's stores: `RB × CPT` pairs shared by the slices
+    /// (each reading its bias and column scale; the partial sums come from workgroup
+    /// memory).
+    pub(crate) fn linear(k: usize, wide: bool) -> Depth {
         let kw = words(k);
-        let (_, slices) = linear_split(kw, false);
+        let (_, slices) = linear_split(kw, wide);
         let slice = kw.div_ceil(slices as usize) as u64;
         let pairs = (LINEAR_ROWS * LINEAR_COLUMNS).div_ceil(slices) as u64;
         Depth::Fixed(slice + pairs)
@@ -199,6 +200,17 @@ fn weight(i: u32) -> vec4<f32> {
     }
 }
 
+/// WGSL `name(at: u32, n: u32) -> vec4<f32>`: `array[at..at + 4]` with the components
+/// from the `n`-th on zero (`n` ≥ 1 values left in the row or head). One per array: WGSL
+/// passes no storage arrays to functions.
+fn guarded_vec4(name: &str, array: &str) -> String {
+    format!(
+        "fn {name}(at: u32, n: u32) -> vec4<f32> {{
+    return vec4<f32>({array}[at], select({array}[at + 1u], 0.0, n <= 1u), select({array}[at + 2u], 0.0, n <= 2u), select({array}[at + 3u], 0.0, n <= 3u));
+}}"
+    )
+}
+
 /// The products' input `x [rows, K]` at binding 1 and `xload(row, i)`, its inputs
 /// `4i..4i+3` of `row` as a vec4: one load where `K` is a multiple of four, else four
 /// (zero past `K`, where the weights are zero padding too).
@@ -208,13 +220,12 @@ fn x_access(k: usize) -> String {
 fn xload(row: u32, i: u32) -> vec4<f32> { return x[row * KW + i]; }"
             .to_string()
     } else {
-        "@group(0) @binding(1) var<storage, read> x: array<f32>;
-fn xload(row: u32, i: u32) -> vec4<f32> {
-    let o = row * K + 4u * i;
-    let past = vec3<bool>(4u * i + 1u >= K, 4u * i + 2u >= K, 4u * i + 3u >= K);
-    return vec4<f32>(x[o], select(x[o + 1u], 0.0, past.x), select(x[o + 2u], 0.0, past.y), select(x[o + 3u], 0.0, past.z));
-}"
-        .to_string()
+        format!(
+            "@group(0) @binding(1) var<storage, read> x: array<f32>;
+{}
+fn xload(row: u32, i: u32) -> vec4<f32> {{ return x4(row * K + 4u * i, K - 4u * i); }}",
+            guarded_vec4("x4", "x")
+        )
     }
 }
 
@@ -222,25 +233,24 @@ fn xload(row: u32, i: u32) -> vec4<f32> {
 /// dimensions at a time: `qload(o, i)` is `q[o + 4i ..]`, `kvload(o, i, len)` is
 /// `kv[o + 4i ..]` with dimensions past `len` zero. One vec4 load where every offset is a
 /// multiple of four, else four loads.
-fn attention_access(aligned: bool) -> &'static str {
+fn attention_access(aligned: bool) -> String {
     if aligned {
         "@group(0) @binding(4) var<storage, read> q: array<vec4<f32>>;
 @group(0) @binding(5) var<storage, read> kv: array<vec4<f32>>;
 fn qload(o: u32, i: u32) -> vec4<f32> { return q[o / 4u + i]; }
 fn kvload(o: u32, i: u32, len: u32) -> vec4<f32> { return kv[o / 4u + i]; }"
+            .to_string()
     } else {
-        "@group(0) @binding(4) var<storage, read> q: array<f32>;
+        format!(
+            "@group(0) @binding(4) var<storage, read> q: array<f32>;
 @group(0) @binding(5) var<storage, read> kv: array<f32>;
-fn qload(o: u32, i: u32) -> vec4<f32> {
-    let b = o + 4u * i;
-    let past = vec3<bool>(4u * i + 1u >= DK, 4u * i + 2u >= DK, 4u * i + 3u >= DK);
-    return vec4<f32>(q[b], select(q[b + 1u], 0.0, past.x), select(q[b + 2u], 0.0, past.y), select(q[b + 3u], 0.0, past.z));
-}
-fn kvload(o: u32, i: u32, len: u32) -> vec4<f32> {
-    let b = o + 4u * i;
-    let past = vec3<bool>(4u * i + 1u >= len, 4u * i + 2u >= len, 4u * i + 3u >= len);
-    return vec4<f32>(kv[b], select(kv[b + 1u], 0.0, past.x), select(kv[b + 2u], 0.0, past.y), select(kv[b + 3u], 0.0, past.z));
-}"
+{}
+{}
+fn qload(o: u32, i: u32) -> vec4<f32> {{ return q4(o + 4u * i, DK - 4u * i); }}
+fn kvload(o: u32, i: u32, len: u32) -> vec4<f32> {{ return kv4(o + 4u * i, len - 4u * i); }}",
+            guarded_vec4("q4", "q"),
+            guarded_vec4("kv4", "kv")
+        )
     }
 }
 
@@ -500,7 +510,7 @@ fn embedding(v: u32, i: u32) -> f32 { return table[v * D + i]; }"
                 ("CAP", cap.to_string()),
                 ("MAXN", MAX_KEYS.to_string()),
                 ("SCALE", float(scale)),
-                ("LOADS", attention_access(aligned).to_string()),
+                ("LOADS", attention_access(aligned)),
             ],
             false,
         ))

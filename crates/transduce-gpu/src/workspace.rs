@@ -103,14 +103,22 @@ struct Dispatch {
     /// What it computes, for [`Workspace::profile_step`]'s table.
     name: &'static str,
     /// The same computation for [`kernels::MANY_ROWS`] rows or more, where it differs
-    /// (the products' wide geometry): pipeline, bind group, grid.
-    wide: Option<Box<(wgpu::ComputePipeline, wgpu::BindGroup, Grid)>>,
+    /// (the products' wide geometry).
+    wide: Option<Box<Dispatch>>,
 }
 
 impl Dispatch {
     fn named(mut self, name: &'static str) -> Dispatch {
         self.name = name;
         self
+    }
+
+    /// What runs for a step of `rows` rows.
+    fn for_rows(&self, rows: u32) -> &Dispatch {
+        match &self.wide {
+            Some(wide) if rows >= kernels::MANY_ROWS => wide,
+            _ => self,
+        }
     }
 }
 
@@ -259,13 +267,10 @@ fn bind(
 
 fn record(pass: &mut wgpu::ComputePass<'_>, dispatches: &[Dispatch], rows: u32) {
     for d in dispatches {
-        let (pipeline, bind_group, grid) = match &d.wide {
-            Some(wide) if rows >= kernels::MANY_ROWS => (&wide.0, &wide.1, wide.2),
-            _ => (&d.pipeline, &d.bind_group, d.grid),
-        };
-        let (x, y, z) = grid.size(rows);
-        pass.set_pipeline(pipeline);
-        pass.set_bind_group(0, bind_group, &[]);
+        let d = d.for_rows(rows);
+        let (x, y, z) = d.grid.size(rows);
+        pass.set_pipeline(&d.pipeline);
+        pass.set_bind_group(0, &d.bind_group, &[]);
         pass.dispatch_workgroups(x, y, z);
     }
 }
@@ -376,13 +381,12 @@ impl Workspace {
                     &k.linear(l.k, l.n, store, wide),
                     &buffers,
                     grid,
-                    Depth::linear(l.k),
+                    Depth::linear(l.k, wide),
                 )
             };
             let mut dispatch = geometry(false);
             if many(rows) {
-                let wide = geometry(true);
-                dispatch.wide = Some(Box::new((wide.pipeline, wide.bind_group, wide.grid)));
+                dispatch.wide = Some(Box::new(geometry(true)));
             }
             dispatch
         };
@@ -820,7 +824,8 @@ impl Workspace {
             .zip(ticks.chunks_exact(2))
             .map(|(d, pair)| {
                 let ns = pair[1].saturating_sub(pair[0]) as f64 * period;
-                (d.name, ns, d.depth.at(t as u64, crate::DEPTH_SOURCE as u64))
+                let depth = d.for_rows(n as u32).depth;
+                (d.name, ns, depth.at(t as u64, crate::DEPTH_SOURCE as u64))
             })
             .collect())
     }
