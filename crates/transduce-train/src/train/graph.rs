@@ -759,7 +759,7 @@ mod tests {
         assert_eq!(eager_w, replayed_w);
         assert!(eager[23] < eager[1], "the loss falls: {eager:?}");
         println!("eager: {eager_census}\nreplayed: {census}");
-        assert!(census.launches <= 10.0, "{census}");
+        assert!(census.launches <= 10.0, "{census:?}");
         assert!(eager_census.launches > 300.0, "{eager_census}");
         assert!(census.kernels > eager_census.launches / 2.0, "{census}");
 

@@ -1267,6 +1267,7 @@ mod tests {
     /// train like one device accumulating both batches.
     #[test]
     fn data_parallel_equals_accumulation() {
+        let _gpu = gpu_lock();
         let devices = match crate::backend::wgpu_devices(&[0, 0]) {
             Ok(devices) => devices,
             Err(e) => {
