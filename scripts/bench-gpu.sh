@@ -117,8 +117,8 @@ for preset in $PRESETS; do
                         measure "transduce $backend" "$BIN" bench --backend "$backend" \
                             "${common[@]}" "${start[@]}" ;;
                     wgpu-graph | cuda-graph)
-                        # The step captured once and replayed (`bench --graph`; f32 only,
-                        # other precisions fall back to eager steps and say so).
+                        # The step captured once and replayed (`bench --graph`; any
+                        # precision: half precision's loss scale and skips on the device).
                         measure "transduce $backend" "$BIN" bench --backend "${backend%-graph}" \
                             --graph "${common[@]}" "${start[@]}" ;;
                     spirv)

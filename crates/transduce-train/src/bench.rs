@@ -366,7 +366,10 @@ fn train_graph(
     mut watch: StartWatch,
     tokens_per_step: usize,
 ) -> Result<BenchReport> {
-    let adam = DeviceAdam::new(device, 0, 1024);
+    let mut adam = DeviceAdam::new(device, 0, 1024);
+    if let Some(scale) = LossScale::initial(options.precision) {
+        adam = adam.with_loss_scale(&scale, options.precision);
+    }
     let mut trainer = GraphTrainer::new(device, adam, config.label_smoothing);
     let lr = |_: u64| 1e-4;
     watch.loaded();

@@ -41,9 +41,10 @@ pub struct BenchCmd {
     /// Time training only (no matmul chain, no decoding).
     #[arg(long)]
     pub training_only: bool,
-    /// Train with the step captured as a graph and replayed (`train --graph on`): Adam's
-    /// scalars on the device, the step's launches replayed in one call. Falls back to
-    /// eager steps, with one line saying why, where it cannot (the CPU, half precision).
+    /// Train with the step captured as a graph and replayed (`train --graph`): Adam's
+    /// scalars (and half precision's loss scale) on the device, the step's launches
+    /// replayed in one call. Falls back to eager steps, with one line saying why, where it
+    /// cannot (the CPU).
     #[arg(long)]
     pub graph: bool,
     /// Write the initial weights and the batch here (`init.safetensors`,

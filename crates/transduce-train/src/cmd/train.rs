@@ -115,10 +115,11 @@ pub struct TrainCmd {
     pub shapes: Option<Shapes>,
     /// Capture each batch shape's step as a graph and replay it (wgpu, CUDA): the host
     /// issues a few launches per step instead of hundreds; dropout masks are drawn on the
-    /// device from the step count (other masks than an eager run's, as reproducible).
-    /// Needs f32, one device and no --accum; otherwise the steps run as without it, and
-    /// one line says why. Checkpoints are the same either way, so a run may resume with
-    /// or without it.
+    /// device from the step count (other masks than an eager run's, as reproducible), and
+    /// half precision checks its gradients and skips overflowing steps on the device.
+    /// Needs one device and no --accum; otherwise the steps run as without it, and one
+    /// line says why. Checkpoints are the same either way, so a run may resume with or
+    /// without it.
     #[arg(long)]
     pub graph: bool,
 }

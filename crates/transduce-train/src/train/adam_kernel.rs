@@ -6,6 +6,10 @@
 //! reads: four kernels per parameter, three of them copies. This kernel reads the gradient
 //! and the step's scalars and rewrites the three buffers where they are: one kernel, and a
 //! replay stays a fixed point by construction. It computes burn's formulas in burn's order.
+//!
+//! Under a loss scale (half precision) the scalars also carry 1/scale and whether every
+//! gradient of the step was finite: the kernel unscales the gradient as it reads it, and
+//! on a step that overflowed writes nothing, so the skip happens on the device.
 
 use burn_cubecl::CubeBackend;
 use burn_cubecl::cubecl;
@@ -28,12 +32,20 @@ fn adam_kernel(
     first: &mut LinearViewMut<'_, f32>,
     second: &mut LinearViewMut<'_, f32>,
     scalars: &LinearView<'_, f32>,
+    #[comptime] scaled: bool,
 ) {
     let i = ABSOLUTE_POS;
     if !param.is_in_bounds(i) {
         terminate!();
     }
-    let g = grad.read(i);
+    let mut g = grad.read(i);
+    if scaled {
+        // A skipped step (some gradient not finite) leaves everything as it was.
+        if scalars.read(4) == f32::new(0.0) {
+            terminate!();
+        }
+        g *= scalars.read(3);
+    }
     // The constants as burn passes them: f64 values rounded to f32.
     let m = first.read(i) * f32::new(comptime!(BETA_1 as f32))
         + g * f32::new(comptime!((1.0 - BETA_1) as f32));
@@ -62,8 +74,9 @@ fn writable(tensor: CubeTensor) -> CubeTensor {
 #[backend_extension(Cube: cfg(all()), Fusion: cfg(all()))]
 pub trait AdamKernel: Backend {
     /// One Adam update of `param` from `grad`, with the step's `[learning rate, combined
-    /// bias correction, scaled ε]` in `scalars`: returns the parameter and the two moments,
-    /// in their own buffers where those were free to write.
+    /// bias correction, scaled ε]` in `scalars`, followed under a loss scale by `[1/scale,
+    /// 1 if the step's gradients are all finite else 0]`: returns the parameter and the two
+    /// moments, in their own buffers where those were free to write.
     #[fusion(meta = |param, _grad, first, second, _scalars| (param.clone(), first.clone(), second.clone()))]
     fn adam_in_place(
         param: FloatTensor<Self>,
@@ -84,6 +97,7 @@ impl AdamKernel for CubeBackend {
     ) -> (CubeTensor, CubeTensor, CubeTensor) {
         let (param, first, second) = (writable(param), writable(first), writable(second));
         let (grad, scalars) = (into_contiguous(grad), into_contiguous(scalars));
+        let scaled = scalars.meta.num_elements() == 5;
         let n = param.meta.num_elements();
         let client = param.client.clone();
         let cube_dim = CubeDim::new(&client, n);
@@ -100,6 +114,7 @@ impl AdamKernel for CubeBackend {
                 first.clone().into_linear_view(),
                 second.clone().into_linear_view(),
                 scalars.into_linear_view(),
+                scaled,
             );
         }
         (param, first, second)

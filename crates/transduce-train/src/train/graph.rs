@@ -9,10 +9,14 @@
 //! - the batch: written into the class's input buffers before each replay;
 //! - the parameters and Adam's moments: written back into their own buffers at the end of
 //!   the step ([`DeviceAdam`]);
-//! - the step count, and with it the learning rate and Adam's bias corrections: a device
-//!   counter indexing a device table of the schedule, so a replay with no host value changed
-//!   still advances them;
-//! - dropout's masks: drawn on the device from that counter ([`super::device_dropout`]).
+//! - the step count, and with it the learning rate, and Adam's time, and with it the bias
+//!   corrections: device counters indexing device tables, so a replay with no host value
+//!   changed still advances them;
+//! - half precision's loss scale: the step scales the loss by it, checks the gradients, skips
+//!   Adam's update on the device where one is not finite, and halves or doubles the scale
+//!   in place ([`DeviceAdam::with_loss_scale`]); the host learns the scale when it reads
+//!   the losses;
+//! - dropout's masks: drawn on the device from the step counter ([`super::device_dropout`]).
 //!
 //! On a backend without graphs (the CPU) the same step runs eagerly, kernel for kernel the
 //! same arithmetic, which is what the tests compare the replays with.
@@ -20,42 +24,69 @@
 use std::collections::HashMap;
 use std::ops::Range;
 
-use transduce::Transformer;
 use transduce::burn::backend::{Backend as _, Dispatch, DispatchGraph};
-use transduce::burn::module::{ModuleMapper, Param, ParamId};
+use transduce::burn::module::{Module, ModuleMapper, ModuleVisitor, Param, ParamId};
 use transduce::burn::optim::GradientsParams;
 use transduce::burn::prelude::*;
 use transduce::burn::tensor::{TensorData, Transaction};
 use transduce::dropout::with_device_masks;
 use transduce::model::token_tensor;
 use transduce::tokenizer::PAD;
+use transduce::{Precision, Transformer};
 
 use super::adam_kernel::{AdamKernel, BETA_1, BETA_2, EPSILON};
 use super::device_dropout::device_masks;
+use super::precision::{GROWTH_INTERVAL, INITIAL_SCALE, LossScale};
 use super::{TeacherForced, census, loss};
 use crate::error::{CliError, Result};
 
 /// Adam with §5.3's β1 0.9, β2 0.98, ε 10⁻⁹, computed as burn's `Adam` computes it (the
 /// same operations in the same order, so the same bits), but with its scalars on the
-/// device: the number of updates so far is a device counter, and the learning rate, the
-/// combined bias correction √(1−β2ᵗ)/(1−β1ᵗ) and ε·√(1−β2ᵗ) of step t are read from a
-/// device table at row (t − 1) mod `window`, filled on the host `window` steps at a time.
+/// device. Two device counters: the optimizer steps taken, which index a device table of
+/// the schedule's learning rates, and the updates applied (Adam's time t), which index a
+/// table of the combined bias correction √(1−β2ᵗ)/(1−β1ᵗ) and ε·√(1−β2ᵗ). Both tables are
+/// filled on the host `window` rows at a time. The counters differ only where steps were
+/// skipped: a half-precision step whose gradients overflowed advances the step (and the
+/// schedule) but not Adam's time, as burn's `Adam` does when the trainer skips it.
 pub struct DeviceAdam {
     /// First and second moments per parameter, flattened, in their own buffers, and the
     /// parameter's shape.
     moments: HashMap<ParamId, Moments>,
-    /// Updates applied so far (the device counter's value, known on the host).
-    updates: u64,
-    /// Updates applied so far, `[1]`.
+    /// Updates applied before the first step of this run (Adam's time in the record).
+    resumed_at: u64,
+    /// Adam's time, `[1]`: updates applied so far.
     time: Tensor<1, Int>,
-    /// `[window, 3]`: learning rate, combined bias correction, scaled ε.
-    table: Tensor<2>,
-    /// The steps (1-based) the table holds.
-    filled: Range<u64>,
+    /// Optimizer steps taken, `[1]` (set from the first step's number).
+    steps: Tensor<1, Int>,
+    /// `[window]`: the learning rate of step s at row (s − 1) mod window.
+    lrs: Tensor<1>,
+    /// The steps (1-based) `lrs` holds.
+    lrs_filled: Range<u64>,
+    /// `[window, 2]`: combined bias correction and scaled ε of time t at row (t − 1) mod
+    /// window.
+    corrections: Tensor<2>,
+    /// The times (1-based) `corrections` holds.
+    corrections_filled: Range<u64>,
+    /// What the host knows of Adam's time: its value before step `.1` was `.0`. Exact
+    /// without a loss scale (every step updates); a lower bound with one.
+    time_known: Option<(u64, u64)>,
     window: usize,
     device: Device,
     /// Updates by [`super::adam_kernel`] (GPU backends) rather than tensor operations.
     fused: bool,
+    /// Half precision's loss scale, on the device.
+    scale: Option<DeviceScale>,
+}
+
+/// Half precision's dynamic loss scale ([`LossScale`]) kept on the device, so that the
+/// check of a step's gradients and the skip of an overflowing step need no read: `[scale,
+/// clean steps, skipped steps]`, updated in place by every step.
+struct DeviceScale {
+    state: Tensor<1>,
+    /// f16 halves and doubles its scale; bf16 keeps 1 and only counts skips.
+    dynamic: bool,
+    /// Clean steps after which the scale doubles.
+    growth: u64,
 }
 
 /// One parameter's moments.
@@ -73,27 +104,88 @@ const SECOND: &str = "momentum.moment_2";
 const TIME: &str = "momentum.time";
 const RANK: &str = "__rank";
 
+/// Row `t`'s combined bias correction and scaled ε, as burn computes them (f32 `powi`).
+fn corrections_at(t: u64) -> [f32; 2] {
+    let time = t as i32;
+    let bias_correction2_sqrt = (1.0 - BETA_2.powi(time)).sqrt();
+    let combined = bias_correction2_sqrt / (1.0 - BETA_1.powi(time));
+    [combined as f32, (EPSILON * bias_correction2_sqrt) as f32]
+}
+
 impl DeviceAdam {
     /// Adam as §5.3 sets it, on `device` (its inner device: the state takes no gradients),
-    /// `updates` already applied (0 for a new run), its table `window` steps long.
+    /// `updates` already applied (0 for a new run), its tables `window` steps long.
     pub fn new(device: &Device, updates: u64, window: usize) -> Self {
         let device = device.clone().inner();
+        let counter =
+            |value: u64| Tensor::from_data(TensorData::new(vec![value as i32], [1]), &device);
         DeviceAdam {
             fused: !is_cpu(&device),
             moments: HashMap::new(),
-            updates,
-            time: Tensor::from_data(TensorData::new(vec![updates as i32], [1]), &device),
-            table: Tensor::zeros([window, 3], &device),
-            filled: 0..0,
+            resumed_at: updates,
+            time: counter(updates),
+            steps: counter(0),
+            lrs: Tensor::zeros([window], &device),
+            lrs_filled: 0..0,
+            corrections: Tensor::zeros([window, 2], &device),
+            corrections_filled: 0..0,
+            time_known: None,
             window,
             device,
+            scale: None,
         }
     }
 
-    /// The updates applied so far, `[1]`, read from the device counter when the step runs
-    /// (so a replay reads the current count).
+    /// Scales the loss by `scale` (half precision): each step's gradients are unscaled and
+    /// checked on the device, a step with any that is not finite is skipped there, and the
+    /// scale backs off and grows as [`LossScale::update`] says, in place.
+    pub fn with_loss_scale(mut self, scale: &LossScale, precision: Precision) -> Self {
+        let state = [scale.scale, scale.clean_steps as f64, scale.skipped as f64];
+        self.scale = Some(DeviceScale {
+            state: Tensor::from_data(
+                TensorData::new(state.map(|x| x as f32).to_vec(), [3]),
+                &self.device,
+            ),
+            dynamic: precision == Precision::F16,
+            growth: GROWTH_INTERVAL,
+        });
+        self
+    }
+
+    /// Adam's time, read from the device.
+    #[cfg(test)]
+    fn time(&self) -> u64 {
+        self.time
+            .clone()
+            .into_data()
+            .try_into_vec_as::<i64>()
+            .unwrap()[0] as u64
+    }
+
+    /// The doubling interval of the loss scale (tests shorten it).
+    #[cfg(test)]
+    fn growing_every(mut self, steps: u64) -> Self {
+        if let Some(scale) = &mut self.scale {
+            scale.growth = steps;
+        }
+        self
+    }
+
+    /// The optimizer steps taken so far, `[1]`, read from the device counter when the step
+    /// runs (so a replay reads the current count).
     pub fn steps_taken(&self) -> Tensor<1> {
-        self.time.clone().float()
+        self.steps.clone().float()
+    }
+
+    /// The loss scale of the coming step, `[1]`, where there is one.
+    fn loss_scale(&self) -> Option<Tensor<1>> {
+        self.scale.as_ref().map(|s| s.state.clone().slice(0..1))
+    }
+
+    /// `[scale, clean steps, skipped steps]` as the last step left them, where there is a
+    /// loss scale: a copy (the step rewrites the state's buffer).
+    fn scale_state(&self) -> Option<Tensor<1>> {
+        self.scale.as_ref().map(|s| s.state.clone().mul_scalar(1.0))
     }
 
     /// Updates by tensor operations even on a GPU (the fused kernel's oracle).
@@ -103,37 +195,132 @@ impl DeviceAdam {
         self
     }
 
-    /// Makes sure the table holds `step` (1-based), refilling it from `lr` (the schedule)
-    /// otherwise. Called before every step, outside any capture: a host write.
-    pub fn prepare(&mut self, step: u64, lr: &dyn Fn(u64) -> f64) {
-        if self.filled.contains(&step) {
-            return;
-        }
+    /// Makes sure the tables hold step `step` (1-based) of schedule `lr` and every time
+    /// Adam may have reached by then, refilling them otherwise. Called before every step,
+    /// outside any capture: host writes, and under a loss scale a read of the time once per
+    /// `window` steps (skips make it unknown on the host).
+    pub fn prepare(&mut self, step: u64, lr: &dyn Fn(u64) -> f64) -> Result<()> {
         let window = self.window as u64;
-        let mut rows = vec![0f32; self.window * 3];
-        for t in step..step + window {
-            let row = ((t - 1) % window) as usize;
-            let time = t as i32;
-            let bias_correction2_sqrt = (1.0 - BETA_2.powi(time)).sqrt();
-            let combined = bias_correction2_sqrt / (1.0 - BETA_1.powi(time));
-            rows[row * 3] = lr(t) as f32;
-            rows[row * 3 + 1] = combined as f32;
-            rows[row * 3 + 2] = (EPSILON * bias_correction2_sqrt) as f32;
+        let (known, at) = match self.time_known {
+            Some(known) => known,
+            None => {
+                // The first step: the step counter starts from its number.
+                let steps =
+                    Tensor::from_data(TensorData::new(vec![(step - 1) as i32], [1]), &self.device);
+                let old = std::mem::replace(&mut self.steps, Tensor::zeros([1], &self.device));
+                self.steps = old.slice_assign(0..1, steps);
+                self.time_known = Some((self.resumed_at, step));
+                (self.resumed_at, step)
+            }
+        };
+        if !self.lrs_filled.contains(&step) {
+            let mut rows = vec![0f32; self.window];
+            for s in step..step + window {
+                rows[((s - 1) % window) as usize] = lr(s) as f32;
+            }
+            let values = Tensor::from_data(TensorData::new(rows, [self.window]), &self.device);
+            let old = std::mem::replace(&mut self.lrs, Tensor::zeros([1], &self.device));
+            self.lrs = old.slice_assign(0..self.window, values);
+            self.lrs_filled = step..step + window;
         }
-        let values = Tensor::from_data(TensorData::new(rows, [self.window, 3]), &self.device);
-        let table = std::mem::replace(&mut self.table, Tensor::zeros([1, 1], &self.device));
-        self.table = table.slice_assign([0..self.window, 0..3], values);
-        self.filled = step..step + window;
+        // Times this step may run at: exactly one without a loss scale.
+        let reach = step - at;
+        let lowest = if self.scale.is_some() {
+            known
+        } else {
+            known + reach
+        } + 1;
+        let needed = lowest..known + reach + 2;
+        if !(self.corrections_filled.contains(&needed.start)
+            && self.corrections_filled.contains(&(needed.end - 1)))
+        {
+            let from = match self.scale {
+                Some(_) => {
+                    census::note_read();
+                    let data = self.time.clone().into_data();
+                    let time = data
+                        .try_into_vec_as::<i64>()
+                        .map_err(|e| CliError::Usage(format!("device read failed: {e:?}")))?[0];
+                    time as u64
+                }
+                None => known + reach,
+            };
+            self.time_known = Some((from, step));
+            let mut rows = vec![0f32; self.window * 2];
+            for t in from + 1..from + 1 + window {
+                let row = ((t - 1) % window) as usize;
+                rows[row * 2..row * 2 + 2].copy_from_slice(&corrections_at(t));
+            }
+            let values = Tensor::from_data(TensorData::new(rows, [self.window, 2]), &self.device);
+            let old = std::mem::replace(&mut self.corrections, Tensor::zeros([1, 1], &self.device));
+            self.corrections = old.slice_assign([0..self.window, 0..2], values);
+            self.corrections_filled = from + 1..from + 1 + window;
+        }
+        Ok(())
     }
 
-    /// This step's `[learning rate, combined bias correction, scaled ε]`, and the counter
-    /// advanced, all on the device.
-    fn scalars(&mut self) -> Tensor<1> {
-        let row = self.time.clone().remainder_scalar(self.window as i64);
-        let advanced = self.time.clone().add_scalar(1);
-        let time = std::mem::replace(&mut self.time, Tensor::zeros([1], &self.device));
-        self.time = time.slice_assign(0..1, advanced);
-        self.table.clone().select(0, row).reshape([3])
+    /// This step's `[learning rate, combined bias correction, scaled ε]` (then, under a
+    /// loss scale, `[1/scale, ok]`), and the counters advanced (time only where `ok`), all
+    /// on the device.
+    fn scalars(&mut self, ok: Option<&Tensor<1>>) -> Tensor<1> {
+        let window = self.window as i64;
+        let lr = self
+            .lrs
+            .clone()
+            .select(0, self.steps.clone().remainder_scalar(window));
+        let corrections = self
+            .corrections
+            .clone()
+            .select(0, self.time.clone().remainder_scalar(window))
+            .reshape([2]);
+        let steps = self.steps.clone().add_scalar(1);
+        let old = std::mem::replace(&mut self.steps, Tensor::zeros([1], &self.device));
+        self.steps = old.slice_assign(0..1, steps);
+        let time = match ok {
+            Some(ok) => self.time.clone().add(ok.clone().int()),
+            None => self.time.clone().add_scalar(1),
+        };
+        let old = std::mem::replace(&mut self.time, Tensor::zeros([1], &self.device));
+        self.time = old.slice_assign(0..1, time);
+        match (ok, self.loss_scale()) {
+            (Some(ok), Some(scale)) => {
+                Tensor::cat(vec![lr, corrections, scale.recip(), ok.clone()], 0)
+            }
+            _ => Tensor::cat(vec![lr, corrections], 0),
+        }
+    }
+
+    /// Advances the loss scale after a step (`ok`: its gradients were all finite), in
+    /// place, as [`LossScale::update`] does on the host.
+    fn update_scale(&mut self, ok: &Tensor<1>) {
+        let Some(scale) = &mut self.scale else {
+            return;
+        };
+        // No handle on the state may outlive these reads: the write below goes in place
+        // only into a buffer nothing else holds.
+        let [value, clean, skipped] = [0, 1, 2].map(|i| scale.state.clone().slice(i..i + 1));
+        let bad = ok.clone().equal_elem(0.0);
+        let skipped = skipped.add(ok.clone().neg().add_scalar(1.0));
+        // A clean step counts one more, an overflow restarts the count.
+        let clean = clean.add_scalar(1.0).mul(ok.clone());
+        let (value, clean) = if scale.dynamic {
+            let grow = clean.clone().greater_equal_elem(scale.growth as f64);
+            let halved = value.clone().div_scalar(2.0).clamp_min(1.0);
+            let doubled = value
+                .clone()
+                .mul_scalar(2.0)
+                .clamp_max(INITIAL_SCALE * 256.0);
+            let value = value
+                .mask_where(grow.clone(), doubled)
+                .mask_where(bad, halved);
+            let clean = clean.clone().mask_where(grow, clean.zeros_like());
+            (value, clean)
+        } else {
+            (value, clean)
+        };
+        let next = Tensor::cat(vec![value, clean, skipped], 0);
+        let old = std::mem::replace(&mut scale.state, Tensor::zeros([1], &self.device));
+        scale.state = old.slice_assign(0..3, next);
     }
 
     /// One parameter's update, written back into the parameter's and the moments' buffers.
@@ -183,7 +370,9 @@ impl DeviceAdam {
     }
 
     /// [`adam_kernel`]'s update as tensor operations (the CPU's path, and the kernel's test
-    /// oracle): burn's operations, then the results copied back into the buffers.
+    /// oracle): burn's operations, then the results copied back into the buffers. Under a
+    /// loss scale, `scalars` also holds 1/scale and `ok`, and a step that is not `ok`
+    /// leaves every value as it was.
     fn update_by_operations(
         &self,
         flat: Tensor<1>,
@@ -194,6 +383,13 @@ impl DeviceAdam {
     ) -> (Tensor<1>, Tensor<1>, Tensor<1>) {
         let n = flat.dims()[0];
         let [lr, combined, epsilon] = [0, 1, 2].map(|i| scalars.clone().slice(i..i + 1));
+        let (grad, skipped) = match scalars.dims()[0] {
+            5 => (
+                grad.mul(scalars.clone().slice(3..4)),
+                Some(scalars.clone().slice(4..5).equal_elem(0.0).expand([n])),
+            ),
+            _ => (grad, None),
+        };
         let m_next = m
             .clone()
             .mul_scalar(BETA_1)
@@ -207,6 +403,14 @@ impl DeviceAdam {
             .mul(combined)
             .div(v_next.clone().sqrt().add(epsilon));
         let next = flat.clone().sub(step.mul(lr));
+        let (next, m_next, v_next) = match skipped {
+            Some(skipped) => (
+                next.mask_where(skipped.clone(), flat.clone()),
+                m_next.mask_where(skipped.clone(), m.clone()),
+                v_next.mask_where(skipped, v.clone()),
+            ),
+            None => (next, m_next, v_next),
+        };
         // Written back in place (each is the only handle on its buffer here), so a replay
         // of the step reads what the last one wrote.
         (
@@ -216,15 +420,54 @@ impl DeviceAdam {
         )
     }
 
-    /// Applies one update to every parameter of `model` that has a gradient.
+    /// Applies one update to every parameter of `model` that has a gradient. Under a loss
+    /// scale the gradients are those of the scaled loss: the update unscales them, and
+    /// skips the step (on the device) unless every one of them is finite.
     pub fn step(&mut self, model: Transformer, grads: GradientsParams) -> Transformer {
-        let scalars = self.scalars();
-        self.updates += 1;
-        model.map(&mut Update {
+        let ok = self.scale.is_some().then(|| all_finite(&grads, &model));
+        let scalars = self.scalars(ok.as_ref());
+        let mut update = Update {
             adam: self,
             grads,
             scalars,
-        })
+        };
+        let model = model.map(&mut update);
+        // Last, once nothing else holds the scale's buffer (the scalars read 1/scale from
+        // it): its update is then written in place, where a replay reads it next. While
+        // another handle lives, the write goes to a copy, and a replay would read a stale
+        // buffer.
+        drop(update);
+        if let Some(ok) = &ok {
+            self.update_scale(ok);
+        }
+        model
+    }
+}
+
+/// `[1]` if every gradient of `model`'s parameters in `grads` is finite, else `[0]`: inf
+/// and NaN survive a sum (inf − inf is NaN), so one sum per parameter says whether any
+/// element overflowed.
+fn all_finite(grads: &GradientsParams, model: &Transformer) -> Tensor<1> {
+    struct Sums<'a> {
+        grads: &'a GradientsParams,
+        sums: Vec<Tensor<1>>,
+    }
+    impl ModuleVisitor for Sums<'_> {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+            if let Some(grad) = self.grads.get::<D>(param.id) {
+                self.sums.push(grad.sum());
+            }
+        }
+    }
+    let mut visitor = Sums {
+        grads,
+        sums: Vec::new(),
+    };
+    model.visit(&mut visitor);
+    let device = model.devices()[0].clone().inner();
+    match visitor.sums.is_empty() {
+        true => Tensor::ones([1], &device),
+        false => Tensor::cat(visitor.sums, 0).sum().is_finite().float(),
     }
 }
 
@@ -234,7 +477,7 @@ impl DeviceAdam {
     pub fn to_record_bytes(&self) -> Result<Vec<u8>> {
         let mut ids: Vec<&ParamId> = self.moments.keys().collect();
         ids.sort_by_key(|id| id.val());
-        let mut transaction = Transaction::default();
+        let mut transaction = Transaction::default().register(self.time.clone());
         for id in &ids {
             let moments = &self.moments[*id];
             transaction = transaction
@@ -245,6 +488,12 @@ impl DeviceAdam {
         let data = transaction
             .try_execute()
             .map_err(|e| CliError::Usage(format!("device read failed: {e:?}")))?;
+        let mut data = data.into_iter();
+        let time = data
+            .next()
+            .and_then(|t| t.try_into_vec_as::<i64>().ok())
+            .map_or(0, |t| t[0] as u64);
+        let data: Vec<TensorData> = data.collect();
         let mut tensors = Vec::new();
         let mut writer_scalars = Vec::new();
         for (id, pair) in ids.iter().zip(data.chunks(2)) {
@@ -260,7 +509,7 @@ impl DeviceAdam {
                 ));
             }
             writer_scalars.push((format!("{}.{RANK}", id.val()), dims.len() as u64));
-            writer_scalars.push((format!("{}.{TIME}", id.val()), self.updates));
+            writer_scalars.push((format!("{}.{TIME}", id.val()), time));
         }
         let mut writer = burn_pack::Writer::new(tensors);
         for (key, value) in &writer_scalars {
@@ -406,7 +655,8 @@ impl Inputs {
 
 /// The step itself, eager: forward, label-smoothed loss over the batch's target tokens
 /// (counted on the device: a host count would be frozen into a graph), backward, Adam.
-/// Returns the model and `[loss, nll]`.
+/// Returns the model and `[loss, nll]`, followed under a loss scale by the scale's state
+/// after the step, `[scale, clean steps, skipped steps]`.
 ///
 /// With `masks` (a GPU, the run's seed) dropout draws its masks on the device from the
 /// optimizer's step counter ([`device_dropout`]), so a replay draws new ones.
@@ -433,9 +683,16 @@ fn run(
         .sum()
         .inner();
     let loss = sums.smoothed.div(tokens.autodiff());
-    let grads = GradientsParams::from_grads(loss.backward(), &model);
-    let sums = Tensor::cat(vec![loss.detach().inner(), sums.nll.inner()], 0);
-    (adam.step(model, grads), sums)
+    // Half precision: the scale read from the device, so a replay uses the current one.
+    let scaled = match adam.loss_scale() {
+        Some(scale) => loss.clone().mul(scale.autodiff()),
+        None => loss.clone(),
+    };
+    let grads = GradientsParams::from_grads(scaled.backward(), &model);
+    let mut sums = vec![loss.detach().inner(), sums.nll.inner()];
+    let model = adam.step(model, grads);
+    sums.extend(adam.scale_state());
+    (model, Tensor::cat(sums, 0))
 }
 
 /// Whether `device` is one of the CPU backends (no graphs, no cubecl kernels).
@@ -455,10 +712,6 @@ pub fn uncapturable(model: &Transformer, cpu: bool) -> Option<String> {
             "dropout {} draws its masks on the host on the CPU backend",
             config.dropout
         ));
-    }
-    if model.precision() != transduce::Precision::F32 {
-        // Half precision checks its gradients on the host and skips steps there.
-        return Some("half precision skips overflowing steps on the host; graphs need f32".into());
     }
     if config.word_focus {
         return Some("word-focus models take a per-batch focus input; graphs do not yet".into());
@@ -568,7 +821,7 @@ impl GraphTrainer {
         {
             self.fallback = Some(why);
         }
-        self.adam.prepare(step, lr);
+        self.adam.prepare(step, lr)?;
         let width = |rows: &[Vec<u32>]| rows.iter().map(Vec::len).max().unwrap_or(0);
         let shape = [forced.0.len(), width(&forced.0), width(&forced.1)];
         let class = match self.classes.get_mut(&shape) {
@@ -773,6 +1026,167 @@ mod tests {
                 (a - b).abs() <= 1e-5 * b.abs(),
                 "step {step}: {eager:?} vs {by_operations:?}"
             );
+        }
+    }
+
+    /// Every value of each step's sums (`[loss, nll, scale, clean, skipped]` in half
+    /// precision), in one read.
+    fn read_all(sums: Vec<Tensor<1>>) -> Vec<Vec<f32>> {
+        let width = sums[0].dims()[0];
+        let values = Tensor::cat(sums, 0)
+            .into_data()
+            .try_to_vec::<f32>()
+            .unwrap();
+        values.chunks(width).map(<[f32]>::to_vec).collect()
+    }
+
+    /// Half precision under graphs (f16, which lavapipe has): the loss scale, the check of
+    /// the gradients and the skip of an overflowing step all happen on the device.
+    ///
+    /// Started at a scale of 2²⁰, which overflows f16's backward pass, and doubling after 3
+    /// clean steps, 24 steps over two batch shapes skip steps both while warming up and
+    /// while replaying. Against three oracles:
+    /// - the same steps run eagerly give the replays' losses, scale states and weights, bit
+    ///   for bit;
+    /// - the scale's state after every step is what the host's [`LossScale`] computes from
+    ///   the same sequence of skips (halving, doubling, counts);
+    /// - Adam's time is the number of steps not skipped.
+    ///
+    /// Then, with the real doubling interval, one shape: the steps skip where burn's `Adam`
+    /// under the trainer's host-side skip (`optimizer_step`) skips, and the losses agree to
+    /// 2·10⁻³ relative: the two paths scale the loss and unscale the gradients in other
+    /// kernels, and f16 rounds at 2⁻¹¹ ≈ 4.9·10⁻⁴ (measured: at most 1.3·10⁻⁴ over the 12 steps).
+    #[test]
+    fn half_precision_skips_overflowing_steps_on_the_device() {
+        use crate::train::{Examples, StepWork, adam, optimizer_step};
+        let _gpu = gpu_lock();
+        let Some(device) = wgpu_device("half_precision_skips_overflowing_steps_on_the_device")
+        else {
+            return;
+        };
+        if !device.supports_dtype(Precision::F16.dtype()) {
+            println!("SKIP: half_precision_skips_overflowing_steps_on_the_device: no f16");
+            return;
+        }
+        let device = device.autodiff();
+        let (config, weights) = tiny_start(6);
+        let pairs = reversal_pairs(3, (0..7).map(|n| if n < 4 { 4 + n % 2 } else { 7 + n % 2 }));
+        let start = LossScale {
+            scale: 1_048_576.0,
+            clean_steps: 0,
+            skipped: 0,
+        };
+        const STEPS: u64 = 24;
+        let run = |capture: bool| {
+            let mut model = load_weights(&config, &weights, &device)
+                .unwrap()
+                .with_precision(Precision::F16);
+            let adam = DeviceAdam::new(&device, 0, 8)
+                .with_loss_scale(&start, Precision::F16)
+                .growing_every(3);
+            let mut trainer = match capture {
+                true => GraphTrainer::new(&device, adam, 0.1),
+                false => GraphTrainer::eager(&device, adam, 0.1),
+            };
+            // Two shapes alternating, and every fifth step a third, whose warm-up steps
+            // run eagerly between the others' replays.
+            let mut shapes = batches();
+            shapes.push(((0..4).collect(), (4, 7)));
+            let mut sums = Vec::new();
+            for step in 1..=STEPS {
+                let class = if step % 5 == 0 { 2 } else { step as usize % 2 };
+                let (batch, shape) = &shapes[class];
+                let forced = pad_to_shape(teacher_forced(&pairs, batch), *shape);
+                let out;
+                (model, out) = trainer.step(model, &forced, step, &lr).unwrap();
+                sums.push(out);
+            }
+            let weights = model.encoder.layers[0].ffn.fc1.weight.val().into_data();
+            (read_all(sums), weights, trainer.counts, trainer.adam.time())
+        };
+        let (eager, eager_w, _, eager_time) = run(false);
+        let (replayed, replayed_w, counts, time) = run(true);
+        assert_eq!(counts.captured, 3, "{counts:?}");
+        assert_eq!(eager, replayed);
+        assert_eq!(eager_w, replayed_w);
+
+        let mut host = start.clone();
+        let mut skipped_replaying = 0;
+        for (step, values) in replayed.iter().enumerate() {
+            let finite = values[4] as u64 == host.skipped;
+            host.update_growing(Precision::F16, finite, 3);
+            let device_state = (values[2] as f64, values[3] as u64, values[4] as u64);
+            assert_eq!(
+                device_state,
+                (host.scale, host.clean_steps, host.skipped),
+                "step {}: {replayed:?}",
+                step + 1
+            );
+            if !finite && step >= 2 * GraphTrainer::WARMUP {
+                skipped_replaying += 1;
+            }
+        }
+        assert!(host.skipped >= 2 && skipped_replaying >= 1, "{replayed:?}");
+        assert_eq!(
+            (time, eager_time),
+            (STEPS - host.skipped, STEPS - host.skipped)
+        );
+        assert!(replayed.iter().all(|v| v[0].is_finite()), "{replayed:?}");
+
+        // Against burn's Adam with the host's skip, one batch shape, no padding.
+        let batch: Batch = (0..4).collect();
+        let forced = teacher_forced(&pairs, &batch);
+        let mut model = load_weights(&config, &weights, &device)
+            .unwrap()
+            .with_precision(Precision::F16);
+        let adam_state = DeviceAdam::new(&device, 0, 8).with_loss_scale(&start, Precision::F16);
+        let mut trainer = GraphTrainer::new(&device, adam_state, 0.1);
+        let mut sums = Vec::new();
+        for step in 1..=12 {
+            let out;
+            (model, out) = trainer.step(model, &forced, step, &lr).unwrap();
+            sums.push(out);
+        }
+        let ours = read_all(sums);
+        let mut model = load_weights(&config, &weights, &device)
+            .unwrap()
+            .with_precision(Precision::F16);
+        let (devices, group) = ([device.clone()], [&batch]);
+        let mut optimizer = adam();
+        let mut scale = Some(start.clone());
+        let mut burns = Vec::new();
+        for step in 1..=12 {
+            let work = StepWork {
+                devices: &devices,
+                group: &group,
+                examples: Examples {
+                    pairs: &pairs,
+                    focus: None,
+                    classes: None,
+                },
+                group_tokens: forced.2.iter().map(Vec::len).sum(),
+                epsilon: 0.1,
+                seed: step,
+            };
+            let loss;
+            (model, loss) = optimizer_step(
+                model,
+                &mut optimizer,
+                &work,
+                lr(step),
+                Precision::F16,
+                &mut scale,
+            )
+            .unwrap();
+            let skipped = scale.as_ref().unwrap().skipped;
+            burns.push((read_scalars(vec![loss.smoothed]).unwrap()[0], skipped));
+        }
+        assert!(burns[11].1 >= 2, "the start overflows: {burns:?}");
+        for (step, (ours, (loss, skipped))) in ours.iter().zip(&burns).enumerate() {
+            assert_eq!(ours[4] as u64, *skipped, "step {}: {ours:?}", step + 1);
+            let relative = (ours[0] as f64 - loss).abs() / loss;
+            println!("step {}: relative gap {relative:.1e}", step + 1);
+            assert!(relative < 2e-3, "step {}: {} vs {loss}", step + 1, ours[0]);
         }
     }
 

@@ -601,6 +601,9 @@ struct PendingStep {
     record: serde_json::Value,
     loss: StepLoss,
     tokens: usize,
+    /// A graph step's loss scale after it, on the device: scale, clean steps, skipped
+    /// steps (an eager step's is known on the host and already in `record`).
+    scale: Option<[Tensor<1>; 3]>,
 }
 
 /// Steps not yet logged. Reading each step's loss as it comes would make the host wait
@@ -617,24 +620,41 @@ impl PendingSteps {
         self.0.len()
     }
 
-    /// Reads every pending loss in one transaction and appends the steps' records.
+    /// Reads every pending loss in one transaction and appends the steps' records. A
+    /// graph step's loss scale comes back in the same read, into its record and into
+    /// `loss_scale` (what a checkpoint saves).
     fn flush(
         &mut self,
         bar: &ProgressBar,
         metrics: &mut std::fs::File,
         metrics_path: &Path,
+        loss_scale: &mut Option<LossScale>,
     ) -> Result<()> {
         let steps = std::mem::take(&mut self.0);
-        let tensors = steps
-            .iter()
-            .flat_map(|s| [s.loss.smoothed.clone(), s.loss.nll.clone()])
-            .collect();
+        let mut tensors = Vec::new();
+        for step in &steps {
+            tensors.extend([step.loss.smoothed.clone(), step.loss.nll.clone()]);
+            tensors.extend(step.scale.iter().flatten().cloned());
+        }
         let values = read_scalars(tensors)?;
+        let mut values = values.into_iter();
         let mut lines = String::new();
-        for (step, sums) in steps.into_iter().zip(values.chunks(2)) {
-            let (loss, nll) = (sums[0], sums[1]);
+        for step in steps {
+            let mut next = || values.next().unwrap_or(f64::NAN);
+            let (loss, nll) = (next(), next());
             let ppl = (nll / step.tokens as f64).exp();
             let mut record = step.record;
+            if step.scale.is_some() {
+                let (scale, clean, skipped) = (next(), next(), next());
+                let state = LossScale {
+                    scale,
+                    clean_steps: clean as u64,
+                    skipped: skipped as u64,
+                };
+                record["loss_scale"] = state.scale.into();
+                record["skipped_steps"] = state.skipped.into();
+                *loss_scale = Some(state);
+            }
             record["loss"] = loss.into();
             record["ppl"] = ppl.into();
             bar.set_position(record["step"].as_u64().unwrap_or(0));
@@ -702,6 +722,9 @@ impl Trainer<'_> {
             }
         };
         let model = model.with_precision(options.precision);
+        if state.loss_scale.is_none() {
+            state.loss_scale = LossScale::initial(options.precision);
+        }
         let mut stepper = match self.graph {
             false => Stepper::Eager(optimizer),
             true => match graph_refusal(&model, &device, devices.len(), options.accum) {
@@ -712,7 +735,10 @@ impl Trainer<'_> {
                 None => {
                     // The state restored (or empty), in the one checkpoint format.
                     let bytes = checkpoint::optimizer_bytes(&optimizer, self.run_dir)?;
-                    let adam = graph::DeviceAdam::from_record_bytes(bytes, &device, 1024)?;
+                    let mut adam = graph::DeviceAdam::from_record_bytes(bytes, &device, 1024)?;
+                    if let Some(scale) = &state.loss_scale {
+                        adam = adam.with_loss_scale(scale, options.precision);
+                    }
                     Stepper::Graph(Box::new(
                         graph::GraphTrainer::new(&device, adam, self.config.model.label_smoothing)
                             .with_seed(options.seed),
@@ -720,9 +746,6 @@ impl Trainer<'_> {
                 }
             },
         };
-        if state.loss_scale.is_none() {
-            state.loss_scale = LossScale::initial(options.precision);
-        }
 
         let src_lens: Vec<usize> = self.train.src.iter().map(Vec::len).collect();
         let tgt_lens: Vec<usize> = self.train.tgt.iter().map(Vec::len).collect();
@@ -813,15 +836,18 @@ impl Trainer<'_> {
                 epsilon,
                 seed: rng::step_seed(options.seed, state.step),
             };
-            let (next, loss) = match &mut stepper {
-                Stepper::Eager(optimizer) => optimizer_step(
-                    model,
-                    optimizer,
-                    &work,
-                    lr,
-                    options.precision,
-                    &mut state.loss_scale,
-                )?,
+            let (next, loss, scale) = match &mut stepper {
+                Stepper::Eager(optimizer) => {
+                    let (next, loss) = optimizer_step(
+                        model,
+                        optimizer,
+                        &work,
+                        lr,
+                        options.precision,
+                        &mut state.loss_scale,
+                    )?;
+                    (next, loss, None)
+                }
                 Stepper::Graph(trainer) => {
                     let batch = group[0];
                     let forced = teacher_forced(self.train, batch);
@@ -831,12 +857,17 @@ impl Trainer<'_> {
                     };
                     let (next, sums) =
                         trainer.step(model, &forced, state.step + 1, &|t| noam.lr(t))?;
-                    // `[loss, nll]`: the reads take each tensor's first value.
+                    // `[loss, nll]`, then the loss scale's state in half precision: the
+                    // reads take each tensor's first value.
+                    let scale = state
+                        .loss_scale
+                        .is_some()
+                        .then(|| [2, 3, 4].map(|i| sums.clone().slice(i..i + 1)));
                     let loss = StepLoss {
                         nll: sums.clone().slice(1..2),
                         smoothed: sums,
                     };
-                    (next, loss)
+                    (next, loss, scale)
                 }
             };
             model = next;
@@ -862,6 +893,7 @@ impl Trainer<'_> {
                 record,
                 loss,
                 tokens: group_tokens,
+                scale,
             });
 
             let validate_now = options.valid_every > 0 && state.step % options.valid_every == 0;
@@ -872,7 +904,7 @@ impl Trainer<'_> {
                     .checkpoint_minutes
                     .is_some_and(|m| last_checkpoint_time.elapsed().as_secs_f64() >= m * 60.0);
             if pending.len() >= log_every || validate_now || checkpoint_now {
-                pending.flush(&bar, &mut metrics, &metrics_path)?;
+                pending.flush(&bar, &mut metrics, &metrics_path, &mut state.loss_scale)?;
             }
             if validate_now || checkpoint_now {
                 valid_nll = self.validate(&model, &bar, &mut metrics, &metrics_path, &state)?;
@@ -883,7 +915,7 @@ impl Trainer<'_> {
                 last_checkpoint_time = Instant::now();
             }
         }
-        pending.flush(&bar, &mut metrics, &metrics_path)?;
+        pending.flush(&bar, &mut metrics, &metrics_path, &mut state.loss_scale)?;
         let start_report = watch.report();
         state.elapsed_secs = base_elapsed + started.elapsed().as_secs_f64();
         let already_saved = last_checkpoint

@@ -53,6 +53,11 @@ impl LossScale {
     /// Records a step: a step whose gradients were not finite halves an f16 scale (it is
     /// skipped by the caller), a run of clean ones doubles it.
     pub fn update(&mut self, precision: Precision, finite: bool) {
+        self.update_growing(precision, finite, GROWTH_INTERVAL);
+    }
+
+    /// [`Self::update`] with the scale doubling after `growth` clean steps.
+    pub fn update_growing(&mut self, precision: Precision, finite: bool, growth: u64) {
         let dynamic = precision == Precision::F16;
         if !finite {
             self.skipped += 1;
@@ -63,7 +68,7 @@ impl LossScale {
             return;
         }
         self.clean_steps += 1;
-        if dynamic && self.clean_steps >= GROWTH_INTERVAL {
+        if dynamic && self.clean_steps >= growth {
             self.scale = (self.scale * 2.0).min(INITIAL_SCALE * 256.0);
             self.clean_steps = 0;
         }
