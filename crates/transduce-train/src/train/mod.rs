@@ -1128,6 +1128,8 @@ mod tests {
     /// CPU backend, where every read is as real as on a GPU).
     #[test]
     fn f32_steps_read_nothing_until_the_losses_are_read_together() {
+        // A census replaces the process's one launch hook: not beside another test's.
+        let _gpu = gpu_lock();
         let (config, weights) = tiny_start(3);
         let pairs = reversal_pairs(2, std::iter::repeat_n(6, 8));
         let batch: Batch = (0..8).collect();
@@ -1177,6 +1179,8 @@ mod tests {
     /// padded positions and rows add nothing), read back in one transaction.
     #[test]
     fn validation_in_shape_classes_matches_exact_batches() {
+        // A census replaces the process's one launch hook: not beside another test's.
+        let _gpu = gpu_lock();
         let (config, weights) = tiny_start(8);
         let model = load_weights(&config, &weights, &Device::flex()).unwrap();
         let pairs = reversal_pairs(6, (0..40).map(|n| 2 + n % 11));
@@ -1191,8 +1195,9 @@ mod tests {
         );
     }
 
-    /// Held by every wgpu test of this crate: kernel launches are counted process-wide, so
-    /// a test that counts them must not see another test's kernels.
+    /// Held by every wgpu test of this crate and every test that takes a census: kernel
+    /// launches are counted process-wide through one hook, so a test that counts them must
+    /// not see another test's kernels, nor have its hook replaced by another census.
     pub(super) fn gpu_lock() -> std::sync::MutexGuard<'static, ()> {
         static GPU: std::sync::Mutex<()> = std::sync::Mutex::new(());
         GPU.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
