@@ -1045,7 +1045,7 @@ mod tests {
 
     /// [`losses_in`] with each batch padded to its shape class under `classes` tokens.
     pub(super) fn losses_shaped(
-        (config, weights): &(ModelConfig, Vec<u8>),
+        start: &(ModelConfig, Vec<u8>),
         devices: &[Device],
         pairs: &Pairs,
         group: &[&Batch],
@@ -1053,14 +1053,37 @@ mod tests {
         precision: Precision,
         classes: Option<usize>,
     ) -> Vec<f64> {
+        let scale = LossScale::initial(precision);
+        let (losses, skipped): (Vec<f64>, Vec<u64>) = losses_scaled(
+            start, devices, pairs, group, steps, precision, classes, scale,
+        )
+        .into_iter()
+        .unzip();
+        assert!(skipped.iter().all(|&s| s == 0), "no step may be skipped");
+        losses
+    }
+
+    /// [`losses_shaped`] from the loss scale `scale`: each step's loss, and the steps
+    /// skipped so far after it.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn losses_scaled(
+        (config, weights): &(ModelConfig, Vec<u8>),
+        devices: &[Device],
+        pairs: &Pairs,
+        group: &[&Batch],
+        steps: u64,
+        precision: Precision,
+        classes: Option<usize>,
+        mut scale: Option<LossScale>,
+    ) -> Vec<(f64, u64)> {
         let devices: Vec<Device> = devices.iter().map(|d| d.clone().autodiff()).collect();
         let mut model = load_weights(config, weights, &devices[0])
             .unwrap()
             .with_precision(precision);
         let mut optimizer = adam();
-        let mut scale = LossScale::initial(precision);
         let tokens = group.iter().map(|b| target_tokens(pairs, b)).sum();
         let mut losses = Vec::new();
+        let mut skipped = Vec::new();
         for step in 0..steps {
             let work = StepWork {
                 devices: &devices,
@@ -1077,14 +1100,11 @@ mod tests {
             let (next, loss) =
                 optimizer_step(model, &mut optimizer, &work, 1e-3, precision, &mut scale).unwrap();
             model = next;
-            losses.push(loss);
+            losses.push(loss.smoothed);
+            skipped.push(scale.as_ref().map_or(0, |s| s.skipped));
         }
-        let sums = read_scalars(losses.into_iter().map(|l| l.smoothed).collect()).unwrap();
-        assert!(
-            scale.is_none_or(|s| s.skipped == 0),
-            "no step may be skipped"
-        );
-        sums
+        let losses = read_scalars(losses).unwrap();
+        losses.into_iter().zip(skipped).collect()
     }
 
     /// Padding a batch to its shape class (longer rows, extra rows without targets)
