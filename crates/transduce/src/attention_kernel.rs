@@ -25,7 +25,7 @@ use burn::backend::fusion::custom::TensorSpec;
 use burn::backend::{
     Autodiff, AutodiffBackend, Backend, Dispatch, backend_extension, tensor::FloatTensor,
 };
-use burn::tensor::{Bool, DType, Shape, Tensor};
+use burn::tensor::{Bool, DType, FloatDType, Shape, Tensor};
 use burn_cubecl::CubeBackend;
 use burn_cubecl::cubecl;
 use burn_cubecl::cubecl::calculate_cube_count_elemwise;
@@ -649,7 +649,7 @@ impl<B: AttentionKernel, C: CheckpointStrategy> AttentionKernel for Autodiff<B, 
     }
 }
 
-/// Attention through the fused kernels, where they apply: f32 queries, keys and values
+/// Attention through the fused kernels, where they apply: f32, f16 or bf16 queries, keys and values
 /// (`[batch, length, heads·d]`) on a cubecl device (wgpu, CUDA) under autodiff (training),
 /// at most [`MAX_KEYS`] keys, the kernels [`crate::fused_layers::enabled`]. Returns the
 /// context `[batch, queries, heads·d_v]` and the weights `[batch, heads, queries, keys]`,
@@ -666,8 +666,20 @@ pub fn try_attention(
     if !device.is_autodiff() || !crate::fused_layers::applies(&device) {
         return None;
     }
-    if [q, k, v].iter().any(|t| t.dtype() != DType::F32) {
+    let dtype = q.dtype();
+    if [k, v].iter().any(|t| t.dtype() != dtype) {
         return None;
+    }
+    if dtype != DType::F32 {
+        // Half precision: computed in f32 (the unfused path keeps the scores and their
+        // softmax in f32 too), the context returned in the input's type. The casts sit
+        // inside autodiff, so the gradients flow back through them.
+        if !matches!(dtype, DType::F16 | DType::BF16) {
+            return None;
+        }
+        let up = |t: &Tensor<3>| t.clone().cast(FloatDType::F32);
+        let (context, weights) = try_attention(&up(q), &up(k), &up(v), blocked, heads)?;
+        return Some((context.cast(dtype), weights));
     }
     let [batch, tq, _] = q.dims();
     let tk = k.dims()[1];
@@ -709,10 +721,11 @@ mod tests {
         crate::layer_norm_kernel::test_gpu::assert_close(what, got, want, 2e-5);
     }
 
-    /// Values in about [−1, 1] that repeat only after `n`, offset by `shift`.
+    /// Values in [−1, 1] that repeat only after 513, offset by `shift`: multiples of 1/256,
+    /// so f16 holds them exactly and a half-precision run starts from the f32 run's inputs.
     fn values(n: usize, shift: usize) -> Vec<f32> {
         (0..n)
-            .map(|i| (((i * 7919 + shift * 104_729) % 1009) as f32 / 504.0) - 1.0)
+            .map(|i| (((i * 7919 + shift * 104_729) % 513) as f32 / 256.0) - 1.0)
             .collect()
     }
 
@@ -721,6 +734,16 @@ mod tests {
         Tensor::<1>::from_floats(values(n, shift).as_slice(), device)
             .reshape(dims)
             .require_grad()
+    }
+
+    /// A tensor's values as f32, whatever its type.
+    fn floats<const D: usize>(t: Tensor<D>) -> Vec<f32> {
+        let n = t.shape().num_elements();
+        t.reshape([n])
+            .into_data()
+            .convert::<f32>()
+            .to_vec()
+            .unwrap()
     }
 
     struct Case {
@@ -743,30 +766,37 @@ mod tests {
         dv: Vec<f32>,
     }
 
-    /// The context, the weights and the gradients of Σ context·w for q, k and v: fused,
-    /// or through burn's primitives (split heads, `scaled_dot_product`, merge).
-    fn run(case: &Case, fused: bool, device: &Device) -> Outcome {
+    /// The context, the weights and the gradients of Σ context·w for the f32 leaves q, k and
+    /// v, computed in `dtype` (the leaves cast to it): fused, or through burn's primitives
+    /// (split heads, `scaled_dot_product`, merge).
+    fn run(case: &Case, fused: bool, dtype: FloatDType, device: &Device) -> Outcome {
         let (b, tq, tk, h) = (case.batch, case.queries, case.keys, case.heads);
         let q = leaf([b, tq, h * case.dk], 1, device);
         let k = leaf([b, tk, h * case.dk], 2, device);
         let v = leaf([b, tk, h * case.dv], 3, device);
         let w = Tensor::<1>::from_floats(values(b * tq * h * case.dv, 4).as_slice(), device)
-            .reshape([b, tq, h * case.dv]);
+            .reshape([b, tq, h * case.dv])
+            .cast(dtype);
+        let (qc, kc, vc) = (
+            q.clone().cast(dtype),
+            k.clone().cast(dtype),
+            v.clone().cast(dtype),
+        );
         let blocked = case.mask.as_ref().map(|rows| {
             let flat: Vec<bool> = rows.iter().flatten().copied().collect();
             Tensor::<4, Bool>::from_data(TensorData::new(flat, case.mask_dims), device)
         });
         let (context, weights) = if fused {
-            try_attention(&q, &k, &v, blocked.as_ref(), h).expect("fused path applies")
+            try_attention(&qc, &kc, &vc, blocked.as_ref(), h).expect("fused path applies")
         } else {
             let split = |t: &Tensor<3>, d: usize| {
                 let [b, n, _] = t.dims();
                 t.clone().reshape([b, n, h, d]).swap_dims(1, 2)
             };
             let (context, weights) = scaled_dot_product(
-                split(&q, case.dk),
-                split(&k, case.dk),
-                split(&v, case.dv),
+                split(&qc, case.dk),
+                split(&kc, case.dk),
+                split(&vc, case.dv),
                 blocked,
                 &Dropout::new(0.0),
             );
@@ -774,21 +804,12 @@ mod tests {
             (merged, weights)
         };
         let grads = (context.clone() * w).sum().backward();
-        let flat = |t: Tensor<3>| {
-            let n = t.shape().num_elements();
-            t.reshape([n]).into_data().try_to_vec::<f32>().unwrap()
-        };
-        let n = weights.shape().num_elements();
         Outcome {
-            context: flat(context),
-            weights: weights
-                .reshape([n])
-                .into_data()
-                .try_to_vec::<f32>()
-                .unwrap(),
-            dq: flat(q.grad(&grads).unwrap()),
-            dk: flat(k.grad(&grads).unwrap()),
-            dv: flat(v.grad(&grads).unwrap()),
+            context: floats(context),
+            weights: floats(weights),
+            dq: floats(q.grad(&grads).unwrap()),
+            dk: floats(k.grad(&grads).unwrap()),
+            dv: floats(v.grad(&grads).unwrap()),
         }
     }
 
@@ -856,7 +877,8 @@ mod tests {
         };
         let device = device.autodiff();
         for (n, case) in cases().iter().enumerate() {
-            let (fused, burn) = (run(case, true, &device), run(case, false, &device));
+            let fused = run(case, true, FloatDType::F32, &device);
+            let burn = run(case, false, FloatDType::F32, &device);
             let what = |name: &str| format!("case {n} {name}");
             assert_close(&what("context"), &fused.context, &burn.context);
             assert_close(&what("weights"), &fused.weights, &burn.weights);
@@ -876,13 +898,44 @@ mod tests {
         let device = device.autodiff();
         let case = &cases()[0];
         let launches = |fused: bool| {
-            run(case, fused, &device); // compiled and tuned: not counted
+            run(case, fused, FloatDType::F32, &device); // compiled and tuned: not counted
             count_launches(|| {
-                run(case, fused, &device);
+                run(case, fused, FloatDType::F32, &device);
             })
         };
         let (fused, burn) = (launches(true), launches(false));
         println!("attention forward + backward (+ the test's own): fused {fused}, burn's {burn}");
         assert!(fused + 10 <= burn, "fused {fused}, burn's {burn}");
+    }
+
+    /// In half precision the fused kernels compute in f32 between casts: the context and
+    /// the gradients are the f32 primitives' (inputs f16 holds exactly) to f16's rounding,
+    /// the weights (f32 either way) to f32's.
+    #[test]
+    fn fused_attention_in_f16_is_the_f32_primitives_to_f16_rounding() {
+        let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(device) =
+            wgpu_device("fused_attention_in_f16_is_the_f32_primitives_to_f16_rounding")
+        else {
+            return;
+        };
+        if !device.supports_dtype(FloatDType::F16) {
+            println!("skipped: the adapter has no f16");
+            return;
+        }
+        let device = device.autodiff();
+        for (n, case) in cases().iter().enumerate() {
+            let half = run(case, true, FloatDType::F16, &device);
+            let burn = run(case, false, FloatDType::F32, &device);
+            let what = |name: &str| format!("case {n} {name}");
+            let f16 = |what: &str, got: &[f32], want: &[f32]| {
+                crate::layer_norm_kernel::test_gpu::assert_close(what, got, want, 2e-3)
+            };
+            f16(&what("context"), &half.context, &burn.context);
+            assert_close(&what("weights"), &half.weights, &burn.weights);
+            f16(&what("dq"), &half.dq, &burn.dq);
+            f16(&what("dk"), &half.dk, &burn.dk);
+            f16(&what("dv"), &half.dv, &burn.dv);
+        }
     }
 }
