@@ -2,7 +2,7 @@
 //! workload, next to the backend's plain matmul GFLOP/s.
 
 use std::path::Path;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use transduce::burn::prelude::*;
 use transduce::burn::tensor::TensorData;
@@ -12,7 +12,7 @@ use transduce::{HostModel, ModelConfig, Precision, Transformer};
 use crate::data::batch::Batch;
 use crate::data::cache::Pairs;
 use crate::error::{Result, io};
-use crate::train::census::{Census, StepCensus};
+use crate::train::census::{Census, StepCensus, wait_cost_ns};
 use crate::train::graph::{DeviceAdam, GraphTrainer};
 use crate::train::precision::LossScale;
 use crate::train::start::{StartReport, StartWatch};
@@ -290,6 +290,9 @@ fn train(config: &ModelConfig, device: &Device, options: &BenchOptions) -> Resul
     }
     read_scalars(warm)?;
     let steps = steps.max(1);
+    // The device is drained (the warm-up's losses were read): the trainer's threads are
+    // idle, and what they cost the host now is their waiting, not work.
+    let wait_cost = wait_cost_ns(Duration::from_millis(300));
     let census = Census::start();
     let start = Instant::now();
     let mut pending = Vec::new();
@@ -306,6 +309,10 @@ fn train(config: &ModelConfig, device: &Device, options: &BenchOptions) -> Resul
     }
     let secs = start.elapsed().as_secs_f64();
     let census = census.finish(steps as u64);
+    let census = match wait_cost {
+        Some(ns) => census.with_wait_cost(ns),
+        None => census,
+    };
     // One more step, untimed, with the device drained between its phases: the launches
     // of the forward and backward passes apart from the optimizer's (burn-fusion launches
     // queued work when the device syncs, so each phase's launches land in its own count).
@@ -385,6 +392,9 @@ fn train_graph(
         eprintln!("graph: eager steps: {why}");
     }
     let steps = options.steps.max(1);
+    // The device is drained (the warm-up's losses were read): the trainer's threads are
+    // idle, and what they cost the host now is their waiting, not work.
+    let wait_cost = wait_cost_ns(Duration::from_millis(300));
     let census = Census::start();
     let start = Instant::now();
     let mut pending = Vec::new();
@@ -402,6 +412,10 @@ fn train_graph(
     }
     let secs = start.elapsed().as_secs_f64();
     let census = census.finish(steps as u64);
+    let census = match wait_cost {
+        Some(ns) => census.with_wait_cost(ns),
+        None => census,
+    };
     drop(model);
     let tokens = tokens_per_step * steps;
     Ok(BenchReport {

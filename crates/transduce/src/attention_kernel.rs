@@ -742,7 +742,7 @@ mod tests {
         t.reshape([n])
             .into_data()
             .convert::<f32>()
-            .to_vec()
+            .try_to_vec::<f32>()
             .unwrap()
     }
 

@@ -141,6 +141,10 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
             json["host_ms_per_step"] = c.host_ms.into();
             json["other_threads_ms_per_step"] = c.other_ms.into();
             json["reads_per_step"] = c.reads.into();
+            json["waits_per_step"] = c.waits.into();
+            if let Some(idle) = c.idle_ms {
+                json["host_ms_waiting_per_step"] = idle.into();
+            }
         }
         if let Some((passes, update)) = r.phases {
             json["launches_forward_backward"] = passes.into();

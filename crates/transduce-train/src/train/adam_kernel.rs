@@ -1,11 +1,12 @@
-//! Adam's update (§5.3) as one kernel per parameter, writing the parameter and its two
-//! moments in place.
+//! Adam's update (§5.3) as one kernel per [`GROUP`] parameters (a multi-tensor update, as
+//! PyTorch's fused Adam), writing each parameter and its two moments in place.
 //!
 //! As tensor operations ([`super::graph::DeviceAdam`]'s oracle path) an update is a fused
 //! kernel writing new buffers, then three copies back into the buffers a replayed graph
-//! reads: four kernels per parameter, three of them copies. This kernel reads the gradient
-//! and the step's scalars and rewrites the three buffers where they are: one kernel, and a
-//! replay stays a fixed point by construction. It computes burn's formulas in burn's order.
+//! reads: four kernels per parameter, three of them copies. This kernel reads the gradients
+//! and the step's scalars and rewrites the buffers where they are: one kernel for four
+//! parameters, and a replay stays a fixed point by construction. It computes burn's
+//! formulas in burn's order.
 //!
 //! Under a loss scale (half precision) the scalars also carry 1/scale and whether every
 //! gradient of the step was finite: the kernel unscales the gradient as it reads it, and
@@ -15,7 +16,6 @@ use burn_cubecl::CubeBackend;
 use burn_cubecl::cubecl;
 use burn_cubecl::cubecl::calculate_cube_count_elemwise;
 use burn_cubecl::cubecl::prelude::*;
-use burn_cubecl::cubecl::std::tensor::layout::linear::{LinearView, LinearViewMut};
 use burn_cubecl::kernel::into_contiguous;
 use burn_cubecl::tensor::CubeTensor;
 use transduce::burn::backend::{Backend, backend_extension, tensor::FloatTensor};
@@ -25,40 +25,53 @@ pub const BETA_1: f64 = 0.9;
 pub const BETA_2: f64 = 0.98;
 pub const EPSILON: f64 = 1e-9;
 
+/// Adam's update of up to [`GROUP`] parameters: thread `i` updates element `i` of each
+/// parameter that has one, with burn's arithmetic per element.
 #[cube(launch_unchecked)]
-fn adam_kernel(
-    param: &mut LinearViewMut<'_, f32>,
-    grad: &LinearView<'_, f32>,
-    first: &mut LinearViewMut<'_, f32>,
-    second: &mut LinearViewMut<'_, f32>,
-    scalars: &LinearView<'_, f32>,
+fn adam_group_kernel(
+    params: &mut Sequence<OwnedTensor<f32>>,
+    grads: &Sequence<OwnedTensor<f32>>,
+    firsts: &mut Sequence<OwnedTensor<f32>>,
+    seconds: &mut Sequence<OwnedTensor<f32>>,
+    scalars: &Tensor<f32>,
     #[comptime] scaled: bool,
 ) {
     let i = ABSOLUTE_POS;
-    if !param.is_in_bounds(i) {
-        terminate!();
-    }
-    let mut g = grad.read(i);
+    let mut unscale = f32::new(1.0);
     if scaled {
-        // A skipped step (some gradient not finite) leaves everything as it was.
-        if scalars.read(4) == f32::new(0.0) {
+        if scalars[4] == f32::new(0.0) {
             terminate!();
         }
-        g *= scalars.read(3);
+        unscale = scalars[3];
     }
-    // The constants as burn passes them: f64 values rounded to f32.
-    let m = first.read(i) * f32::new(comptime!(BETA_1 as f32))
-        + g * f32::new(comptime!((1.0 - BETA_1) as f32));
-    let v = second.read(i) * f32::new(comptime!(BETA_2 as f32))
-        + g * g * f32::new(comptime!((1.0 - BETA_2) as f32));
-    let lr = scalars.read(0);
-    let combined = scalars.read(1);
-    let epsilon = scalars.read(2);
-    let step = m * combined / (v.sqrt() + epsilon);
-    param.write(i, param.read(i) - step * lr);
-    first.write(i, m);
-    second.write(i, v);
+    let lr = scalars[0];
+    let combined = scalars[1];
+    let epsilon = scalars[2];
+    #[unroll]
+    for k in 0..params.len() {
+        let param = params.index_mut(k);
+        if i < param.len() {
+            let mut g = grads.index(k)[i];
+            if scaled {
+                g *= unscale;
+            }
+            let first = firsts.index_mut(k);
+            let second = seconds.index_mut(k);
+            let m = first[i] * f32::new(comptime!(BETA_1 as f32))
+                + g * f32::new(comptime!((1.0 - BETA_1) as f32));
+            let v = second[i] * f32::new(comptime!(BETA_2 as f32))
+                + g * g * f32::new(comptime!((1.0 - BETA_2) as f32));
+            let step = m * combined / (v.sqrt() + epsilon);
+            param[i] -= step * lr;
+            first[i] = m;
+            second[i] = v;
+        }
+    }
 }
+
+/// Parameters per [`AdamKernel::adam_group_in_place`]: four tensors each, seventeen
+/// buffers a launch with the scalars, within every cubecl backend's bindings (Metal's 31).
+pub const GROUP: usize = 4;
 
 /// A buffer this kernel may write: the tensor's own when nothing else holds it, a copy
 /// otherwise (never another tensor's values changed under it).
@@ -73,50 +86,126 @@ fn writable(tensor: CubeTensor) -> CubeTensor {
 
 #[backend_extension(Cube: cfg(all()), Fusion: cfg(all()))]
 pub trait AdamKernel: Backend {
-    /// One Adam update of `param` from `grad`, with the step's `[learning rate, combined
-    /// bias correction, scaled ε]` in `scalars`, followed under a loss scale by `[1/scale,
-    /// 1 if the step's gradients are all finite else 0]`: returns the parameter and the two
-    /// moments, in their own buffers where those were free to write.
-    #[fusion(meta = |param, _grad, first, second, _scalars| (param.clone(), first.clone(), second.clone()))]
-    fn adam_in_place(
-        param: FloatTensor<Self>,
-        grad: FloatTensor<Self>,
-        first: FloatTensor<Self>,
-        second: FloatTensor<Self>,
+    /// [`Self::adam_in_place`] for the first `count` (≤ [`GROUP`]) of four parameters in
+    /// one kernel: `(param, grad, first, second)` per slot, the slots past `count` any
+    /// tensors (returned as they are, untouched).
+    #[allow(clippy::too_many_arguments, clippy::type_complexity)]
+    #[fusion(meta = |p0, _g0, m0, v0, p1, _g1, m1, v1, p2, _g2, m2, v2, p3, _g3, m3, v3, _scalars, _count| (
+        (p0.clone(), m0.clone(), v0.clone()),
+        (p1.clone(), m1.clone(), v1.clone()),
+        (p2.clone(), m2.clone(), v2.clone()),
+        (p3.clone(), m3.clone(), v3.clone()),
+    ))]
+    fn adam_group_in_place(
+        p0: FloatTensor<Self>,
+        g0: FloatTensor<Self>,
+        m0: FloatTensor<Self>,
+        v0: FloatTensor<Self>,
+        p1: FloatTensor<Self>,
+        g1: FloatTensor<Self>,
+        m1: FloatTensor<Self>,
+        v1: FloatTensor<Self>,
+        p2: FloatTensor<Self>,
+        g2: FloatTensor<Self>,
+        m2: FloatTensor<Self>,
+        v2: FloatTensor<Self>,
+        p3: FloatTensor<Self>,
+        g3: FloatTensor<Self>,
+        m3: FloatTensor<Self>,
+        v3: FloatTensor<Self>,
         scalars: FloatTensor<Self>,
-    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>);
+        count: usize,
+    ) -> (
+        (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>),
+        (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>),
+        (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>),
+        (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>),
+    );
 }
 
 impl AdamKernel for CubeBackend {
-    fn adam_in_place(
-        param: CubeTensor,
-        grad: CubeTensor,
-        first: CubeTensor,
-        second: CubeTensor,
+    fn adam_group_in_place(
+        p0: CubeTensor,
+        g0: CubeTensor,
+        m0: CubeTensor,
+        v0: CubeTensor,
+        p1: CubeTensor,
+        g1: CubeTensor,
+        m1: CubeTensor,
+        v1: CubeTensor,
+        p2: CubeTensor,
+        g2: CubeTensor,
+        m2: CubeTensor,
+        v2: CubeTensor,
+        p3: CubeTensor,
+        g3: CubeTensor,
+        m3: CubeTensor,
+        v3: CubeTensor,
         scalars: CubeTensor,
-    ) -> (CubeTensor, CubeTensor, CubeTensor) {
-        let (param, first, second) = (writable(param), writable(first), writable(second));
-        let (grad, scalars) = (into_contiguous(grad), into_contiguous(scalars));
-        let scaled = scalars.meta.num_elements() == 5;
-        let n = param.meta.num_elements();
-        let client = param.client.clone();
+        count: usize,
+    ) -> (Slot, Slot, Slot, Slot) {
+        let slots = [
+            [p0, g0, m0, v0],
+            [p1, g1, m1, v1],
+            [p2, g2, m2, v2],
+            [p3, g3, m3, v3],
+        ];
+        let count = count.min(GROUP);
+        let mut slots = slots.into_iter();
+        let used: Vec<[CubeTensor; 4]> = slots.by_ref().take(count).collect();
+        let mut updated = adam_group(used, scalars).into_iter();
+        let mut next = || match updated.next() {
+            Some(slot) => slot,
+            None => {
+                let [p, _, m, v] = slots.next().expect("four slots");
+                (p, m, v)
+            }
+        };
+        (next(), next(), next(), next())
+    }
+}
+
+type Slot = (CubeTensor, CubeTensor, CubeTensor);
+
+/// The group update's kernel over `slots` (parameter, gradient, first, second moment),
+/// each flattened; returns each slot's three written buffers.
+fn adam_group(slots: Vec<[CubeTensor; 4]>, scalars: CubeTensor) -> Vec<Slot> {
+    let scalars = into_contiguous(scalars);
+    let scaled = scalars.meta.num_elements() == 5;
+    let client = scalars.client.clone();
+    let slots: Vec<[CubeTensor; 4]> = slots
+        .into_iter()
+        .map(|[p, g, m, v]| [writable(p), into_contiguous(g), writable(m), writable(v)])
+        .collect();
+    let n = slots
+        .iter()
+        .map(|[p, ..]| p.meta.num_elements())
+        .max()
+        .unwrap_or(0);
+    if n > 0 {
         let cube_dim = CubeDim::new(&client, n);
         let cube_count = calculate_cube_count_elemwise(&client, n, cube_dim);
-        // SAFETY: every view is bounds-checked against the parameter's length, which the
-        // gradient and the moments share; the scalars hold three values.
+        let args = |i: usize| -> SequenceArg<OwnedTensor<f32>> {
+            slots
+                .iter()
+                .map(|slot| slot[i].clone().into_tensor_arg())
+                .collect()
+        };
+        // SAFETY: each slot's four tensors are contiguous and share its length, which
+        // bounds its reads and writes; the scalars hold three values (five scaled).
         unsafe {
-            adam_kernel::launch_unchecked(
+            adam_group_kernel::launch_unchecked(
                 &client,
                 cube_count,
                 cube_dim,
-                param.clone().into_linear_view(),
-                grad.into_linear_view(),
-                first.clone().into_linear_view(),
-                second.clone().into_linear_view(),
-                scalars.into_linear_view(),
+                args(0),
+                args(1),
+                args(2),
+                args(3),
+                scalars.into_tensor_arg(),
                 scaled,
             );
         }
-        (param, first, second)
     }
+    slots.into_iter().map(|[p, _, m, v]| (p, m, v)).collect()
 }

@@ -85,10 +85,18 @@ fn is_own_thread(tid: &str, name: &str) -> bool {
 /// CPU nanoseconds of this process's threads so far: (the trainer's own, the others).
 /// Linux's per-thread `schedstat` (nanoseconds on the CPU); elsewhere (0, 0).
 fn thread_cpu_ns() -> (u64, u64) {
+    let (own, other, _) = thread_times();
+    (own, other)
+}
+
+/// [`thread_cpu_ns`], and the times the trainer's own threads gave up the CPU to wait
+/// (Linux's `voluntary_ctxt_switches`): each is a wake-up that found nothing to do, or a
+/// blocking wait.
+fn thread_times() -> (u64, u64, u64) {
     let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return (0, 0);
+        return (0, 0, 0);
     };
-    let (mut own, mut other) = (0u64, 0u64);
+    let (mut own, mut other, mut waits) = (0u64, 0u64, 0u64);
     for task in tasks.flatten() {
         let dir = task.path();
         let Ok(schedstat) = std::fs::read_to_string(dir.join("schedstat")) else {
@@ -102,11 +110,17 @@ fn thread_cpu_ns() -> (u64, u64) {
         let name = std::fs::read_to_string(dir.join("comm")).unwrap_or_default();
         if is_own_thread(&task.file_name().to_string_lossy(), &name) {
             own += ns;
+            let status = std::fs::read_to_string(dir.join("status")).unwrap_or_default();
+            waits += status
+                .lines()
+                .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+                .and_then(|n| n.trim().parse::<u64>().ok())
+                .unwrap_or(0);
         } else {
             other += ns;
         }
     }
-    (own, other)
+    (own, other, waits)
 }
 
 /// Watches a stretch of training from [`Census::start`] to [`Census::finish`].
@@ -116,6 +130,8 @@ pub struct Census {
     reads: u64,
     cpu: (u64, u64),
     replays: (u64, u64),
+    /// The trainer's threads' waits so far ([`thread_times`]).
+    waits: u64,
 }
 
 /// What a stretch of `steps` optimizer steps cost, per step.
@@ -134,6 +150,13 @@ pub struct StepCensus {
     pub other_ms: f64,
     /// Blocking device reads per step, issued by the thread that took the census.
     pub reads: f64,
+    /// Times per step the trainer's threads gave up the CPU to wait.
+    pub waits: f64,
+    /// Of `host_ms`, what the trainer's threads spent waiting, where the cost of a wait was
+    /// measured ([`wait_cost_ns`]): cubecl's device threads wake every 150 µs to look for
+    /// work while the device computes, so on a slow device (lavapipe) this part grows with
+    /// the step's duration, not with the host's work.
+    pub idle_ms: Option<f64>,
     /// The kernels launched most, with their launches per step.
     pub top: Vec<(String, f64)>,
 }
@@ -150,12 +173,15 @@ impl Census {
             reads: reads(),
             cpu: thread_cpu_ns(),
             replays: replays(),
+            waits: thread_times().2,
         }
     }
 
     /// Stops counting; the figures are divided by `steps`.
     pub fn finish(self, steps: u64) -> StepCensus {
-        let cpu = thread_cpu_ns();
+        let (own, other, waits) = thread_times();
+        let cpu = (own, other);
+        let waits = waits.saturating_sub(self.waits);
         let reads = reads() - self.reads;
         let (replays, replayed) = replays();
         let (replays, replayed) = (replays - self.replays.0, replayed - self.replays.1);
@@ -181,9 +207,32 @@ impl Census {
             host_ms: per(cpu.0.saturating_sub(self.cpu.0)) / 1e6,
             other_ms: per(cpu.1.saturating_sub(self.cpu.1)) / 1e6,
             reads: per(reads),
+            waits: per(waits),
+            idle_ms: None,
             top,
         }
     }
+}
+
+impl StepCensus {
+    /// Estimates the waiting part of the host's time from the CPU cost of one wait
+    /// ([`wait_cost_ns`]).
+    pub fn with_wait_cost(mut self, ns: f64) -> Self {
+        self.idle_ms = Some((ns * self.waits / 1e6).min(self.host_ms));
+        self
+    }
+}
+
+/// CPU nanoseconds the trainer's own threads spend per wait while nothing is asked of
+/// them, measured over `window` (call with the device drained): cubecl's device threads
+/// spin, yield, then park for at most 150 µs at a time, and each wake-up costs the host
+/// CPU time whether or not work came. `None` where waits are not counted (not Linux).
+pub fn wait_cost_ns(window: std::time::Duration) -> Option<f64> {
+    let (before, _, waits_before) = thread_times();
+    std::thread::sleep(window);
+    let (after, _, waits_after) = thread_times();
+    let waits = waits_after.saturating_sub(waits_before);
+    (waits > 0).then(|| after.saturating_sub(before) as f64 / waits as f64)
 }
 
 /// A kernel's name without its module path and generic arguments.
@@ -196,8 +245,16 @@ impl std::fmt::Display for StepCensus {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "launches/step {:.0}, kernels/step {:.0}, host ms/step {:.1} (other threads {:.1}), reads/step {:.2}",
-            self.launches, self.kernels, self.host_ms, self.other_ms, self.reads
+            "launches/step {:.0}, kernels/step {:.0}, host ms/step {:.1} (",
+            self.launches, self.kernels, self.host_ms
+        )?;
+        if let Some(idle) = self.idle_ms {
+            write!(f, "{idle:.1} of it waiting for work, ")?;
+        }
+        write!(
+            f,
+            "other threads {:.1}), reads/step {:.2}",
+            self.other_ms, self.reads
         )
     }
 }
