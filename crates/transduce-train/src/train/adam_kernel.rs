@@ -69,6 +69,25 @@ fn adam_group_kernel(
     }
 }
 
+/// Writes 0 into `ok` where any element of up to [`GROUP`] gradients is not finite (inf or
+/// NaN). Every thread that finds one writes the same value, so the race is benign (as in
+/// PyTorch's `_amp_foreach_non_finite_check_and_unscale_`); the caller sets `ok` to 1
+/// before.
+#[cube(launch_unchecked)]
+fn finite_group_kernel(grads: &Sequence<OwnedTensor<f32>>, ok: &mut Tensor<f32>) {
+    let i = ABSOLUTE_POS;
+    #[unroll]
+    for k in 0..grads.len() {
+        let grad = grads.index(k);
+        if i < grad.len() {
+            let g = grad[i];
+            if g.is_nan() || g.is_inf() {
+                ok[0] = f32::new(0.0);
+            }
+        }
+    }
+}
+
 /// Parameters per [`AdamKernel::adam_group_in_place`]: four tensors each, seventeen
 /// buffers a launch with the scalars, within every cubecl backend's bindings (Metal's 31).
 pub const GROUP: usize = 4;
@@ -86,6 +105,18 @@ fn writable(tensor: CubeTensor) -> CubeTensor {
 
 #[backend_extension(Cube: cfg(all()), Fusion: cfg(all()))]
 pub trait AdamKernel: Backend {
+    /// Sets `ok` (`[1]`, 1 on entry) to 0 if any of the first `count` (≤ [`GROUP`]) of four
+    /// gradients has an element that is not finite; the slots past `count` any tensors.
+    #[fusion(meta = |_g0, _g1, _g2, _g3, ok, _count| ok.clone())]
+    fn finite_group(
+        g0: FloatTensor<Self>,
+        g1: FloatTensor<Self>,
+        g2: FloatTensor<Self>,
+        g3: FloatTensor<Self>,
+        ok: FloatTensor<Self>,
+        count: usize,
+    ) -> FloatTensor<Self>;
+
     /// [`Self::adam_in_place`] for the first `count` (≤ [`GROUP`]) of four parameters in
     /// one kernel: `(param, grad, first, second)` per slot, the slots past `count` any
     /// tensors (returned as they are, untouched).
@@ -124,6 +155,46 @@ pub trait AdamKernel: Backend {
 }
 
 impl AdamKernel for CubeBackend {
+    fn finite_group(
+        g0: CubeTensor,
+        g1: CubeTensor,
+        g2: CubeTensor,
+        g3: CubeTensor,
+        ok: CubeTensor,
+        count: usize,
+    ) -> CubeTensor {
+        let ok = writable(ok);
+        let grads: Vec<CubeTensor> = [g0, g1, g2, g3]
+            .into_iter()
+            .take(count.min(GROUP))
+            .map(into_contiguous)
+            .collect();
+        let n = grads
+            .iter()
+            .map(|g| g.meta.num_elements())
+            .max()
+            .unwrap_or(0);
+        if n > 0 {
+            let client = ok.client.clone();
+            let cube_dim = CubeDim::new(&client, n);
+            let cube_count = calculate_cube_count_elemwise(&client, n, cube_dim);
+            let args: SequenceArg<OwnedTensor<f32>> =
+                grads.iter().map(|g| g.clone().into_tensor_arg()).collect();
+            // SAFETY: each gradient's reads are bounded by its own length; `ok` holds one
+            // value.
+            unsafe {
+                finite_group_kernel::launch_unchecked(
+                    &client,
+                    cube_count,
+                    cube_dim,
+                    args,
+                    ok.clone().into_tensor_arg(),
+                );
+            }
+        }
+        ok
+    }
+
     fn adam_group_in_place(
         p0: CubeTensor,
         g0: CubeTensor,

@@ -485,7 +485,10 @@ impl DeviceAdam {
     /// scale the gradients are those of the scaled loss: the update unscales them, and
     /// skips the step (on the device) unless every one of them is finite.
     pub fn step(&mut self, model: Transformer, grads: GradientsParams) -> Transformer {
-        let ok = self.scale.is_some().then(|| all_finite(&grads, &model));
+        let ok = self
+            .scale
+            .is_some()
+            .then(|| self.all_finite(&grads, &model));
         let scalars = self.scalars(ok.as_ref());
         let model = if self.fused {
             self.step_grouped(model, grads, scalars)
@@ -507,30 +510,56 @@ impl DeviceAdam {
     }
 }
 
-/// `[1]` if every gradient of `model`'s parameters in `grads` is finite, else `[0]`: inf
-/// and NaN survive a sum (inf − inf is NaN), so one sum per parameter says whether any
-/// element overflowed.
-fn all_finite(grads: &GradientsParams, model: &Transformer) -> Tensor<1> {
-    struct Sums<'a> {
-        grads: &'a GradientsParams,
-        sums: Vec<Tensor<1>>,
-    }
-    impl ModuleVisitor for Sums<'_> {
-        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
-            if let Some(grad) = self.grads.get::<D>(param.id) {
-                self.sums.push(grad.sum());
+impl DeviceAdam {
+    /// `[1]` if every gradient of `model`'s parameters in `grads` is finite, else `[0]`. On
+    /// a GPU, one kernel per [`GROUP`] gradients writes 0 where it finds an element that is
+    /// not; elsewhere, one sum per gradient (inf and NaN survive a sum: inf − inf is NaN).
+    fn all_finite(&self, grads: &GradientsParams, model: &Transformer) -> Tensor<1> {
+        struct Flat<'a> {
+            grads: &'a GradientsParams,
+            flat: Vec<Tensor<1>>,
+        }
+        impl ModuleVisitor for Flat<'_> {
+            fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+                if let Some(grad) = self.grads.get::<D>(param.id) {
+                    let n = grad.shape().num_elements();
+                    self.flat.push(grad.reshape([n]));
+                }
             }
         }
-    }
-    let mut visitor = Sums {
-        grads,
-        sums: Vec::new(),
-    };
-    model.visit(&mut visitor);
-    let device = model.devices()[0].clone().inner();
-    match visitor.sums.is_empty() {
-        true => Tensor::ones([1], &device),
-        false => Tensor::cat(visitor.sums, 0).sum().is_finite().float(),
+        let mut visitor = Flat {
+            grads,
+            flat: Vec::new(),
+        };
+        model.visit(&mut visitor);
+        let mut flat = visitor.flat;
+        if flat.is_empty() {
+            return Tensor::ones([1], &self.device);
+        }
+        if !self.fused {
+            let sums = flat.into_iter().map(|g| g.sum()).collect();
+            return Tensor::cat(sums, 0).sum().is_finite().float();
+        }
+        // Similar sizes together: a launch spans its largest.
+        flat.sort_by_key(|g| g.dims()[0]);
+        let mut ok = Tensor::<1>::ones([1], &self.device);
+        for group in flat.chunks(GROUP) {
+            let mut slots = group.iter().cloned().map(Tensor::into_dispatch);
+            let mut next = || {
+                slots
+                    .next()
+                    .unwrap_or_else(|| self.unused_slot.clone().into_dispatch())
+            };
+            ok = Tensor::from_dispatch(<Dispatch as AdamKernel>::finite_group(
+                next(),
+                next(),
+                next(),
+                next(),
+                ok.into_dispatch(),
+                group.len(),
+            ));
+        }
+        ok
     }
 }
 
