@@ -88,6 +88,31 @@ fn finite_group_kernel(grads: &Sequence<OwnedTensor<f32>>, ok: &mut Tensor<f32>)
     }
 }
 
+/// Adds up to [`GROUP`] gradients into their accumulators, in place (`--accum` under
+/// graphs). On a step's first batch (`flags[1]` is 1) the accumulators take the gradients
+/// as they are, as burn's `GradientsAccumulator` keeps its first.
+#[cube(launch_unchecked)]
+fn accumulate_group_kernel(
+    sums: &mut Sequence<OwnedTensor<f32>>,
+    grads: &Sequence<OwnedTensor<f32>>,
+    flags: &Tensor<f32>,
+) {
+    let i = ABSOLUTE_POS;
+    let first = flags[1] > f32::new(0.5);
+    #[unroll]
+    for k in 0..sums.len() {
+        let sum = sums.index_mut(k);
+        if i < sum.len() {
+            let g = grads.index(k)[i];
+            if first {
+                sum[i] = g;
+            } else {
+                sum[i] += g;
+            }
+        }
+    }
+}
+
 /// Parameters per [`AdamKernel::adam_group_in_place`]: four tensors each, seventeen
 /// buffers a launch with the scalars, within every cubecl backend's bindings (Metal's 31).
 pub const GROUP: usize = 4;
@@ -105,6 +130,29 @@ fn writable(tensor: CubeTensor) -> CubeTensor {
 
 #[backend_extension(Cube: cfg(all()), Fusion: cfg(all()))]
 pub trait AdamKernel: Backend {
+    /// Adds the first `count` (≤ [`GROUP`]) gradients `g` into their accumulators `a`, in
+    /// place, or on a step's first batch (`flags`: `[tokens, first, batch]`, `first` 1)
+    /// sets them to the gradients; the slots past `count` any tensors, returned untouched.
+    #[allow(clippy::too_many_arguments)]
+    #[fusion(meta = |a0, _g0, a1, _g1, a2, _g2, a3, _g3, _flags, _count| (a0.clone(), a1.clone(), a2.clone(), a3.clone()))]
+    fn accumulate_group(
+        a0: FloatTensor<Self>,
+        g0: FloatTensor<Self>,
+        a1: FloatTensor<Self>,
+        g1: FloatTensor<Self>,
+        a2: FloatTensor<Self>,
+        g2: FloatTensor<Self>,
+        a3: FloatTensor<Self>,
+        g3: FloatTensor<Self>,
+        flags: FloatTensor<Self>,
+        count: usize,
+    ) -> (
+        FloatTensor<Self>,
+        FloatTensor<Self>,
+        FloatTensor<Self>,
+        FloatTensor<Self>,
+    );
+
     /// Sets `ok` (`[1]`, 1 on entry) to 0 if any of the first `count` (≤ [`GROUP`]) of four
     /// gradients has an element that is not finite; the slots past `count` any tensors.
     #[fusion(meta = |_g0, _g1, _g2, _g3, ok, _count| ok.clone())]
@@ -155,6 +203,64 @@ pub trait AdamKernel: Backend {
 }
 
 impl AdamKernel for CubeBackend {
+    fn accumulate_group(
+        a0: CubeTensor,
+        g0: CubeTensor,
+        a1: CubeTensor,
+        g1: CubeTensor,
+        a2: CubeTensor,
+        g2: CubeTensor,
+        a3: CubeTensor,
+        g3: CubeTensor,
+        flags: CubeTensor,
+        count: usize,
+    ) -> (CubeTensor, CubeTensor, CubeTensor, CubeTensor) {
+        let count = count.min(GROUP);
+        let pairs = [(a0, g0), (a1, g1), (a2, g2), (a3, g3)];
+        let mut out = Vec::with_capacity(GROUP);
+        let mut used = Vec::with_capacity(count);
+        for (k, (a, g)) in pairs.into_iter().enumerate() {
+            if k < count {
+                used.push((writable(a), into_contiguous(g)));
+            } else {
+                out.push(a);
+            }
+        }
+        let n = used
+            .iter()
+            .map(|(a, _)| a.meta.num_elements())
+            .max()
+            .unwrap_or(0);
+        if n > 0 {
+            let client = flags.client.clone();
+            let cube_dim = CubeDim::new(&client, n);
+            let cube_count = calculate_cube_count_elemwise(&client, n, cube_dim);
+            let sums: SequenceArg<OwnedTensor<f32>> = used
+                .iter()
+                .map(|(a, _)| a.clone().into_tensor_arg())
+                .collect();
+            let grads: SequenceArg<OwnedTensor<f32>> = used
+                .iter()
+                .map(|(_, g)| g.clone().into_tensor_arg())
+                .collect();
+            // SAFETY: each accumulator and its gradient are contiguous and share a length,
+            // which bounds the reads and writes; the flags hold three values.
+            unsafe {
+                accumulate_group_kernel::launch_unchecked(
+                    &client,
+                    cube_count,
+                    cube_dim,
+                    sums,
+                    grads,
+                    into_contiguous(flags).into_tensor_arg(),
+                );
+            }
+        }
+        let mut all = used.into_iter().map(|(a, _)| a).chain(out);
+        let mut next = || all.next().expect("four slots");
+        (next(), next(), next(), next())
+    }
+
     fn finite_group(
         g0: CubeTensor,
         g1: CubeTensor,

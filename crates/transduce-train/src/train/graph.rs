@@ -888,7 +888,10 @@ struct Replay {
 
 struct Class {
     inputs: Inputs,
+    /// The whole step's (one batch a step).
     mode: Mode,
+    /// One batch's forward and backward in an accumulated step (`--accum`).
+    batch_mode: Mode,
 }
 
 /// How the step of a [`GraphTrainer`] ran.
@@ -916,6 +919,13 @@ pub struct GraphTrainer {
     /// Why steps run eagerly, once said.
     pub fallback: Option<String>,
     pub counts: GraphCounts,
+    /// `--accum`: each parameter's gradients summed over the step's batches, flattened.
+    accumulated: HashMap<ParamId, Tensor<1>>,
+    /// `--accum`: `[target tokens of the step, 1 on its first batch, the batch's index]`,
+    /// written before each batch's run.
+    flags: Tensor<1>,
+    /// `--accum`: the update's graph (shared by every shape).
+    update_mode: Mode,
 }
 
 impl GraphTrainer {
@@ -936,6 +946,12 @@ impl GraphTrainer {
             epsilon,
             classes: HashMap::new(),
             counts: GraphCounts::default(),
+            accumulated: HashMap::new(),
+            flags: Tensor::zeros([3], &device.clone().inner()),
+            update_mode: match cpu {
+                true => Mode::Eager,
+                false => Mode::Warming(0),
+            },
         }
     }
 
@@ -963,104 +979,414 @@ impl GraphTrainer {
         step: u64,
         lr: &dyn Fn(u64) -> f64,
     ) -> Result<(Transformer, Tensor<1>)> {
-        let inner = self.device.clone().inner();
-        if self.fallback.is_none()
-            && let Some(why) = uncapturable(&model, self.cpu)
-        {
-            self.fallback = Some(why);
-        }
+        self.check_capturable(&model);
         self.adam.prepare(step, lr)?;
-        let width = |rows: &[Vec<u32>]| rows.iter().map(Vec::len).max().unwrap_or(0);
-        let shape = [forced.0.len(), width(&forced.0), width(&forced.1)];
-        let class = match self.classes.get_mut(&shape) {
-            Some(class) => {
-                class.inputs.write(forced, &self.device)?;
-                class
-            }
-            None => self.classes.entry(shape).or_insert(Class {
-                inputs: Inputs::new(forced, &self.device)?,
-                mode: if self.fallback.is_some() {
-                    Mode::Eager
-                } else {
-                    Mode::Warming(0)
-                },
-            }),
-        };
+        let shape = self.class_for(forced)?;
+        let inner = self.device.clone().inner();
         // Dropout masks from the device where there are kernels (the CPU draws its own).
         let (epsilon, masks) = (self.epsilon, (!self.cpu).then_some(self.seed));
-        match &mut class.mode {
-            Mode::Replaying(replay) => {
-                let Replay {
-                    graph,
-                    sums,
-                    kernels,
-                } = &**replay;
-                // SAFETY: every buffer the capture touched is held: the inputs by the
-                // class, the parameters by `model`, the moments, counter and table by
-                // `adam`, the outputs by the class; all on this thread's stream.
-                unsafe { Dispatch::graph_replay(inner.as_dispatch(), graph) }
-                    .map_err(|e| CliError::Usage(format!(
-                        "graph step: replay failed: {e:?}; the last checkpoint is intact: resume it without --graph"
-                    )))?;
-                self.counts.replayed += 1;
-                census::note_replay(*kernels);
-                // A copy: the next replay overwrites the graph's own output.
-                Ok((model, sums.clone().mul_scalar(1.0)))
+        let class = self.classes.get_mut(&shape).expect("the class was made");
+        let adam = &mut self.adam;
+        let driven = drive(
+            &mut class.mode,
+            &inner,
+            &mut self.counts,
+            !self.eager_only,
+            &format!("the step of shape {shape:?}"),
+            model,
+            &mut |model| run(model, adam, &class.inputs, epsilon, masks),
+        )?;
+        match driven {
+            Driven::Ran(model, sums) => Ok((model, sums)),
+            Driven::Refused(model, why) => {
+                self.fallback = Some(why);
+                self.step(model, forced, step, lr)
             }
-            Mode::Warming(done) if *done + 1 == Self::WARMUP && !self.eager_only => {
-                // The last eager step runs prepared (its allocations land where a graph
-                // may keep them), and the step is then recorded at once on the same
-                // buffers: a recording does not run, so it costs no optimizer step, and
-                // the class's next batch is its first replay.
-                if let Err(e) = Dispatch::graph_prepare(inner.as_dispatch()) {
-                    self.fallback = Some(format!("graph capture unavailable: {e:?}"));
-                    class.mode = Mode::Eager;
-                    return self.step(model, forced, step, lr);
-                }
-                let (model, sums) = run(model, &mut self.adam, &class.inputs, epsilon, masks);
-                self.counts.eager += 1;
-                if let Err(e) = Dispatch::graph_start_capture(inner.as_dispatch()) {
-                    // A backend without graphs (the CPU): eager from now on. Closing the
-                    // prepared window leaves the stream as it was.
-                    let _ = Dispatch::graph_stop_capture(inner.as_dispatch());
-                    self.fallback = Some(format!("this backend captures no graphs ({e:?})"));
-                    for class in self.classes.values_mut() {
-                        if matches!(class.mode, Mode::Warming(_)) {
-                            class.mode = Mode::Eager;
-                        }
-                    }
-                    return Ok((model, sums));
-                }
-                let ((model, recorded, graph), kernels) = census::count_launches(|| {
-                    let (model, recorded) =
-                        run(model, &mut self.adam, &class.inputs, epsilon, masks);
-                    // Fusion launches its queued kernels here, into the recording.
-                    let graph = Dispatch::graph_stop_capture(inner.as_dispatch());
-                    (model, recorded, graph)
-                });
-                let graph = graph.map_err(|e| {
-                    CliError::Usage(format!(
-                        "graph step: capturing the step of shape {shape:?} failed: {e:?}; the last checkpoint is intact: resume it without --graph"
-                    ))
-                })?;
-                self.counts.captured += 1;
-                class.mode = Mode::Replaying(Box::new(Replay {
-                    graph,
-                    sums: recorded,
-                    kernels,
-                }));
-                Ok((model, sums))
-            }
-            mode => {
-                let (model, sums) = run(model, &mut self.adam, &class.inputs, epsilon, masks);
-                self.counts.eager += 1;
-                if let Mode::Warming(done) = mode {
-                    *done += 1;
-                }
+            Driven::NoGraphs(model, sums, why) => {
+                self.no_graphs(why);
                 Ok((model, sums))
             }
         }
     }
+
+    /// One optimizer step over several batches (`--accum`): each batch's gradients of the
+    /// loss over `tokens`, the target tokens of them all, are added up on the device, then
+    /// Adam applies their sum, as the eager trainer's accumulation does. Each batch shape's
+    /// forward and backward is captured and replayed like a whole step, and so is the
+    /// update: a step of k batches is k + 1 replays. Returns `[loss, nll]` summed over the
+    /// batches, followed under a loss scale by its state.
+    pub fn step_group(
+        &mut self,
+        model: Transformer,
+        batches: &[TeacherForced],
+        tokens: usize,
+        step: u64,
+        lr: &dyn Fn(u64) -> f64,
+    ) -> Result<(Transformer, Tensor<1>)> {
+        if batches.len() == 1 {
+            return self.step(model, &batches[0], step, lr);
+        }
+        self.check_capturable(&model);
+        self.adam.prepare(step, lr)?;
+        let inner = self.device.clone().inner();
+        let (epsilon, accum) = (self.epsilon, batches.len());
+        let masks = (!self.cpu).then_some((self.seed, accum));
+        let mut model = model;
+        let mut total: Option<Tensor<1>> = None;
+        let mut batch = 0;
+        while batch < batches.len() {
+            let forced = &batches[batch];
+            let flags = [tokens as f32, (batch == 0) as u8 as f32, batch as f32];
+            let values = Tensor::from_data(TensorData::new(flags.to_vec(), [3]), &inner);
+            self.flags.inplace(|old| old.slice_assign(0..3, values));
+            let shape = self.class_for(forced)?;
+            let class = self.classes.get_mut(&shape).expect("the class was made");
+            let (adam, flags, accumulated) = (&self.adam, &self.flags, &mut self.accumulated);
+            let driven = drive(
+                &mut class.batch_mode,
+                &inner,
+                &mut self.counts,
+                !self.eager_only,
+                &format!("the gradients of shape {shape:?}"),
+                model,
+                &mut |model| {
+                    run_gradients(
+                        model,
+                        adam,
+                        &class.inputs,
+                        flags,
+                        accumulated,
+                        epsilon,
+                        masks,
+                    )
+                },
+            )?;
+            let sums = match driven {
+                Driven::Ran(next, sums) => {
+                    model = next;
+                    sums
+                }
+                Driven::Refused(next, why) => {
+                    // Nothing ran: the same batch again, eagerly.
+                    self.fallback = Some(why);
+                    model = next;
+                    continue;
+                }
+                Driven::NoGraphs(next, sums, why) => {
+                    self.no_graphs(why);
+                    model = next;
+                    sums
+                }
+            };
+            total = Some(match total {
+                Some(total) => total.add(sums),
+                None => sums,
+            });
+            batch += 1;
+        }
+        let adam = &mut self.adam;
+        let accumulated = &self.accumulated;
+        let scaled = adam.scale.is_some();
+        let driven = drive(
+            &mut self.update_mode,
+            &inner,
+            &mut self.counts,
+            !self.eager_only,
+            "the update",
+            model,
+            &mut |model| run_update(model, adam, accumulated),
+        )?;
+        let (model, after) = match driven {
+            Driven::Ran(model, after) => (model, after),
+            Driven::Refused(model, why) => {
+                self.fallback = Some(why);
+                let (model, after) = run_update(model, &mut self.adam, &self.accumulated);
+                self.counts.eager += 1;
+                (model, after)
+            }
+            Driven::NoGraphs(model, after, why) => {
+                self.no_graphs(why);
+                (model, after)
+            }
+        };
+        let mut sums = vec![total.expect("at least one batch")];
+        if scaled {
+            sums.push(after);
+        }
+        // Counted as one step: the batches' runs were counted one by one.
+        Ok((model, Tensor::cat(sums, 0)))
+    }
+
+    /// Notes once why steps cannot be captured, if they cannot.
+    fn check_capturable(&mut self, model: &Transformer) {
+        if self.fallback.is_none()
+            && let Some(why) = uncapturable(model, self.cpu)
+        {
+            self.fallback = Some(why);
+        }
+    }
+
+    /// The class of `forced`'s shape, its input buffers holding `forced`.
+    fn class_for(&mut self, forced: &TeacherForced) -> Result<[usize; 3]> {
+        let width = |rows: &[Vec<u32>]| rows.iter().map(Vec::len).max().unwrap_or(0);
+        let shape = [forced.0.len(), width(&forced.0), width(&forced.1)];
+        match self.classes.get_mut(&shape) {
+            Some(class) => class.inputs.write(forced, &self.device)?,
+            None => {
+                let mode = || match self.fallback {
+                    Some(_) => Mode::Eager,
+                    None => Mode::Warming(0),
+                };
+                let class = Class {
+                    inputs: Inputs::new(forced, &self.device)?,
+                    mode: mode(),
+                    batch_mode: mode(),
+                };
+                self.classes.insert(shape, class);
+            }
+        }
+        Ok(shape)
+    }
+
+    /// The backend captures no graphs: every class eager from now on.
+    fn no_graphs(&mut self, why: String) {
+        self.fallback = Some(why);
+        let modes = self
+            .classes
+            .values_mut()
+            .flat_map(|class| [&mut class.mode, &mut class.batch_mode])
+            .chain([&mut self.update_mode]);
+        for mode in modes {
+            if matches!(mode, Mode::Warming(_)) {
+                *mode = Mode::Eager;
+            }
+        }
+    }
+}
+
+/// What [`drive`] did with a step.
+enum Driven {
+    /// It ran: eagerly, recorded after its last warm-up run, or replayed.
+    Ran(Transformer, Tensor<1>),
+    /// Nothing ran: the backend refused to prepare a capture (the mode is now eager).
+    Refused(Transformer, String),
+    /// It ran eagerly, and the backend captures no graphs.
+    NoGraphs(Transformer, Tensor<1>, String),
+}
+
+/// Runs `run` as `mode` says: eagerly while warming up (the last warm-up run prepared, and
+/// recorded at once on the same buffers: a recording does not run, so it costs no
+/// optimizer step, and the next run is the first replay), replayed once captured (`capture`
+/// false: never). `what` names the step in errors.
+fn drive(
+    mode: &mut Mode,
+    inner: &Device,
+    counts: &mut GraphCounts,
+    capture: bool,
+    what: &str,
+    model: Transformer,
+    run: &mut dyn FnMut(Transformer) -> (Transformer, Tensor<1>),
+) -> Result<Driven> {
+    match mode {
+        Mode::Replaying(replay) => {
+            let Replay {
+                graph,
+                sums,
+                kernels,
+            } = &**replay;
+            // SAFETY: every buffer the capture touched is held: the inputs by the class,
+            // the parameters by `model`, the moments, counters, tables and accumulators by
+            // the trainer, the outputs by the replay; all on this thread's stream.
+            unsafe { Dispatch::graph_replay(inner.as_dispatch(), graph) }.map_err(|e| {
+                CliError::Usage(format!(
+                    "graph step: replaying {what} failed: {e:?}; the last checkpoint is intact: resume it without --graph"
+                ))
+            })?;
+            counts.replayed += 1;
+            census::note_replay(*kernels);
+            // A copy: the next replay overwrites the graph's own output.
+            Ok(Driven::Ran(model, sums.clone().mul_scalar(1.0)))
+        }
+        Mode::Warming(done) if *done + 1 == GraphTrainer::WARMUP && capture => {
+            if let Err(e) = Dispatch::graph_prepare(inner.as_dispatch()) {
+                *mode = Mode::Eager;
+                return Ok(Driven::Refused(
+                    model,
+                    format!("graph capture unavailable: {e:?}"),
+                ));
+            }
+            let (model, sums) = run(model);
+            counts.eager += 1;
+            if let Err(e) = Dispatch::graph_start_capture(inner.as_dispatch()) {
+                // A backend without graphs (the CPU). Closing the prepared window leaves
+                // the stream as it was.
+                let _ = Dispatch::graph_stop_capture(inner.as_dispatch());
+                *mode = Mode::Eager;
+                let why = format!("this backend captures no graphs ({e:?})");
+                return Ok(Driven::NoGraphs(model, sums, why));
+            }
+            let ((model, recorded, graph), kernels) = census::count_launches(|| {
+                let (model, recorded) = run(model);
+                // Fusion launches its queued kernels here, into the recording.
+                let graph = Dispatch::graph_stop_capture(inner.as_dispatch());
+                (model, recorded, graph)
+            });
+            let graph = graph.map_err(|e| {
+                CliError::Usage(format!(
+                    "graph step: capturing {what} failed: {e:?}; the last checkpoint is intact: resume it without --graph"
+                ))
+            })?;
+            counts.captured += 1;
+            *mode = Mode::Replaying(Box::new(Replay {
+                graph,
+                sums: recorded,
+                kernels,
+            }));
+            Ok(Driven::Ran(model, sums))
+        }
+        mode => {
+            let (model, sums) = run(model);
+            counts.eager += 1;
+            if let Mode::Warming(done) = mode {
+                *done += 1;
+            }
+            Ok(Driven::Ran(model, sums))
+        }
+    }
+}
+
+/// One batch's part of an accumulated step (`--accum`), eager: forward, the label-smoothed
+/// loss over the step's target tokens (`flags`: `[tokens, first batch, batch]`, written
+/// before each run), backward, and the gradients added into `accumulated` in place
+/// ([`AdamKernel::accumulate_group`]), four parameters a launch. Returns the model and
+/// `[loss, nll]`. Dropout masks are drawn from (step × batches + batch), so each batch of
+/// a step draws its own.
+fn run_gradients(
+    model: Transformer,
+    adam: &DeviceAdam,
+    inputs: &Inputs,
+    flags: &Tensor<1>,
+    accumulated: &mut HashMap<ParamId, Tensor<1>>,
+    epsilon: f64,
+    masks: Option<(u64, usize)>,
+) -> (Transformer, Tensor<1>) {
+    let forward = || model.forward_focused(inputs.src.clone(), inputs.tgt_in.clone(), None);
+    let logits = match masks {
+        Some((seed, accum)) if model.config().dropout > 0.0 => {
+            let draw = adam
+                .steps_taken()
+                .mul_scalar(accum as f64)
+                .add(flags.clone().slice(2..3));
+            with_device_masks(device_masks(draw, seed), forward)
+        }
+        _ => forward(),
+    };
+    let sums = loss::label_smoothed(logits, inputs.tgt_out.clone(), epsilon);
+    let loss = sums.smoothed.div(flags.clone().slice(0..1).autodiff());
+    let scaled = match adam.loss_scale() {
+        Some(scale) => loss.clone().mul(scale.autodiff()),
+        None => loss.clone(),
+    };
+    let grads = GradientsParams::from_grads(scaled.backward(), &model);
+    accumulate(grads, &model, accumulated, flags, &adam.device);
+    (
+        model,
+        Tensor::cat(vec![loss.detach().inner(), sums.nll.inner()], 0),
+    )
+}
+
+/// Adds `grads` into `accumulated` (one flattened buffer per parameter, made on first use),
+/// in place, four parameters a launch; on the step's first batch the buffers take the
+/// gradients as they are.
+fn accumulate(
+    mut grads: GradientsParams,
+    model: &Transformer,
+    accumulated: &mut HashMap<ParamId, Tensor<1>>,
+    flags: &Tensor<1>,
+    device: &Device,
+) {
+    struct Flat<'a> {
+        grads: &'a mut GradientsParams,
+        flat: Vec<(ParamId, Tensor<1>)>,
+    }
+    impl ModuleVisitor for Flat<'_> {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+            if let Some(grad) = self.grads.remove::<D>(param.id) {
+                let n = grad.shape().num_elements();
+                self.flat.push((param.id, grad.reshape([n])));
+            }
+        }
+    }
+    let mut visitor = Flat {
+        grads: &mut grads,
+        flat: Vec::new(),
+    };
+    model.visit(&mut visitor);
+    let mut flat = visitor.flat;
+    flat.sort_by_key(|(id, g)| (g.dims()[0], id.val()));
+    let unused = || Tensor::<1>::zeros([1], device).into_dispatch();
+    for group in flat.chunks(GROUP) {
+        let mut slots = Vec::with_capacity(2 * GROUP);
+        for (id, grad) in group {
+            let n = grad.dims()[0];
+            let sum = accumulated
+                .remove(id)
+                .unwrap_or_else(|| Tensor::zeros([n], device));
+            slots.push(sum.into_dispatch());
+            slots.push(grad.clone().into_dispatch());
+        }
+        while slots.len() < 2 * GROUP {
+            slots.push(unused());
+        }
+        let mut slots = slots.into_iter();
+        let mut next = || slots.next().expect("eight slots");
+        let sums = <Dispatch as AdamKernel>::accumulate_group(
+            next(),
+            next(),
+            next(),
+            next(),
+            next(),
+            next(),
+            next(),
+            next(),
+            flags.clone().into_dispatch(),
+            group.len(),
+        );
+        for ((id, _), sum) in group.iter().zip([sums.0, sums.1, sums.2, sums.3]) {
+            accumulated.insert(*id, Tensor::from_dispatch(sum));
+        }
+    }
+}
+
+/// The update of an accumulated step, eager: Adam over the sums of the step's gradients.
+/// Returns the model and, under a loss scale, its state after the step (otherwise the
+/// step count, which nothing reads).
+fn run_update(
+    model: Transformer,
+    adam: &mut DeviceAdam,
+    accumulated: &HashMap<ParamId, Tensor<1>>,
+) -> (Transformer, Tensor<1>) {
+    struct Register<'a> {
+        accumulated: &'a HashMap<ParamId, Tensor<1>>,
+        grads: GradientsParams,
+    }
+    impl ModuleVisitor for Register<'_> {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+            if let Some(sum) = self.accumulated.get(&param.id) {
+                let dims: [usize; D] = param.val().dims();
+                self.grads
+                    .register::<D>(param.id, sum.clone().reshape(dims));
+            }
+        }
+    }
+    let mut register = Register {
+        accumulated,
+        grads: GradientsParams::new(),
+    };
+    model.visit(&mut register);
+    let model = adam.step(model, register.grads);
+    let after = adam.scale_state().unwrap_or_else(|| adam.steps_taken());
+    (model, after)
 }
 
 #[cfg(test)]
@@ -1177,6 +1503,87 @@ mod tests {
                 "step {step}: {eager:?} vs {by_operations:?}"
             );
         }
+    }
+
+    /// `--accum` under graphs: each step sums the gradients of two batches of two shapes
+    /// on the device, then updates. 8 steps from the same start:
+    /// - replayed (each shape's gradients and the update captured after 3 eager runs, so
+    ///   the last 5 steps are 3 replays each) equal the same runs eagerly, bit for bit;
+    /// - both give the losses of the eager trainer's accumulation (burn's
+    ///   `GradientsAccumulator` and `Adam`, each batch padded only to its own length) to
+    ///   1e-5 relative: the same sums, with padding's zeros in other places.
+    #[test]
+    fn accumulated_replays_equal_eager_accumulation_on_wgpu() {
+        let _gpu = gpu_lock();
+        let Some(device) = wgpu_device("accumulated_replays_equal_eager_accumulation_on_wgpu")
+        else {
+            return;
+        };
+        const STEPS: u64 = 8;
+        let start = tiny_start(8);
+        let pairs = reversal_pairs(3, (0..7).map(|n| if n < 4 { 4 + n % 2 } else { 7 + n % 2 }));
+        let shapes = batches();
+        let forced: Vec<TeacherForced> = shapes
+            .iter()
+            .map(|(batch, shape)| pad_to_shape(teacher_forced(&pairs, batch), *shape))
+            .collect();
+        let tokens: usize = shapes
+            .iter()
+            .map(|(batch, _)| {
+                teacher_forced(&pairs, batch)
+                    .2
+                    .iter()
+                    .map(Vec::len)
+                    .sum::<usize>()
+            })
+            .sum();
+        let run = |capture: bool| {
+            let ad = device.clone().autodiff();
+            let (config, weights) = &start;
+            let mut model = load_weights(config, weights, &ad).unwrap();
+            let adam = DeviceAdam::new(&ad, 0, 8);
+            let mut trainer = if capture {
+                GraphTrainer::new(&ad, adam, 0.1)
+            } else {
+                GraphTrainer::eager(&ad, adam, 0.1)
+            };
+            let mut sums = Vec::new();
+            for step in 1..=STEPS {
+                let out;
+                (model, out) = trainer
+                    .step_group(model, &forced, tokens, step, &|_| 1e-3)
+                    .unwrap();
+                sums.push(out);
+            }
+            let weights = model.decoder.layers[0].ffn.fc2.weight.val().into_data();
+            (
+                read_scalars(sums).unwrap(),
+                weights.try_to_vec::<f32>().unwrap(),
+                trainer.counts,
+            )
+        };
+        let (eager, eager_w, counts) = run(false);
+        assert_eq!(counts.replayed, 0);
+        let (replayed, replayed_w, counts) = run(true);
+        assert_eq!(counts.captured, 3, "{counts:?}");
+        assert_eq!(counts.replayed, 3 * (STEPS - 3), "{counts:?}");
+        assert_eq!(eager, replayed);
+        assert_eq!(eager_w, replayed_w);
+        let group: Vec<&Batch> = shapes.iter().map(|(batch, _)| batch).collect();
+        let burns = losses(&start, std::slice::from_ref(&device), &pairs, &group, STEPS);
+        let worst = replayed
+            .iter()
+            .zip(&burns)
+            .map(|(a, b)| (a - b).abs() / b.abs())
+            .fold(0f64, f64::max);
+        println!("replayed against burn's accumulation: at most {worst:.1e} relative");
+        for (step, (a, b)) in replayed.iter().zip(&burns).enumerate() {
+            assert!(
+                (a - b).abs() <= 1e-5 * b.abs(),
+                "step {step}: {replayed:?} vs {burns:?}"
+            );
+        }
+        assert!(replayed[7] < replayed[0], "the loss falls: {replayed:?}");
     }
 
     /// Every value of each step's sums (`[loss, nll, scale, clean, skipped]` in half

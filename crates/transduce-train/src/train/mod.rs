@@ -584,14 +584,14 @@ impl Stepper {
 }
 
 /// Why a run's steps cannot be captured as graphs, if they cannot.
-fn graph_refusal(
-    model: &Transformer,
-    device: &Device,
-    devices: usize,
-    accum: usize,
-) -> Option<String> {
-    if devices > 1 || accum > 1 {
-        return Some("--devices and --accum sum several batches per step; graphs take one".into());
+/// `--accum` is captured (each batch's gradients, then the update); `--devices` is not: its
+/// devices exchange gradients through the host every step.
+fn graph_refusal(model: &Transformer, device: &Device, devices: usize) -> Option<String> {
+    if devices > 1 {
+        return Some(
+            "--devices exchanges gradients between devices through the host every step; graphs run on one device"
+                .into(),
+        );
     }
     graph::uncapturable(model, graph::is_cpu(device))
 }
@@ -727,7 +727,7 @@ impl Trainer<'_> {
         }
         let mut stepper = match self.graph {
             false => Stepper::Eager(optimizer),
-            true => match graph_refusal(&model, &device, devices.len(), options.accum) {
+            true => match graph_refusal(&model, &device, devices.len()) {
                 Some(why) => {
                     eprintln!("graph: eager steps: {why}");
                     Stepper::Eager(optimizer)
@@ -849,14 +849,20 @@ impl Trainer<'_> {
                     (next, loss, None)
                 }
                 Stepper::Graph(trainer) => {
-                    let batch = group[0];
-                    let forced = teacher_forced(self.train, batch);
-                    let forced = match work.examples.shape(batch) {
-                        Some(shape) => shape::pad_to_shape(forced, shape),
-                        None => forced,
-                    };
+                    let forced: Vec<TeacherForced> = group
+                        .iter()
+                        .map(|&batch| {
+                            let forced = teacher_forced(self.train, batch);
+                            match work.examples.shape(batch) {
+                                Some(shape) => shape::pad_to_shape(forced, shape),
+                                None => forced,
+                            }
+                        })
+                        .collect();
                     let (next, sums) =
-                        trainer.step(model, &forced, state.step + 1, &|t| noam.lr(t))?;
+                        trainer.step_group(model, &forced, group_tokens, state.step + 1, &|t| {
+                            noam.lr(t)
+                        })?;
                     // `[loss, nll]`, then the loss scale's state in half precision: the
                     // reads take each tensor's first value.
                     let scale = state
@@ -934,6 +940,10 @@ impl Trainer<'_> {
             } = trainer.counts;
             match &trainer.fallback {
                 Some(why) => eprintln!("graph: {eager} eager steps: {why}"),
+                None if options.accum > 1 => eprintln!(
+                    "graph: {captured} graphs captured (each batch shape's gradients, and the update), {replayed} runs replayed, {eager} eager ({} batches and an update a step)",
+                    options.accum
+                ),
                 None => eprintln!(
                     "graph: {captured} shapes captured, {replayed} steps replayed, {eager} eager"
                 ),
