@@ -59,8 +59,8 @@ fn row_total(shared: &mut Shared<[f32]>, value: f32) -> f32 {
 /// The mean of the row of `z` at `base` (`width` values), in every thread of the row;
 /// rows not `live` (past the end) read nothing but take part in the barriers.
 #[cube]
-fn row_mean(
-    z: &LinearView<'_, f32>,
+fn row_mean<F: Float>(
+    z: &LinearView<'_, F>,
     shared: &mut Shared<[f32]>,
     base: usize,
     live: bool,
@@ -70,7 +70,7 @@ fn row_mean(
     if live {
         let mut j = UNIT_POS_X as usize;
         while j < width {
-            sum += z.read(base + j);
+            sum += f32::cast_from(z.read(base + j));
             j += LANES as usize;
         }
     }
@@ -80,8 +80,8 @@ fn row_mean(
 /// √(var + ε) of the row around its `mean`: two passes, as burn's norm (the variance of
 /// the centred values).
 #[cube]
-fn row_deviation(
-    z: &LinearView<'_, f32>,
+fn row_deviation<F: Float>(
+    z: &LinearView<'_, F>,
     shared: &mut Shared<[f32]>,
     base: usize,
     live: bool,
@@ -93,7 +93,7 @@ fn row_deviation(
     if live {
         let mut j = UNIT_POS_X as usize;
         while j < width {
-            let c = z.read(base + j) - mean;
+            let c = f32::cast_from(z.read(base + j)) - mean;
             squares += c * c;
             j += LANES as usize;
         }
@@ -102,14 +102,15 @@ fn row_deviation(
 }
 
 #[cube(launch_unchecked)]
-fn norm_forward(
-    z: &LinearView<'_, f32>,
+fn norm_forward<F: Float>(
+    z: &LinearView<'_, F>,
     gamma: &LinearView<'_, f32>,
     beta: &LinearView<'_, f32>,
-    out: &mut LinearViewMut<'_, f32>,
+    out: &mut LinearViewMut<'_, F>,
     rows: InputScalar,
     epsilon: InputScalar,
     #[comptime] width: usize,
+    #[define(F)] _dtype: ElemType,
 ) {
     let mut shared = Shared::<[f32]>::new_slice(comptime!((LANES * ROWS) as usize));
     let row = CUBE_POS * ROWS as usize + UNIT_POS_Y as usize;
@@ -132,8 +133,11 @@ fn norm_forward(
     if live {
         let mut j = UNIT_POS_X as usize;
         while j < width {
-            let normalized = (z.read(base + j) - mean) / denom;
-            out.write(base + j, normalized * gamma.read(j) + beta.read(j));
+            let normalized = (f32::cast_from(z.read(base + j)) - mean) / denom;
+            out.write(
+                base + j,
+                F::cast_from(normalized * gamma.read(j) + beta.read(j)),
+            );
             j += lanes;
         }
     }
@@ -143,15 +147,16 @@ fn norm_forward(
 /// `[dy·x̂, dy]` side by side, whose column sums are γ's and β's gradients (one reduction
 /// for both).
 #[cube(launch_unchecked)]
-fn norm_backward(
-    z: &LinearView<'_, f32>,
+fn norm_backward<F: Float>(
+    z: &LinearView<'_, F>,
     gamma: &LinearView<'_, f32>,
-    dy: &LinearView<'_, f32>,
-    dz: &mut LinearViewMut<'_, f32>,
+    dy: &LinearView<'_, F>,
+    dz: &mut LinearViewMut<'_, F>,
     stacked: &mut LinearViewMut<'_, f32>,
     rows: InputScalar,
     epsilon: InputScalar,
     #[comptime] width: usize,
+    #[define(F)] _dtype: ElemType,
 ) {
     let mut shared = Shared::<[f32]>::new_slice(comptime!((LANES * ROWS) as usize));
     let row = CUBE_POS * ROWS as usize + UNIT_POS_Y as usize;
@@ -176,8 +181,8 @@ fn norm_backward(
     if live {
         let mut j = UNIT_POS_X as usize;
         while j < width {
-            let xhat = (z.read(base + j) - mean) / denom;
-            let d = dy.read(base + j);
+            let xhat = (f32::cast_from(z.read(base + j)) - mean) / denom;
+            let d = f32::cast_from(dy.read(base + j));
             let g = d * gamma.read(j);
             g_sum += g;
             gx_sum += g * xhat;
@@ -192,9 +197,12 @@ fn norm_backward(
     if live {
         let mut j = UNIT_POS_X as usize;
         while j < width {
-            let xhat = (z.read(base + j) - mean) / denom;
-            let g = dy.read(base + j) * gamma.read(j);
-            dz.write(base + j, (g - g_mean - xhat * gx_mean) / denom);
+            let xhat = (f32::cast_from(z.read(base + j)) - mean) / denom;
+            let g = f32::cast_from(dy.read(base + j)) * gamma.read(j);
+            dz.write(
+                base + j,
+                F::cast_from((g - g_mean - xhat * gx_mean) / denom),
+            );
             j += lanes;
         }
     }
@@ -202,7 +210,8 @@ fn norm_backward(
 
 #[backend_extension(Cube: cfg(all()), Fusion: cfg(all()), Autodiff: cfg(all()))]
 pub trait LayerNormKernel: Backend {
-    /// `(z − mean)/sqrt(var + ε)·γ + β` over the rows of `z` (`[rows, d]`, f32).
+    /// `(z − mean)/sqrt(var + ε)·γ + β` over the rows of `z` (`[rows, d]`; f32, or f16 or
+    /// bf16 computed in f32), in `z`'s type; γ and β in f32.
     #[fusion(dtype = z, shape = z)]
     fn layer_norm_rows(
         z: FloatTensor<Self>,
@@ -212,10 +221,11 @@ pub trait LayerNormKernel: Backend {
     ) -> FloatTensor<Self>;
 
     /// The gradient of [`LayerNormKernel::layer_norm_rows`] for `z` given the output's
-    /// `dy`, and `[dy·x̂, dy]` (`[rows, 2d]`: its column sums are γ's and β's gradients).
+    /// `dy` (both in `z`'s type), and `[dy·x̂, dy]` (`[rows, 2d]`, f32: its column sums are
+    /// γ's and β's gradients).
     #[fusion(meta = |z, _gamma, _dy, _epsilon| (
         z.clone(),
-        TensorSpec::new([z.shape[0], 2 * z.shape[1]].into(), z.dtype),
+        TensorSpec::new([z.shape[0], 2 * z.shape[1]].into(), DType::F32),
     ))]
     fn layer_norm_rows_backward(
         z: FloatTensor<Self>,
@@ -223,6 +233,16 @@ pub trait LayerNormKernel: Backend {
         dy: FloatTensor<Self>,
         epsilon: f64,
     ) -> (FloatTensor<Self>, FloatTensor<Self>);
+}
+
+/// cubecl's element type of the float `dtype` (f32, f16 or bf16).
+fn float_elem(dtype: DType) -> cubecl::ir::ElemType {
+    use cubecl::ir::{ElemType, FloatKind};
+    match dtype {
+        DType::F16 => ElemType::Float(FloatKind::F16),
+        DType::BF16 => ElemType::Float(FloatKind::BF16),
+        _ => ElemType::Float(FloatKind::F32),
+    }
 }
 
 fn launch_geometry(rows: usize) -> (CubeDim, usize) {
@@ -249,6 +269,7 @@ impl LayerNormKernel for CubeBackend {
         let (gamma, beta) = (into_contiguous(gamma), into_contiguous(beta));
         let [rows, width] = burn::backend::TensorMetadata::shape(&z).dims::<2>();
         let out = empty_like(&z);
+        let dtype = float_elem(z.dtype);
         let client = z.client.clone();
         let (cube_dim, cubes) = launch_geometry(rows);
         let cube_count = calculate_cube_count_elemwise(&client, cubes * 256, cube_dim);
@@ -266,6 +287,7 @@ impl LayerNormKernel for CubeBackend {
                 u32_arg(rows),
                 f32_arg(epsilon),
                 width,
+                dtype,
             );
         }
         out
@@ -288,8 +310,9 @@ impl LayerNormKernel for CubeBackend {
             z.client.clone(),
             z.device.clone(),
             [rows, 2 * width].into(),
-            z.dtype,
+            DType::F32,
         );
+        let dtype = float_elem(z.dtype);
         let client = z.client.clone();
         let (cube_dim, cubes) = launch_geometry(rows);
         let cube_count = calculate_cube_count_elemwise(&client, cubes * 256, cube_dim);
@@ -307,6 +330,7 @@ impl LayerNormKernel for CubeBackend {
                 u32_arg(rows),
                 f32_arg(epsilon),
                 width,
+                dtype,
             );
         }
         (dz, stacked)
@@ -404,12 +428,14 @@ impl<B: LayerNormKernel, C: CheckpointStrategy> LayerNormKernel for Autodiff<B, 
     }
 }
 
-/// `norm(x)` through the fused kernels, where they apply: an f32 input on a cubecl device
-/// (wgpu, CUDA), a norm with β, the kernels [`crate::fused_layers::enabled`]. `None`
-/// otherwise: the caller runs
-/// burn's norm.
+/// `norm(x)` through the fused kernels, where they apply: an f32, f16 or bf16 input (half
+/// precision read and written as such, computed in f32) on a cubecl device (wgpu, CUDA), a
+/// norm with β, the kernels [`crate::fused_layers::enabled`]. `None` otherwise: the caller
+/// runs burn's norm.
 pub fn try_layer_norm(norm: &LayerNorm, x: &Tensor<3>, epsilon: f64) -> Option<Tensor<3>> {
-    if x.dtype() != DType::F32 || !crate::fused_layers::applies(&x.device()) {
+    if !matches!(x.dtype(), DType::F32 | DType::F16 | DType::BF16)
+        || !crate::fused_layers::applies(&x.device())
+    {
         return None;
     }
     let beta = norm.beta.as_ref()?.val();
@@ -575,6 +601,65 @@ mod tests {
         let fused = try_layer_norm(&norm, &x, crate::layers::NORM_EPSILON).unwrap();
         let vec = |t: Tensor<3>| t.reshape([120]).into_data().try_to_vec::<f32>().unwrap();
         assert_close("inference", &vec(fused), &vec(norm.forward(x)), 1e-5);
+    }
+
+    /// The norm in f16 through the kernel reading and writing f16 (`direct`), or through
+    /// the f32 kernel between casts: the output and the gradients of Σ y·w for the f32
+    /// leaf x (cast to f16), γ and β.
+    fn run_half(direct: bool, dims: [usize; 3], device: &Device) -> Grads {
+        use burn::tensor::FloatDType;
+        let [b, t, d] = dims;
+        let norm = norm(d, device);
+        let x = Tensor::<1>::from_floats(values(b * t * d, 3).as_slice(), device)
+            .reshape([b, t, d])
+            .require_grad();
+        let half = x.clone().cast(FloatDType::F16);
+        let w = Tensor::<1>::from_floats(values(b * t * d, 4).as_slice(), device)
+            .reshape([b, t, d])
+            .cast(FloatDType::F16);
+        let epsilon = crate::layers::NORM_EPSILON;
+        let y = if direct {
+            try_layer_norm(&norm, &half, epsilon).expect("fused path applies")
+        } else {
+            try_layer_norm(&norm, &half.cast(FloatDType::F32), epsilon)
+                .expect("fused path applies")
+                .cast(FloatDType::F16)
+        };
+        assert_eq!(y.dtype(), DType::F16);
+        let grads = (y.clone() * w).sum().backward();
+        let vec = |t: Tensor<1>| t.into_data().convert::<f32>().try_to_vec::<f32>().unwrap();
+        Grads {
+            y: vec(y.reshape([b * t * d])),
+            x: vec(x.grad(&grads).unwrap().reshape([b * t * d])),
+            gamma: vec(norm.gamma.val().grad(&grads).unwrap()),
+            beta: vec(norm.beta.as_ref().unwrap().val().grad(&grads).unwrap()),
+        }
+    }
+
+    /// In half precision the kernel reads and writes f16 and computes in f32: the same bits
+    /// as the f32 kernel between casts (the casts' rounding is the kernel's, and every
+    /// intermediate value is the same f32), forward and backward.
+    #[test]
+    fn fused_norm_in_f16_is_the_f32_kernel_between_casts() {
+        let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(device) = wgpu_device("fused_norm_in_f16_is_the_f32_kernel_between_casts") else {
+            return;
+        };
+        if !device.supports_dtype(burn::tensor::FloatDType::F16) {
+            println!("SKIP: fused_norm_in_f16_is_the_f32_kernel_between_casts: no f16");
+            return;
+        }
+        let device = device.autodiff();
+        for dims in [[2, 5, 40], [1, 1, 7]] {
+            let (direct, around) = (
+                run_half(true, dims, &device),
+                run_half(false, dims, &device),
+            );
+            assert_eq!(direct.y, around.y, "{dims:?} y");
+            assert_eq!(direct.x, around.x, "{dims:?} dx");
+            assert_eq!(direct.gamma, around.gamma, "{dims:?} dγ");
+            assert_eq!(direct.beta, around.beta, "{dims:?} dβ");
+        }
     }
 
     /// What a norm's forward and backward launch, fused and as burn's primitives.

@@ -72,14 +72,14 @@ pub fn apply_linear(layer: &Linear, x: Tensor<2>) -> Tensor<2> {
 /// Layer normalization computed in f32 whatever the input's type (its mean and variance
 /// over d_model values lose too much in half precision), returned in the input's type.
 pub fn apply_layer_norm(norm: &LayerNorm, x: Tensor<3>) -> Tensor<3> {
-    let dtype = x.dtype();
-    let x = x.cast(FloatDType::F32);
+    // The fused kernel reads and writes half precision itself, computing in f32.
     #[cfg(not(target_arch = "wasm32"))]
     if let Some(y) = crate::layer_norm_kernel::try_layer_norm(norm, &x, crate::layers::NORM_EPSILON)
     {
-        return y.cast(dtype);
+        return y;
     }
-    norm.forward(x).cast(dtype)
+    let dtype = x.dtype();
+    norm.forward(x.cast(FloatDType::F32)).cast(dtype)
 }
 
 #[cfg(test)]
