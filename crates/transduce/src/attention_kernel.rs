@@ -25,7 +25,7 @@ use burn::backend::fusion::custom::TensorSpec;
 use burn::backend::{
     Autodiff, AutodiffBackend, Backend, Dispatch, backend_extension, tensor::FloatTensor,
 };
-use burn::tensor::{Bool, DType, FloatDType, Shape, Tensor};
+use burn::tensor::{Bool, DType, Shape, Tensor};
 use burn_cubecl::CubeBackend;
 use burn_cubecl::cubecl;
 use burn_cubecl::cubecl::calculate_cube_count_elemwise;
@@ -35,7 +35,7 @@ use burn_cubecl::kernel::into_contiguous;
 use burn_cubecl::ops::numeric::empty_device_dtype;
 use burn_cubecl::tensor::CubeTensor;
 
-use crate::fused_layers::{f32_arg, u32_arg};
+use crate::fused_layers::{f32_arg, float_elem, u32_arg};
 
 /// Threads per workgroup (one row of scores, or one key's gradients).
 const THREADS: usize = 64;
@@ -81,12 +81,12 @@ struct Sizes {
 // the inner read must not be emitted without a mask.
 #[cube(launch_unchecked)]
 #[allow(clippy::too_many_arguments, clippy::collapsible_if)]
-fn attention_forward(
-    q: &LinearView<'_, f32>,
-    k: &LinearView<'_, f32>,
-    v: &LinearView<'_, f32>,
+fn attention_forward<F: Float>(
+    q: &LinearView<'_, F>,
+    k: &LinearView<'_, F>,
+    v: &LinearView<'_, F>,
     mask: &LinearView<'_, f32>,
-    out: &mut LinearViewMut<'_, f32>,
+    out: &mut LinearViewMut<'_, F>,
     weights: &mut LinearViewMut<'_, f32>,
     sizes: Sizes,
     scale: InputScalar,
@@ -94,6 +94,7 @@ fn attention_forward(
     #[comptime] dk: usize,
     #[comptime] dv: usize,
     #[comptime] masked: bool,
+    #[define(F)] _dtype: ElemType,
 ) {
     let tq = sizes.queries.get::<u32>() as usize;
     let tk = sizes.keys.get::<u32>() as usize;
@@ -118,7 +119,7 @@ fn attention_forward(
         let k_base = ((b * tk + j) * heads + h) * dk;
         let mut s = 0.0f32;
         for d in 0..dk {
-            s += q.read(q_base + d) * k.read(k_base + d);
+            s += f32::cast_from(q.read(q_base + d)) * f32::cast_from(k.read(k_base + d));
         }
         let mut s = s / divisor;
         // The mask (1 blocked) is [batch or 1, queries or 1, keys], its strides 0 where
@@ -155,22 +156,22 @@ fn attention_forward(
     while d < dv {
         let mut acc = 0.0f32;
         for j in 0..tk {
-            acc += scores[j] * v.read(((b * tk + j) * heads + h) * dv + d);
+            acc += scores[j] * f32::cast_from(v.read(((b * tk + j) * heads + h) * dv + d));
         }
-        out.write(out_base + d, acc);
+        out.write(out_base + d, F::cast_from(acc));
         d += THREADS;
     }
 }
 
 #[cube(launch_unchecked)]
 #[allow(clippy::too_many_arguments, clippy::collapsible_if)]
-fn attention_backward_queries(
-    k: &LinearView<'_, f32>,
-    v: &LinearView<'_, f32>,
+fn attention_backward_queries<F: Float>(
+    k: &LinearView<'_, F>,
+    v: &LinearView<'_, F>,
     mask: &LinearView<'_, f32>,
     weights: &LinearView<'_, f32>,
-    d_out: &LinearView<'_, f32>,
-    dq: &mut LinearViewMut<'_, f32>,
+    d_out: &LinearView<'_, F>,
+    dq: &mut LinearViewMut<'_, F>,
     d_scores: &mut LinearViewMut<'_, f32>,
     sizes: Sizes,
     scale: InputScalar,
@@ -178,6 +179,7 @@ fn attention_backward_queries(
     #[comptime] dk: usize,
     #[comptime] dv: usize,
     #[comptime] masked: bool,
+    #[define(F)] _dtype: ElemType,
 ) {
     let tq = sizes.queries.get::<u32>() as usize;
     let tk = sizes.keys.get::<u32>() as usize;
@@ -202,7 +204,7 @@ fn attention_backward_queries(
         let v_base = ((b * tk + j) * heads + h) * dv;
         let mut dp = 0.0f32;
         for d in 0..dv {
-            dp += d_out.read(o_base + d) * v.read(v_base + d);
+            dp += f32::cast_from(d_out.read(o_base + d)) * f32::cast_from(v.read(v_base + d));
         }
         ds[j] = dp;
         dot += weights.read(row * tk + j) * dp;
@@ -227,26 +229,27 @@ fn attention_backward_queries(
     while d < dk {
         let mut acc = 0.0f32;
         for j in 0..tk {
-            acc += ds[j] * k.read(((b * tk + j) * heads + h) * dk + d);
+            acc += ds[j] * f32::cast_from(k.read(((b * tk + j) * heads + h) * dk + d));
         }
-        dq.write(q_base + d, acc);
+        dq.write(q_base + d, F::cast_from(acc));
         d += THREADS;
     }
 }
 
 #[cube(launch_unchecked)]
 #[allow(clippy::too_many_arguments)]
-fn attention_backward_keys(
-    q: &LinearView<'_, f32>,
+fn attention_backward_keys<F: Float>(
+    q: &LinearView<'_, F>,
     weights: &LinearView<'_, f32>,
     d_scores: &LinearView<'_, f32>,
-    d_out: &LinearView<'_, f32>,
-    dk_out: &mut LinearViewMut<'_, f32>,
-    dv_out: &mut LinearViewMut<'_, f32>,
+    d_out: &LinearView<'_, F>,
+    dk_out: &mut LinearViewMut<'_, F>,
+    dv_out: &mut LinearViewMut<'_, F>,
     sizes: Sizes,
     #[comptime] heads: usize,
     #[comptime] dk: usize,
     #[comptime] dv: usize,
+    #[define(F)] _dtype: ElemType,
 ) {
     let tq = sizes.queries.get::<u32>() as usize;
     let tk = sizes.keys.get::<u32>() as usize;
@@ -265,10 +268,10 @@ fn attention_backward_keys(
     while d < dk {
         let mut acc = 0.0f32;
         for i in 0..tq {
-            acc +=
-                d_scores.read(scores_base + i * tk) * q.read(((b * tq + i) * heads + h) * dk + d);
+            acc += d_scores.read(scores_base + i * tk)
+                * f32::cast_from(q.read(((b * tq + i) * heads + h) * dk + d));
         }
-        dk_out.write(((b * tk + j) * heads + h) * dk + d, acc);
+        dk_out.write(((b * tk + j) * heads + h) * dk + d, F::cast_from(acc));
         d += THREADS;
     }
     let mut d = t;
@@ -276,9 +279,9 @@ fn attention_backward_keys(
         let mut acc = 0.0f32;
         for i in 0..tq {
             acc += weights.read(scores_base + i * tk)
-                * d_out.read(((b * tq + i) * heads + h) * dv + d);
+                * f32::cast_from(d_out.read(((b * tq + i) * heads + h) * dv + d));
         }
-        dv_out.write(((b * tk + j) * heads + h) * dv + d, acc);
+        dv_out.write(((b * tk + j) * heads + h) * dv + d, F::cast_from(acc));
         d += THREADS;
     }
 }
@@ -296,7 +299,7 @@ pub trait AttentionKernel: Backend {
     /// heads, queries, keys]`.
     #[fusion(meta = |q, k, v, _mask, heads, _masked| (
         TensorSpec::new([q.shape[0], q.shape[1], v.shape[2]].into(), q.dtype),
-        TensorSpec::new(weights_shape(&q.shape, &k.shape, *heads), q.dtype),
+        TensorSpec::new(weights_shape(&q.shape, &k.shape, *heads), DType::F32),
     ))]
     fn attention_heads(
         q: FloatTensor<Self>,
@@ -342,6 +345,11 @@ pub trait AttentionKernel: Backend {
 
 fn empty(like: &CubeTensor, shape: Shape) -> CubeTensor {
     empty_device_dtype(like.client.clone(), like.device.clone(), shape, like.dtype)
+}
+
+/// The weights and the scores' gradient: f32 whatever the inputs' type.
+fn empty_f32(like: &CubeTensor, shape: Shape) -> CubeTensor {
+    empty_device_dtype(like.client.clone(), like.device.clone(), shape, DType::F32)
 }
 
 fn sizes(rows: usize, queries: usize, keys: usize, mask: (usize, usize)) -> SizesLaunch {
@@ -390,7 +398,8 @@ impl AttentionKernel for CubeBackend {
         let [_, tk, hdv] = v.meta.shape().dims::<3>();
         let (dk, dv) = (hdk / heads, hdv / heads);
         let out = empty(&q, [batch, tq, hdv].into());
-        let weights = empty(&q, [batch, heads, tq, tk].into());
+        let weights = empty_f32(&q, [batch, heads, tq, tk].into());
+        let dtype = float_elem(q.dtype);
         let rows = batch * heads * tq;
         let (sb, sq) = mask_strides(&mask, masked);
         let client = q.client.clone();
@@ -415,6 +424,7 @@ impl AttentionKernel for CubeBackend {
                 dk,
                 dv,
                 masked,
+                dtype,
             );
         }
         (out, weights)
@@ -441,7 +451,8 @@ impl AttentionKernel for CubeBackend {
         let [_, tk, hdv] = v.meta.shape().dims::<3>();
         let (dk, dv) = (hdk / heads, hdv / heads);
         let dq = empty(&k, [batch, tq, hdk].into());
-        let d_scores = empty(&k, [batch, heads, tq, tk].into());
+        let d_scores = empty_f32(&k, [batch, heads, tq, tk].into());
+        let dtype = float_elem(k.dtype);
         let rows = batch * heads * tq;
         let (sb, sq) = mask_strides(&mask, masked);
         let client = k.client.clone();
@@ -466,6 +477,7 @@ impl AttentionKernel for CubeBackend {
                 dk,
                 dv,
                 masked,
+                dtype,
             );
         }
         (dq, d_scores)
@@ -491,6 +503,7 @@ impl AttentionKernel for CubeBackend {
         let (dk, dv) = (hdk / heads, hdv / heads);
         let dk_out = empty(&q, k.meta.shape().clone());
         let dv_out = empty(&q, v.meta.shape().clone());
+        let dtype = float_elem(q.dtype);
         let keys = batch * heads * tk;
         let client = q.client.clone();
         let dim = CubeDim::new_1d(THREADS as u32);
@@ -511,6 +524,7 @@ impl AttentionKernel for CubeBackend {
                 heads,
                 dk,
                 dv,
+                dtype,
             );
         }
         (dk_out, dv_out)
@@ -666,20 +680,13 @@ pub fn try_attention(
     if !device.is_autodiff() || !crate::fused_layers::applies(&device) {
         return None;
     }
+    // f32, or half precision read and written as such and computed in f32 (the unfused
+    // path keeps the scores and their softmax in f32 too).
     let dtype = q.dtype();
-    if [k, v].iter().any(|t| t.dtype() != dtype) {
+    if !matches!(dtype, DType::F32 | DType::F16 | DType::BF16)
+        || [k, v].iter().any(|t| t.dtype() != dtype)
+    {
         return None;
-    }
-    if dtype != DType::F32 {
-        // Half precision: computed in f32 (the unfused path keeps the scores and their
-        // softmax in f32 too), the context returned in the input's type. The casts sit
-        // inside autodiff, so the gradients flow back through them.
-        if !matches!(dtype, DType::F16 | DType::BF16) {
-            return None;
-        }
-        let up = |t: &Tensor<3>| t.clone().cast(FloatDType::F32);
-        let (context, weights) = try_attention(&up(q), &up(k), &up(v), blocked, heads)?;
-        return Some((context.cast(dtype), weights));
     }
     let [batch, tq, _] = q.dims();
     let tk = k.dims()[1];
@@ -714,7 +721,7 @@ mod tests {
     use crate::attention::scaled_dot_product;
     use crate::dropout::Dropout;
     use crate::layer_norm_kernel::test_gpu::{SERIAL, count_launches, wgpu_device};
-    use burn::tensor::{Device, TensorData};
+    use burn::tensor::{Device, FloatDType, TensorData};
 
     /// The primitives' values to 2·10⁻⁵ of the largest.
     fn assert_close(what: &str, got: &[f32], want: &[f32]) {
@@ -769,7 +776,18 @@ mod tests {
     /// The context, the weights and the gradients of Σ context·w for the f32 leaves q, k and
     /// v, computed in `dtype` (the leaves cast to it): fused, or through burn's primitives
     /// (split heads, `scaled_dot_product`, merge).
-    fn run(case: &Case, fused: bool, dtype: FloatDType, device: &Device) -> Outcome {
+    /// How [`run`] attends.
+    #[derive(Clone, Copy, PartialEq)]
+    enum How {
+        /// The fused kernels, in the inputs' type.
+        Fused,
+        /// The fused kernels in f32, the inputs cast up and the context cast back.
+        FusedInF32,
+        /// burn's primitives.
+        Primitives,
+    }
+
+    fn run(case: &Case, how: How, dtype: FloatDType, device: &Device) -> Outcome {
         let (b, tq, tk, h) = (case.batch, case.queries, case.keys, case.heads);
         let q = leaf([b, tq, h * case.dk], 1, device);
         let k = leaf([b, tk, h * case.dk], 2, device);
@@ -786,8 +804,14 @@ mod tests {
             let flat: Vec<bool> = rows.iter().flatten().copied().collect();
             Tensor::<4, Bool>::from_data(TensorData::new(flat, case.mask_dims), device)
         });
-        let (context, weights) = if fused {
+        let (context, weights) = if how == How::Fused {
             try_attention(&qc, &kc, &vc, blocked.as_ref(), h).expect("fused path applies")
+        } else if how == How::FusedInF32 {
+            let up = |t: &Tensor<3>| t.clone().cast(FloatDType::F32);
+            let (context, weights) =
+                try_attention(&up(&qc), &up(&kc), &up(&vc), blocked.as_ref(), h)
+                    .expect("fused path applies");
+            (context.cast(dtype), weights)
         } else {
             let split = |t: &Tensor<3>, d: usize| {
                 let [b, n, _] = t.dims();
@@ -877,8 +901,8 @@ mod tests {
         };
         let device = device.autodiff();
         for (n, case) in cases().iter().enumerate() {
-            let fused = run(case, true, FloatDType::F32, &device);
-            let burn = run(case, false, FloatDType::F32, &device);
+            let fused = run(case, How::Fused, FloatDType::F32, &device);
+            let burn = run(case, How::Primitives, FloatDType::F32, &device);
             let what = |name: &str| format!("case {n} {name}");
             assert_close(&what("context"), &fused.context, &burn.context);
             assert_close(&what("weights"), &fused.weights, &burn.weights);
@@ -898,9 +922,10 @@ mod tests {
         let device = device.autodiff();
         let case = &cases()[0];
         let launches = |fused: bool| {
-            run(case, fused, FloatDType::F32, &device); // compiled and tuned: not counted
+            let how = if fused { How::Fused } else { How::Primitives };
+            run(case, how, FloatDType::F32, &device); // compiled and tuned: not counted
             count_launches(|| {
-                run(case, fused, FloatDType::F32, &device);
+                run(case, how, FloatDType::F32, &device);
             })
         };
         let (fused, burn) = (launches(true), launches(false));
@@ -908,9 +933,10 @@ mod tests {
         assert!(fused + 10 <= burn, "fused {fused}, burn's {burn}");
     }
 
-    /// In half precision the fused kernels compute in f32 between casts: the context and
-    /// the gradients are the f32 primitives' (inputs f16 holds exactly) to f16's rounding,
-    /// the weights (f32 either way) to f32's.
+    /// In half precision the fused kernels read and write f16 and compute in f32: the
+    /// context and the gradients are the f32 primitives' (inputs f16 holds exactly) to
+    /// f16's rounding, the weights (f32 either way) to f32's; and they are the f32 kernels
+    /// between casts, bit for bit.
     #[test]
     fn fused_attention_in_f16_is_the_f32_primitives_to_f16_rounding() {
         let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -925,8 +951,23 @@ mod tests {
         }
         let device = device.autodiff();
         for (n, case) in cases().iter().enumerate() {
-            let half = run(case, true, FloatDType::F16, &device);
-            let burn = run(case, false, FloatDType::F32, &device);
+            let half = run(case, How::Fused, FloatDType::F16, &device);
+            let burn = run(case, How::Primitives, FloatDType::F32, &device);
+            // Reading and writing f16 is the f32 kernels between casts, bit for bit: the
+            // same f32 values inside, the same roundings at the edges.
+            let around = run(case, How::FusedInF32, FloatDType::F16, &device);
+            for (name, a, b) in [
+                ("context", &half.context, &around.context),
+                ("weights", &half.weights, &around.weights),
+                ("dq", &half.dq, &around.dq),
+                ("dk", &half.dk, &around.dk),
+                ("dv", &half.dv, &around.dv),
+            ] {
+                assert_eq!(
+                    a, b,
+                    "case {n} {name}: f16 kernels against f32 between casts"
+                );
+            }
             let what = |name: &str| format!("case {n} {name}");
             let f16 = |what: &str, got: &[f32], want: &[f32]| {
                 crate::layer_norm_kernel::test_gpu::assert_close(what, got, want, 2e-3)

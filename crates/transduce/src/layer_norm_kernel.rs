@@ -31,7 +31,7 @@ use burn_cubecl::kernel::into_contiguous;
 use burn_cubecl::ops::numeric::empty_device_dtype;
 use burn_cubecl::tensor::CubeTensor;
 
-use crate::fused_layers::{f32_arg, u32_arg};
+use crate::fused_layers::{f32_arg, float_elem, u32_arg};
 
 /// Threads that share one row (their partial sums meet in workgroup memory).
 const LANES: u32 = 32;
@@ -233,16 +233,6 @@ pub trait LayerNormKernel: Backend {
         dy: FloatTensor<Self>,
         epsilon: f64,
     ) -> (FloatTensor<Self>, FloatTensor<Self>);
-}
-
-/// cubecl's element type of the float `dtype` (f32, f16 or bf16).
-fn float_elem(dtype: DType) -> cubecl::ir::ElemType {
-    use cubecl::ir::{ElemType, FloatKind};
-    match dtype {
-        DType::F16 => ElemType::Float(FloatKind::F16),
-        DType::BF16 => ElemType::Float(FloatKind::BF16),
-        _ => ElemType::Float(FloatKind::F32),
-    }
 }
 
 fn launch_geometry(rows: usize) -> (CubeDim, usize) {
