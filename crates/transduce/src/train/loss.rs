@@ -34,14 +34,24 @@ pub struct LossSums {
 /// formulas as tensor operations on the device.
 pub fn label_smoothed(logits: Tensor<3>, targets: Tensor<2, Int>, epsilon: f64) -> LossSums {
     let tracked = logits.is_require_grad() || logits.is_tracked();
-    // Half-precision logits (mixed-precision training) are cast up: the softmax over the
-    // vocabulary and the sums need f32, and the gradient flows back through the cast.
-    let logits = logits.cast(FloatDType::F32);
+    let device = logits.device();
+    #[cfg(not(target_arch = "wasm32"))]
+    let fused = crate::fused_layers::applies(&device);
+    #[cfg(target_arch = "wasm32")]
+    let fused = false;
+    // The softmax over the vocabulary and the sums need f32. The fused kernel reads
+    // half-precision logits (mixed-precision training) as they are and computes in f32;
+    // elsewhere they are cast up first. Either way the gradient, f32, flows back through a
+    // cast, so that under a loss scale it is scaled before it is rounded.
+    let logits = if fused {
+        logits
+    } else {
+        logits.cast(FloatDType::F32)
+    };
     let [b, t, v] = logits.dims();
     let n = b * t;
     let logits = logits.reshape([n, v]);
     let targets = targets.reshape([n, 1]).without_autodiff();
-    let device = logits.device();
     let host = (device.clone().inner() == Device::flex())
         .then(|| on_host(&logits, &targets, epsilon, tracked))
         .flatten();
@@ -52,15 +62,13 @@ pub fn label_smoothed(logits: Tensor<3>, targets: Tensor<2, Int>, epsilon: f64) 
             (value(smoothed), value(nll), grad)
         }
         #[cfg(not(target_arch = "wasm32"))]
-        None if crate::fused_layers::applies(&device) => {
-            on_device_fused(&logits, &targets, epsilon, tracked)
-        }
+        None if fused => on_device_fused(&logits, &targets, epsilon, tracked),
         None => on_device(&logits, &targets, epsilon, tracked),
     };
     match grad {
         None => LossSums { smoothed, nll },
         Some(grad) => {
-            let surrogate = (logits * grad).sum();
+            let surrogate = (logits.cast(FloatDType::F32) * grad).sum();
             let smoothed = surrogate.clone() - surrogate.detach() + smoothed;
             LossSums { smoothed, nll }
         }
@@ -388,6 +396,50 @@ mod tests {
                 assert!(gx[2 * v..3 * v].iter().all(|&g| g == 0.0));
             }
         }
+    }
+
+    /// Half-precision logits go into the kernel as they are (computed in f32 there): the
+    /// sums and the gradient (scaled by 1024 as a loss scale would, before it is rounded to
+    /// f16) are those of the same logits cast to f32 first, bit for bit.
+    #[test]
+    fn half_logits_are_read_as_they_are() {
+        let Some(gpu) = crate::layer_norm_kernel::test_gpu::wgpu_device("half logits") else {
+            return;
+        };
+        if !gpu.supports_dtype(FloatDType::F16) {
+            println!("SKIP: half_logits_are_read_as_they_are: no f16");
+            return;
+        }
+        let _serial = crate::layer_norm_kernel::test_gpu::SERIAL
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let device = gpu.autodiff();
+        let (b, t, v) = (2, 3, 300);
+        // Multiples of 1/8 in [−8, 8): f16 holds them exactly.
+        let values: Vec<f32> = (0..b * t * v)
+            .map(|i| ((i * 37 % 128) as f32 - 64.0) / 8.0)
+            .collect();
+        let targets = Tensor::<2, Int>::from_data([[3i32, 1, PAD as i32], [299, 2, 5]], &device);
+        let run = |cast_first: bool| {
+            let x = Tensor::<1>::from_floats(values.as_slice(), &device)
+                .reshape([b, t, v])
+                .require_grad();
+            let half = x.clone().cast(FloatDType::F16);
+            let logits = if cast_first {
+                half.cast(FloatDType::F32)
+            } else {
+                half
+            };
+            let sums = label_smoothed(logits, targets.clone(), 0.1);
+            let values = [sums.smoothed.clone(), sums.nll].map(scalar);
+            let grads = sums.smoothed.mul_scalar(1024.0).backward();
+            let grad = x.grad(&grads).unwrap().into_data();
+            (values, grad.try_to_vec::<f32>().unwrap())
+        };
+        let (direct, cast) = (run(false), run(true));
+        assert_eq!(direct.0, cast.0, "sums");
+        assert_eq!(direct.1, cast.1, "gradient");
+        assert!(direct.1.iter().any(|&g| g != 0.0), "a gradient flows");
     }
 
     /// A confident wrong prediction (p(target) ≈ e^-200) has a finite loss of ≈ 200.

@@ -4,10 +4,11 @@
 //! operations ([`super::loss`]'s `on_device`, this kernel's oracle) launch a dozen kernels
 //! and keep several `[rows, vocabulary]` tensors (the step's largest) in memory.
 
-use crate::fused_layers::{f32_arg, u32_arg};
+use crate::fused_layers::{f32_arg, float_elem, u32_arg};
 use crate::tokenizer::PAD;
 use burn::backend::fusion::custom::TensorSpec;
 use burn::backend::{Backend, TensorMetadata, backend_extension, tensor::FloatTensor};
+use burn::tensor::DType;
 use burn_cubecl::CubeBackend;
 use burn_cubecl::cubecl;
 use burn_cubecl::cubecl::calculate_cube_count_elemwise;
@@ -62,8 +63,8 @@ fn across(shared: &mut Shared<[f32]>, value: f32, #[comptime] max: bool) -> f32 
 
 #[cube(launch_unchecked)]
 #[allow(clippy::too_many_arguments)]
-fn smoothed_cross_entropy(
-    logits: &LinearView<'_, f32>,
+fn smoothed_cross_entropy<F: Float>(
+    logits: &LinearView<'_, F>,
     targets: &LinearView<'_, f32>,
     sums: &mut LinearViewMut<'_, f32>,
     grad: &mut LinearViewMut<'_, f32>,
@@ -71,6 +72,7 @@ fn smoothed_cross_entropy(
     epsilon: InputScalar,
     #[comptime] vocab: usize,
     #[comptime] tracked: bool,
+    #[define(F)] _dtype: ElemType,
 ) {
     let row = CUBE_POS;
     if row >= rows.get::<u32>() as usize {
@@ -85,7 +87,7 @@ fn smoothed_cross_entropy(
     let mut m = f32::new(-3.0e38);
     let mut j = t;
     while j < vocab {
-        m = f32::max(m, logits.read(base + j));
+        m = f32::max(m, f32::cast_from(logits.read(base + j)));
         j += THREADS;
     }
     let m = across(&mut shared, m, true);
@@ -93,7 +95,7 @@ fn smoothed_cross_entropy(
     let mut total = 0.0f32;
     let mut j = t;
     while j < vocab {
-        let z = logits.read(base + j);
+        let z = f32::cast_from(logits.read(base + j));
         exps += (z - m).exp();
         total += z;
         j += THREADS;
@@ -107,7 +109,7 @@ fn smoothed_cross_entropy(
         let mut nll = 0.0f32;
         let mut smoothed = 0.0f32;
         if keep {
-            nll = log_norm - logits.read(base + target);
+            nll = log_norm - f32::cast_from(logits.read(base + target));
             // −Σ_k log p(k) = v · log Σ e^z − Σ_k z_k
             let uniform = f32::cast_from(vocab) * log_norm - total;
             smoothed = nll * (1.0f32 - eps - spread) + uniform * spread;
@@ -121,7 +123,7 @@ fn smoothed_cross_entropy(
             // p − q: q = spread everywhere plus 1 − ε − spread at the target; 0 on PAD.
             let mut g = 0.0f32;
             if keep {
-                g = (logits.read(base + j) - m).exp() / exps - spread;
+                g = (f32::cast_from(logits.read(base + j)) - m).exp() / exps - spread;
                 if j == target {
                     g -= 1.0f32 - eps - spread;
                 }
@@ -134,15 +136,16 @@ fn smoothed_cross_entropy(
 
 #[backend_extension(Cube: cfg(all()), Fusion: cfg(all()))]
 pub trait LossKernel: Backend {
-    /// For `logits` `[rows, v]` and `targets` `[rows]` (ids as floats): each row's
-    /// `[smoothed cross-entropy, −log p(target)]` (`[rows, 2]`, 0 on PAD rows) and, when
-    /// `tracked`, the gradient of the smoothed loss `p − q` (`[rows, v]`; `[1, 1]` unused
-    /// otherwise).
+    /// For `logits` `[rows, v]` (f32, or f16 or bf16 read as such and computed in f32) and
+    /// `targets` `[rows]` (ids as floats): each row's `[smoothed cross-entropy, −log
+    /// p(target)]` (`[rows, 2]`, f32, 0 on PAD rows) and, when `tracked`, the gradient of
+    /// the smoothed loss `p − q` (`[rows, v]`, f32: under a loss scale it is scaled before
+    /// it is rounded to half precision; `[1, 1]` unused otherwise).
     #[fusion(meta = |logits, _targets, _epsilon, tracked| (
-        TensorSpec::new([logits.shape[0], 2].into(), logits.dtype),
+        TensorSpec::new([logits.shape[0], 2].into(), DType::F32),
         TensorSpec::new(
             if *tracked { logits.shape.clone() } else { [1, 1].into() },
-            logits.dtype,
+            DType::F32,
         ),
     ))]
     fn smoothed_cross_entropy(
@@ -162,16 +165,17 @@ impl LossKernel for CubeBackend {
     ) -> (CubeTensor, CubeTensor) {
         let (logits, targets) = (into_contiguous(logits), into_contiguous(targets));
         let [rows, vocab] = logits.shape().dims::<2>();
-        let empty = |shape: [usize; 2]| {
+        let empty = |shape: [usize; 2], dtype| {
             empty_device_dtype(
                 logits.client.clone(),
                 logits.device.clone(),
                 shape.into(),
-                logits.dtype,
+                dtype,
             )
         };
-        let sums = empty([rows, 2]);
-        let grad = empty(if tracked { [rows, vocab] } else { [1, 1] });
+        let sums = empty([rows, 2], DType::F32);
+        let grad = empty(if tracked { [rows, vocab] } else { [1, 1] }, DType::F32);
+        let dtype = float_elem(logits.dtype);
         let client = logits.client.clone();
         let dim = CubeDim::new_1d(THREADS as u32);
         let count = calculate_cube_count_elemwise(&client, rows * THREADS, dim);
@@ -190,6 +194,7 @@ impl LossKernel for CubeBackend {
                 f32_arg(epsilon),
                 vocab,
                 tracked,
+                dtype,
             );
         }
         (sums, grad)
