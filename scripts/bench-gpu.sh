@@ -167,5 +167,19 @@ for r in rows:
           f"{backend} | {r['tokens_per_sec']:,.0f} | {r['step_ms']:.1f} | "
           f"{r['peak_mib']:,.0f} ({r['memory']}) | {r['final_loss']:.4f}"
           + (f" (step {r['loss_step']})" if "loss_step" in r else "") + " |")
+# What transduce's own step cost the host (`bench`'s census): on a GPU the replayed rows
+# should show host work (host ms less its waiting) far below the step.
+counted = [r for r in rows if "launches_per_step" in r]
+if counted:
+    print()
+    print("| preset | precision | backend | launches/step | kernels/step | host ms/step | of it waiting | step ms |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in counted:
+        waiting = r.get("host_ms_waiting_per_step")
+        print(f"| {r['preset']} | {r['precision']} | {r['backend']}"
+              + (" (graph)" if r.get("graph") else "")
+              + f" | {r['launches_per_step']:.0f} | {r['kernels_per_step']:.0f} | "
+              f"{r['host_ms_per_step']:.1f} | "
+              + (f"{waiting:.1f}" if waiting is not None else "") + f" | {r['step_ms']:.1f} |")
 EOF
 echo "raw rows: $results" >&2
