@@ -1124,6 +1124,9 @@ impl GraphTrainer {
         {
             self.fallback = Some(why);
         }
+        if self.fallback.is_some() && matches!(self.update_mode, Mode::Warming(_)) {
+            self.update_mode = Mode::Eager;
+        }
     }
 
     /// The class of `forced`'s shape, its input buffers holding `forced`.
@@ -1288,7 +1291,7 @@ fn run_gradients(
         None => loss.clone(),
     };
     let grads = GradientsParams::from_grads(scaled.backward(), &model);
-    accumulate(grads, &model, accumulated, flags, &adam.device);
+    accumulate(grads, &model, accumulated, flags, &adam.unused_slot);
     (
         model,
         Tensor::cat(vec![loss.detach().inner(), sums.nll.inner()], 0),
@@ -1303,8 +1306,9 @@ fn accumulate(
     model: &Transformer,
     accumulated: &mut HashMap<ParamId, Tensor<1>>,
     flags: &Tensor<1>,
-    device: &Device,
+    unused: &Tensor<1>,
 ) {
+    let device = &unused.device();
     struct Flat<'a> {
         grads: &'a mut GradientsParams,
         flat: Vec<(ParamId, Tensor<1>)>,
@@ -1324,7 +1328,7 @@ fn accumulate(
     model.visit(&mut visitor);
     let mut flat = visitor.flat;
     flat.sort_by_key(|(id, g)| (g.dims()[0], id.val()));
-    let unused = || Tensor::<1>::zeros([1], device).into_dispatch();
+    let unused = || unused.clone().into_dispatch();
     for group in flat.chunks(GROUP) {
         let mut slots = Vec::with_capacity(2 * GROUP);
         for (id, grad) in group {
