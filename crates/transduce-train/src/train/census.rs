@@ -281,6 +281,30 @@ mod tests {
         assert!(!is_own_thread("1", "transduce\n"));
     }
 
+    /// The waiting estimate is the waits' count times one wait's cost, never more than the
+    /// host's time.
+    #[test]
+    fn waiting_is_waits_times_their_cost_within_the_host_time() {
+        let census = StepCensus {
+            steps: 10,
+            launches: 6.0,
+            kernels: 268.0,
+            host_ms: 10.0,
+            other_ms: 300.0,
+            reads: 0.1,
+            waits: 100.0,
+            idle_ms: None,
+            top: Vec::new(),
+        };
+        assert_eq!(census.clone().with_wait_cost(50_000.0).idle_ms, Some(5.0));
+        assert_eq!(census.clone().with_wait_cost(200_000.0).idle_ms, Some(10.0));
+        let shown = census.with_wait_cost(50_000.0).to_string();
+        assert!(
+            shown.contains("host ms/step 10.0 (5.0 of it waiting for work"),
+            "{shown}"
+        );
+    }
+
     /// The thread clock moves with work done on this thread.
     #[test]
     fn thread_cpu_time_counts_work() {
