@@ -200,6 +200,14 @@ fn print_census(r: &bench::BenchReport) {
     }
     let Some(c) = &r.census else { return };
     println!("training step:      {c}");
+    if !c.threads.is_empty() {
+        let threads: Vec<String> = c
+            .threads
+            .iter()
+            .map(|(name, ms)| format!("{name} {ms:.1}"))
+            .collect();
+        println!("  host ms by thread: {}", threads.join(", "));
+    }
     if c.launches > 0.0 {
         let top: Vec<String> = c
             .top

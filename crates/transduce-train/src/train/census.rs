@@ -85,18 +85,28 @@ fn is_own_thread(tid: &str, name: &str) -> bool {
 /// CPU nanoseconds of this process's threads so far: (the trainer's own, the others).
 /// Linux's per-thread `schedstat` (nanoseconds on the CPU); elsewhere (0, 0).
 fn thread_cpu_ns() -> (u64, u64) {
-    let (own, other, _) = thread_times();
-    (own, other)
+    let times = thread_times();
+    (times.own, times.other)
 }
 
-/// [`thread_cpu_ns`], and the times the trainer's own threads gave up the CPU to wait
-/// (Linux's `voluntary_ctxt_switches`): each is a wake-up that found nothing to do, or a
-/// blocking wait.
-fn thread_times() -> (u64, u64, u64) {
+/// The threads' CPU time so far, and the times the trainer's own threads gave up the CPU
+/// to wait (Linux's `voluntary_ctxt_switches`: each a wake-up that found nothing to do, or
+/// a blocking wait).
+#[derive(Default)]
+struct ThreadTimes {
+    own: u64,
+    other: u64,
+    waits: u64,
+    /// The trainer's own threads' CPU nanoseconds by name (`main` for the main thread).
+    by_name: HashMap<String, u64>,
+}
+
+fn thread_times() -> ThreadTimes {
+    let mut times = ThreadTimes::default();
     let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return (0, 0, 0);
+        return times;
     };
-    let (mut own, mut other, mut waits) = (0u64, 0u64, 0u64);
+    let main = std::process::id().to_string();
     for task in tasks.flatten() {
         let dir = task.path();
         let Ok(schedstat) = std::fs::read_to_string(dir.join("schedstat")) else {
@@ -108,19 +118,25 @@ fn thread_times() -> (u64, u64, u64) {
             .and_then(|n| n.parse().ok())
             .unwrap_or(0);
         let name = std::fs::read_to_string(dir.join("comm")).unwrap_or_default();
-        if is_own_thread(&task.file_name().to_string_lossy(), &name) {
-            own += ns;
+        let tid = task.file_name().to_string_lossy().to_string();
+        if is_own_thread(&tid, &name) {
+            times.own += ns;
             let status = std::fs::read_to_string(dir.join("status")).unwrap_or_default();
-            waits += status
+            times.waits += status
                 .lines()
                 .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
                 .and_then(|n| n.trim().parse::<u64>().ok())
                 .unwrap_or(0);
+            let name = match tid == main {
+                true => "main".to_string(),
+                false => name.trim().to_string(),
+            };
+            *times.by_name.entry(name).or_default() += ns;
         } else {
-            other += ns;
+            times.other += ns;
         }
     }
-    (own, other, waits)
+    times
 }
 
 /// Watches a stretch of training from [`Census::start`] to [`Census::finish`].
@@ -130,8 +146,9 @@ pub struct Census {
     reads: u64,
     cpu: (u64, u64),
     replays: (u64, u64),
-    /// The trainer's threads' waits so far ([`thread_times`]).
+    /// The trainer's threads' waits so far, and their CPU time by name ([`thread_times`]).
     waits: u64,
+    by_name: HashMap<String, u64>,
 }
 
 /// What a stretch of `steps` optimizer steps cost, per step.
@@ -157,6 +174,9 @@ pub struct StepCensus {
     /// work while the device computes, so on a slow device (lavapipe) this part grows with
     /// the step's duration, not with the host's work.
     pub idle_ms: Option<f64>,
+    /// `host_ms` by thread: the main thread (`main`) and cubecl's device threads (`DS…`),
+    /// most first.
+    pub threads: Vec<(String, f64)>,
     /// The kernels launched most, with their launches per step.
     pub top: Vec<(String, f64)>,
 }
@@ -173,15 +193,23 @@ impl Census {
             reads: reads(),
             cpu: thread_cpu_ns(),
             replays: replays(),
-            waits: thread_times().2,
+            waits: 0,
+            by_name: HashMap::new(),
         }
+        .with_thread_times()
+    }
+
+    fn with_thread_times(mut self) -> Self {
+        let times = thread_times();
+        (self.waits, self.by_name) = (times.waits, times.by_name);
+        self
     }
 
     /// Stops counting; the figures are divided by `steps`.
     pub fn finish(self, steps: u64) -> StepCensus {
-        let (own, other, waits) = thread_times();
-        let cpu = (own, other);
-        let waits = waits.saturating_sub(self.waits);
+        let times = thread_times();
+        let cpu = (times.own, times.other);
+        let waits = times.waits.saturating_sub(self.waits);
         let reads = reads() - self.reads;
         let (replays, replayed) = replays();
         let (replays, replayed) = (replays - self.replays.0, replayed - self.replays.1);
@@ -209,6 +237,18 @@ impl Census {
             reads: per(reads),
             waits: per(waits),
             idle_ms: None,
+            threads: {
+                let mut threads: Vec<(String, f64)> = times
+                    .by_name
+                    .iter()
+                    .map(|(name, &ns)| {
+                        let before = self.by_name.get(name).copied().unwrap_or(0);
+                        (name.clone(), per(ns.saturating_sub(before)) / 1e6)
+                    })
+                    .collect();
+                threads.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+                threads
+            },
             top,
         }
     }
@@ -228,11 +268,11 @@ impl StepCensus {
 /// spin, yield, then park for at most 150 µs at a time, and each wake-up costs the host
 /// CPU time whether or not work came. `None` where waits are not counted (not Linux).
 pub fn wait_cost_ns(window: std::time::Duration) -> Option<f64> {
-    let (before, _, waits_before) = thread_times();
+    let before = thread_times();
     std::thread::sleep(window);
-    let (after, _, waits_after) = thread_times();
-    let waits = waits_after.saturating_sub(waits_before);
-    (waits > 0).then(|| after.saturating_sub(before) as f64 / waits as f64)
+    let after = thread_times();
+    let waits = after.waits.saturating_sub(before.waits);
+    (waits > 0).then(|| after.own.saturating_sub(before.own) as f64 / waits as f64)
 }
 
 /// A kernel's name without its module path and generic arguments.
@@ -294,6 +334,7 @@ mod tests {
             reads: 0.1,
             waits: 100.0,
             idle_ms: None,
+            threads: Vec::new(),
             top: Vec::new(),
         };
         assert_eq!(census.clone().with_wait_cost(50_000.0).idle_ms, Some(5.0));
