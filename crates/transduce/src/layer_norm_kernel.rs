@@ -507,7 +507,7 @@ mod tests {
     use super::test_gpu::{SERIAL, assert_close, count_launches, wgpu_device};
     use super::*;
     use burn::nn::LayerNormConfig;
-    use burn::tensor::Device;
+    use burn::tensor::{Device, FloatDType};
 
     /// Values in about [−2, 2] that repeat only after `n`, offset by `shift`.
     fn values(n: usize, shift: usize) -> Vec<f32> {
@@ -542,28 +542,42 @@ mod tests {
         beta: Vec<f32>,
     }
 
-    /// The norm's output and the gradients of Σ y·w for x, γ and β, fused or burn's.
-    fn run(fused: bool, dims: [usize; 3], device: &Device) -> Grads {
+    /// The norm's output and the gradients of Σ y·w for the f32 leaf x (cast to `dtype`),
+    /// γ and β, the norm applied by `apply`.
+    fn run_with(
+        dims: [usize; 3],
+        dtype: FloatDType,
+        device: &Device,
+        apply: impl Fn(&LayerNorm, &Tensor<3>) -> Tensor<3>,
+    ) -> Grads {
         let [b, t, d] = dims;
         let norm = norm(d, device);
         let x = Tensor::<1>::from_floats(values(b * t * d, 3).as_slice(), device)
             .reshape([b, t, d])
             .require_grad();
-        let w =
-            Tensor::<1>::from_floats(values(b * t * d, 4).as_slice(), device).reshape([b, t, d]);
-        let y = if fused {
-            try_layer_norm(&norm, &x, crate::layers::NORM_EPSILON).expect("fused path applies")
-        } else {
-            norm.forward(x.clone())
-        };
+        let w = Tensor::<1>::from_floats(values(b * t * d, 4).as_slice(), device)
+            .reshape([b, t, d])
+            .cast(dtype);
+        let y = apply(&norm, &x.clone().cast(dtype));
+        assert_eq!(y.dtype(), DType::from(dtype));
         let grads = (y.clone() * w).sum().backward();
-        let vec = |t: Tensor<1>| t.into_data().try_to_vec::<f32>().unwrap();
+        let vec = |t: Tensor<1>| t.into_data().convert::<f32>().try_to_vec::<f32>().unwrap();
         Grads {
             y: vec(y.reshape([b * t * d])),
             x: vec(x.grad(&grads).unwrap().reshape([b * t * d])),
             gamma: vec(norm.gamma.val().grad(&grads).unwrap()),
             beta: vec(norm.beta.as_ref().unwrap().val().grad(&grads).unwrap()),
         }
+    }
+
+    /// [`run_with`] in f32, fused or burn's.
+    fn run(fused: bool, dims: [usize; 3], device: &Device) -> Grads {
+        run_with(dims, FloatDType::F32, device, |norm, x| match fused {
+            true => {
+                try_layer_norm(norm, x, crate::layers::NORM_EPSILON).expect("fused path applies")
+            }
+            false => norm.forward(x.clone()),
+        })
     }
 
     /// The fused forward and backward give burn's norm's output and gradients (x, γ, β) to
@@ -593,37 +607,18 @@ mod tests {
         assert_close("inference", &vec(fused), &vec(norm.forward(x)), 1e-5);
     }
 
-    /// The norm in f16 through the kernel reading and writing f16 (`direct`), or through
-    /// the f32 kernel between casts: the output and the gradients of Σ y·w for the f32
-    /// leaf x (cast to f16), γ and β.
+    /// [`run_with`] in f16 through the kernel reading and writing f16 (`direct`), or
+    /// through the f32 kernel between casts.
     fn run_half(direct: bool, dims: [usize; 3], device: &Device) -> Grads {
-        use burn::tensor::FloatDType;
-        let [b, t, d] = dims;
-        let norm = norm(d, device);
-        let x = Tensor::<1>::from_floats(values(b * t * d, 3).as_slice(), device)
-            .reshape([b, t, d])
-            .require_grad();
-        let half = x.clone().cast(FloatDType::F16);
-        let w = Tensor::<1>::from_floats(values(b * t * d, 4).as_slice(), device)
-            .reshape([b, t, d])
-            .cast(FloatDType::F16);
         let epsilon = crate::layers::NORM_EPSILON;
-        let y = if direct {
-            try_layer_norm(&norm, &half, epsilon).expect("fused path applies")
-        } else {
-            try_layer_norm(&norm, &half.cast(FloatDType::F32), epsilon)
-                .expect("fused path applies")
-                .cast(FloatDType::F16)
-        };
-        assert_eq!(y.dtype(), DType::F16);
-        let grads = (y.clone() * w).sum().backward();
-        let vec = |t: Tensor<1>| t.into_data().convert::<f32>().try_to_vec::<f32>().unwrap();
-        Grads {
-            y: vec(y.reshape([b * t * d])),
-            x: vec(x.grad(&grads).unwrap().reshape([b * t * d])),
-            gamma: vec(norm.gamma.val().grad(&grads).unwrap()),
-            beta: vec(norm.beta.as_ref().unwrap().val().grad(&grads).unwrap()),
-        }
+        run_with(dims, FloatDType::F16, device, |norm, half| {
+            let fused =
+                |x: &Tensor<3>| try_layer_norm(norm, x, epsilon).expect("fused path applies");
+            match direct {
+                true => fused(half),
+                false => fused(&half.clone().cast(FloatDType::F32)).cast(FloatDType::F16),
+            }
+        })
     }
 
     /// In half precision the kernel reads and writes f16 and computes in f32: the same bits
@@ -635,7 +630,7 @@ mod tests {
         let Some(device) = wgpu_device("fused_norm_in_f16_is_the_f32_kernel_between_casts") else {
             return;
         };
-        if !device.supports_dtype(burn::tensor::FloatDType::F16) {
+        if !device.supports_dtype(FloatDType::F16) {
             println!("SKIP: fused_norm_in_f16_is_the_f32_kernel_between_casts: no f16");
             return;
         }

@@ -82,14 +82,8 @@ fn is_own_thread(tid: &str, name: &str) -> bool {
     tid == std::process::id().to_string() || name.trim().starts_with("DS")
 }
 
-/// CPU nanoseconds of this process's threads so far: (the trainer's own, the others).
-/// Linux's per-thread `schedstat` (nanoseconds on the CPU); elsewhere (0, 0).
-fn thread_cpu_ns() -> (u64, u64) {
-    let times = thread_times();
-    (times.own, times.other)
-}
-
-/// The threads' CPU time so far, and the times the trainer's own threads gave up the CPU
+/// The threads' CPU time so far (Linux's per-thread `schedstat`; zeros elsewhere): the
+/// trainer's own and the others'; and the times the trainer's own threads gave up the CPU
 /// to wait (Linux's `voluntary_ctxt_switches`: each a wake-up that found nothing to do, or
 /// a blocking wait).
 #[derive(Default)]
@@ -144,11 +138,9 @@ pub struct Census {
     launches: Arc<Launches>,
     _observation: LaunchObservation,
     reads: u64,
-    cpu: (u64, u64),
     replays: (u64, u64),
-    /// The trainer's threads' waits so far, and their CPU time by name ([`thread_times`]).
-    waits: u64,
-    by_name: HashMap<String, u64>,
+    /// The threads' CPU time and waits at the start.
+    threads: ThreadTimes,
 }
 
 /// What a stretch of `steps` optimizer steps cost, per step.
@@ -191,25 +183,16 @@ impl Census {
             launches,
             _observation: observation,
             reads: reads(),
-            cpu: thread_cpu_ns(),
             replays: replays(),
-            waits: 0,
-            by_name: HashMap::new(),
+            threads: thread_times(),
         }
-        .with_thread_times()
-    }
-
-    fn with_thread_times(mut self) -> Self {
-        let times = thread_times();
-        (self.waits, self.by_name) = (times.waits, times.by_name);
-        self
     }
 
     /// Stops counting; the figures are divided by `steps`.
     pub fn finish(self, steps: u64) -> StepCensus {
         let times = thread_times();
         let cpu = (times.own, times.other);
-        let waits = times.waits.saturating_sub(self.waits);
+        let waits = times.waits.saturating_sub(self.threads.waits);
         let reads = reads() - self.reads;
         let (replays, replayed) = replays();
         let (replays, replayed) = (replays - self.replays.0, replayed - self.replays.1);
@@ -232,8 +215,8 @@ impl Census {
             steps,
             launches: per(total + replays),
             kernels: per(total + replayed),
-            host_ms: per(cpu.0.saturating_sub(self.cpu.0)) / 1e6,
-            other_ms: per(cpu.1.saturating_sub(self.cpu.1)) / 1e6,
+            host_ms: per(cpu.0.saturating_sub(self.threads.own)) / 1e6,
+            other_ms: per(cpu.1.saturating_sub(self.threads.other)) / 1e6,
             reads: per(reads),
             waits: per(waits),
             idle_ms: None,
@@ -242,7 +225,7 @@ impl Census {
                     .by_name
                     .iter()
                     .map(|(name, &ns)| {
-                        let before = self.by_name.get(name).copied().unwrap_or(0);
+                        let before = self.threads.by_name.get(name).copied().unwrap_or(0);
                         (name.clone(), per(ns.saturating_sub(before)) / 1e6)
                     })
                     .collect();
@@ -349,16 +332,21 @@ mod tests {
     /// The thread clock moves with work done on this thread.
     #[test]
     fn thread_cpu_time_counts_work() {
-        let before = thread_cpu_ns();
+        let before = thread_times();
         let mut x = 0u64;
         for i in 0..20_000_000u64 {
             x = x.wrapping_mul(6364136223846793005).wrapping_add(i);
         }
         std::hint::black_box(x);
-        let after = thread_cpu_ns();
+        let after = thread_times();
         // Test threads are not the main thread: their time is the others'.
         if cfg!(target_os = "linux") {
-            assert!(after.1 > before.1, "{before:?} -> {after:?}");
+            assert!(
+                after.other > before.other,
+                "{} -> {}",
+                before.other,
+                after.other
+            );
         }
     }
 }

@@ -24,7 +24,7 @@
 use std::collections::HashMap;
 use std::ops::Range;
 
-use transduce::burn::backend::{Backend as _, Dispatch, DispatchGraph};
+use transduce::burn::backend::{Backend as _, Dispatch, DispatchGraph, DispatchTensor};
 use transduce::burn::module::{Module, ModuleMapper, ModuleVisitor, Param, ParamId};
 use transduce::burn::optim::GradientsParams;
 use transduce::burn::prelude::*;
@@ -384,15 +384,11 @@ impl DeviceAdam {
             let mut ids = Vec::with_capacity(GROUP);
             for t in group {
                 let (m, v) = self.take_moments(t.id, t.param.dims()[0]);
-                args.extend([t.param, t.grad, m, v].map(Tensor::into_dispatch));
+                args.extend([t.param, t.grad, m, v]);
                 ids.push((t.id, t.dims, t.require_grad));
             }
             let count = ids.len();
-            while args.len() < 4 * GROUP {
-                args.push(self.unused_slot.clone().into_dispatch());
-            }
-            let mut a = args.into_iter();
-            let mut next = || a.next().expect("sixteen slots");
+            let mut next = slots(args, &self.unused_slot);
             let slots = <Dispatch as AdamKernel>::adam_group_in_place(
                 next(),
                 next(),
@@ -515,41 +511,20 @@ impl DeviceAdam {
     /// a GPU, one kernel per [`GROUP`] gradients writes 0 where it finds an element that is
     /// not; elsewhere, one sum per gradient (inf and NaN survive a sum: inf − inf is NaN).
     fn all_finite(&self, grads: &GradientsParams, model: &Transformer) -> Tensor<1> {
-        struct Flat<'a> {
-            grads: &'a GradientsParams,
-            flat: Vec<Tensor<1>>,
-        }
-        impl ModuleVisitor for Flat<'_> {
-            fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
-                if let Some(grad) = self.grads.get::<D>(param.id) {
-                    let n = grad.shape().num_elements();
-                    self.flat.push(grad.reshape([n]));
-                }
-            }
-        }
-        let mut visitor = Flat {
-            grads,
-            flat: Vec::new(),
-        };
-        model.visit(&mut visitor);
-        let mut flat = visitor.flat;
+        let mut flat = flat_grads(grads, model);
         if flat.is_empty() {
             return Tensor::ones([1], &self.device);
         }
         if !self.fused {
-            let sums = flat.into_iter().map(|g| g.sum()).collect();
+            let sums = flat.into_iter().map(|(_, g)| g.sum()).collect();
             return Tensor::cat(sums, 0).sum().is_finite().float();
         }
         // Similar sizes together: a launch spans its largest.
-        flat.sort_by_key(|g| g.dims()[0]);
+        flat.sort_by_key(|(_, g)| g.dims()[0]);
         let mut ok = Tensor::<1>::ones([1], &self.device);
         for group in flat.chunks(GROUP) {
-            let mut slots = group.iter().cloned().map(Tensor::into_dispatch);
-            let mut next = || {
-                slots
-                    .next()
-                    .unwrap_or_else(|| self.unused_slot.clone().into_dispatch())
-            };
+            let grads = group.iter().map(|(_, g)| g.clone()).collect();
+            let mut next = slots(grads, &self.unused_slot);
             ok = Tensor::from_dispatch(<Dispatch as AdamKernel>::finite_group(
                 next(),
                 next(),
@@ -675,6 +650,39 @@ impl DeviceAdam {
             );
         }
         Ok(adam)
+    }
+}
+
+/// Each gradient in `grads` of `model`'s parameters, flattened, in the model's order.
+fn flat_grads(grads: &GradientsParams, model: &Transformer) -> Vec<(ParamId, Tensor<1>)> {
+    struct Flat<'a> {
+        grads: &'a GradientsParams,
+        flat: Vec<(ParamId, Tensor<1>)>,
+    }
+    impl ModuleVisitor for Flat<'_> {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+            if let Some(grad) = self.grads.get::<D>(param.id) {
+                let n = grad.shape().num_elements();
+                self.flat.push((param.id, grad.reshape([n])));
+            }
+        }
+    }
+    let mut visitor = Flat {
+        grads,
+        flat: Vec::new(),
+    };
+    model.visit(&mut visitor);
+    visitor.flat
+}
+
+/// A group operation's arguments one at a time: `args`, then `unused` (never read or
+/// written) for every slot past them.
+fn slots(args: Vec<Tensor<1>>, unused: &Tensor<1>) -> impl FnMut() -> DispatchTensor + '_ {
+    let mut args = args.into_iter();
+    move || {
+        args.next()
+            .unwrap_or_else(|| unused.clone())
+            .into_dispatch()
     }
 }
 
@@ -1302,48 +1310,25 @@ fn run_gradients(
 /// in place, four parameters a launch; on the step's first batch the buffers take the
 /// gradients as they are.
 fn accumulate(
-    mut grads: GradientsParams,
+    grads: GradientsParams,
     model: &Transformer,
     accumulated: &mut HashMap<ParamId, Tensor<1>>,
     flags: &Tensor<1>,
     unused: &Tensor<1>,
 ) {
     let device = &unused.device();
-    struct Flat<'a> {
-        grads: &'a mut GradientsParams,
-        flat: Vec<(ParamId, Tensor<1>)>,
-    }
-    impl ModuleVisitor for Flat<'_> {
-        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
-            if let Some(grad) = self.grads.remove::<D>(param.id) {
-                let n = grad.shape().num_elements();
-                self.flat.push((param.id, grad.reshape([n])));
-            }
-        }
-    }
-    let mut visitor = Flat {
-        grads: &mut grads,
-        flat: Vec::new(),
-    };
-    model.visit(&mut visitor);
-    let mut flat = visitor.flat;
+    let mut flat = flat_grads(&grads, model);
     flat.sort_by_key(|(id, g)| (g.dims()[0], id.val()));
-    let unused = || unused.clone().into_dispatch();
     for group in flat.chunks(GROUP) {
-        let mut slots = Vec::with_capacity(2 * GROUP);
+        let mut args = Vec::with_capacity(2 * GROUP);
         for (id, grad) in group {
             let n = grad.dims()[0];
             let sum = accumulated
                 .remove(id)
                 .unwrap_or_else(|| Tensor::zeros([n], device));
-            slots.push(sum.into_dispatch());
-            slots.push(grad.clone().into_dispatch());
+            args.extend([sum, grad.clone()]);
         }
-        while slots.len() < 2 * GROUP {
-            slots.push(unused());
-        }
-        let mut slots = slots.into_iter();
-        let mut next = || slots.next().expect("eight slots");
+        let mut next = slots(args, unused);
         let sums = <Dispatch as AdamKernel>::accumulate_group(
             next(),
             next(),
