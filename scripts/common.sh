@@ -5,6 +5,16 @@
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/transduce-target}"
 export PATH="$HOME/.cargo/bin:$PATH"
 
+# The native builds link with mold where it is installed (scripts/test.sh installs it): the
+# test binaries each hold the burn stack, and ld spent minutes on them. Set for every script
+# alike, since the flags are part of cargo's fingerprint (a build with other flags rebuilds).
+fast_linker() {
+    if command -v mold >/dev/null 2>&1; then
+        export CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUSTFLAGS="-C link-arg=-fuse-ld=mold"
+    fi
+}
+fast_linker
+
 # Each step is stamped with the time since the script started, so a slow run shows where
 # the time went.
 log() { printf '\033[1m==> [%d:%02d] %s\033[0m\n' $((SECONDS / 60)) $((SECONDS % 60)) "$*" >&2; }
