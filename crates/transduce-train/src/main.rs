@@ -3,14 +3,13 @@
 
 mod average;
 mod backend;
-mod bench;
 mod channel;
 mod cmd;
 mod data;
 mod error;
 mod fsutil;
 mod gpu;
-mod gpu_cache;
+mod measure;
 mod memory;
 mod options;
 mod parse;

@@ -10,7 +10,8 @@ use transduce::{Bundle, HostModel, ModelConfig, Task, Transformer};
 
 use crate::backend::Backend;
 use crate::error::Result;
-use crate::{bench, options};
+use crate::measure::workload;
+use crate::options;
 
 #[derive(Args)]
 pub struct BenchCmd {
@@ -93,7 +94,7 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
     crate::backend::set_fusion(!cmd.no_fusion)?;
     transduce::fused_layers::set_enabled(!cmd.no_fused_layers);
     let device = cmd.backend.device()?;
-    crate::train::precision::check(cmd.precision, std::slice::from_ref(&device))?;
+    crate::train::engine::loss_scale::check(cmd.precision, std::slice::from_ref(&device))?;
     let mut config = ModelConfig::preset(&cmd.preset)?;
     if let Some(p) = cmd.dropout {
         config.dropout = p;
@@ -103,7 +104,7 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
         cmd.preset,
         config.num_params()
     );
-    let options = bench::BenchOptions {
+    let options = workload::BenchOptions {
         batch_tokens: cmd.batch_tokens,
         steps: cmd.steps,
         precision: cmd.precision,
@@ -112,7 +113,7 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
         exchange: cmd.exchange.clone(),
         init: cmd.init.clone(),
     };
-    let r = bench::run(&config, &device, &options)?;
+    let r = workload::run(&config, &device, &options)?;
     if cmd.json {
         // A build with `spirv` compiles wgpu's kernels to SPIR-V instead of WGSL.
         let backend = match cmd.backend {
@@ -191,7 +192,7 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
 }
 
 /// The training step's census, and the kernels it launches most.
-fn print_census(r: &bench::BenchReport) {
+fn print_census(r: &workload::BenchReport) {
     if let Some(start) = &r.start {
         println!("start:              {start}");
     }
