@@ -42,10 +42,14 @@ pub struct BenchCmd {
     /// Time training only (no matmul chain, no decoding).
     #[arg(long)]
     pub training_only: bool,
-    /// Train with the step captured as a graph and replayed (`train --graph`): Adam's
-    /// scalars (and half precision's loss scale) on the device, the step's launches
-    /// replayed in one call. Falls back to eager steps, with one line saying why, where it
-    /// cannot (the CPU).
+    /// Train with eager steps, op by op with burn's Adam (`train --eager`), instead of the
+    /// replayed step, the default on wgpu and CUDA.
+    #[arg(long, conflicts_with = "graph")]
+    pub eager: bool,
+    /// Train with the step captured as a graph and replayed (`train --graph`; the default
+    /// on wgpu and CUDA): Adam's scalars (and half precision's loss scale) on the device,
+    /// the step's launches replayed in one call. On the CPU (no graphs) the same steps run
+    /// eagerly with the device-scalar Adam, and one line says so.
     #[arg(long)]
     pub graph: bool,
     /// Write the initial weights and the batch here (`init.safetensors`,
@@ -109,7 +113,7 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
         steps: cmd.steps,
         precision: cmd.precision,
         training_only: cmd.training_only,
-        graph: cmd.graph,
+        graph: super::train::replays(cmd.backend, cmd.eager, cmd.graph),
         exchange: cmd.exchange.clone(),
         init: cmd.init.clone(),
     };

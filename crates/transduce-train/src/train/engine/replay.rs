@@ -371,7 +371,7 @@ pub(super) fn drive(
             // the trainer, the outputs by the replay; all on this thread's stream.
             unsafe { Dispatch::graph_replay(inner.as_dispatch(), graph) }.map_err(|e| {
                 CliError::Usage(format!(
-                    "graph step: replaying {what} failed: {e:?}; the last checkpoint is intact: resume it without --graph"
+                    "graph step: replaying {what} failed: {e:?}; the last checkpoint is intact: resume it with --eager"
                 ))
             })?;
             counts.replayed += 1;
@@ -405,7 +405,7 @@ pub(super) fn drive(
             });
             let graph = graph.map_err(|e| {
                 CliError::Usage(format!(
-                    "graph step: capturing {what} failed: {e:?}; the last checkpoint is intact: resume it without --graph"
+                    "graph step: capturing {what} failed: {e:?}; the last checkpoint is intact: resume it with --eager"
                 ))
             })?;
             counts.captured += 1;
