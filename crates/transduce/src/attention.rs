@@ -158,7 +158,6 @@ impl MultiHeadAttention {
     ) -> Attended {
         let [b, tq, _] = query.dims();
         let q = positionwise(query, |q| apply_linear(&self.q, q));
-        #[cfg(not(target_arch = "wasm32"))]
         if let Some(attended) = self.attend_fused(&q, kv, blocked.as_ref(), need_weights) {
             return attended;
         }
@@ -176,10 +175,9 @@ impl MultiHeadAttention {
 }
 
 impl MultiHeadAttention {
-    /// [`MultiHeadAttention::attend`] through the fused kernels
-    /// ([`crate::attention_kernel`]) where they apply: training on a cubecl device, f32,
-    /// no dropout on the weights. The heads stay where the projections wrote them.
-    #[cfg(not(target_arch = "wasm32"))]
+    /// [`MultiHeadAttention::attend`] through the fused kernels ([`crate::ops::fused_attention`])
+    /// where they apply: training on a cubecl device, no dropout on the weights. The heads
+    /// stay where the projections wrote them.
     fn attend_fused(
         &self,
         q: &Tensor<3>,
@@ -195,13 +193,8 @@ impl MultiHeadAttention {
             let [b, h, n, d] = t.dims();
             t.clone().swap_dims(1, 2).reshape([b, n, h * d])
         };
-        let (context, weights) = crate::attention_kernel::try_attention(
-            q,
-            &merged(&kv.k),
-            &merged(&kv.v),
-            blocked,
-            self.n_heads,
-        )?;
+        let (context, weights) =
+            crate::ops::fused_attention(q, &merged(&kv.k), &merged(&kv.v), blocked, self.n_heads)?;
         Some(Attended {
             output: positionwise(context, |m| apply_linear(&self.o, m)),
             weights: need_weights.then_some(weights),

@@ -8,13 +8,14 @@ use burn::tensor::activation::relu;
 use crate::attention::{KvCache, MultiHeadAttention};
 use crate::config::ModelConfig;
 use crate::dropout::Dropout;
+use crate::ops::{NORM_EPSILON, layer_norm};
 use crate::positionwise::positionwise;
-use crate::precision::{apply_layer_norm, apply_linear};
+use crate::precision::apply_linear;
 
 /// The residual connection around a sub-layer: LayerNorm(x + Dropout(Sublayer(x)))
-/// (§3.1, with the dropout of §5.4), the norm in f32 ([`apply_layer_norm`]).
+/// (§3.1, with the dropout of §5.4), the norm in f32 ([`layer_norm`]).
 fn residual(norm: &LayerNorm, dropout: &Dropout, x: Tensor<3>, sublayer: Tensor<3>) -> Tensor<3> {
-    apply_layer_norm(norm, x + dropout.forward(sublayer))
+    layer_norm(norm, x + dropout.forward(sublayer))
 }
 
 /// FFN(x) = max(0, xW1 + b1)W2 + b2 (§3.3).
@@ -54,9 +55,6 @@ fn attention(config: &ModelConfig, device: &Device) -> MultiHeadAttention {
         device,
     )
 }
-
-/// The layer norms' ε (burn's default), named so the fused kernel uses the same.
-pub const NORM_EPSILON: f64 = 1e-5;
 
 fn norm(config: &ModelConfig, device: &Device) -> LayerNorm {
     LayerNormConfig::new(config.d_model)

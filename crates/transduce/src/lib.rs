@@ -9,8 +9,6 @@
 //! text, and builds for native targets and `wasm32-unknown-unknown` alike.
 
 pub mod attention;
-#[cfg(not(target_arch = "wasm32"))]
-pub mod attention_kernel;
 pub mod bundle;
 pub mod config;
 pub mod constants;
@@ -18,13 +16,10 @@ pub mod decode;
 pub mod dropout;
 pub mod embedding;
 pub mod error;
-#[cfg(not(target_arch = "wasm32"))]
-pub mod fused_layers;
 pub mod host;
-#[cfg(not(target_arch = "wasm32"))]
-pub mod layer_norm_kernel;
 pub mod layers;
 pub mod model;
+pub mod ops;
 pub mod positionwise;
 pub mod precision;
 pub mod rng;

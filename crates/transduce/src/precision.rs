@@ -12,7 +12,7 @@
 //! every later operation follows the type of its input, so f32 (the default, and all that
 //! inference uses) casts nothing.
 
-use burn::nn::{LayerNorm, Linear};
+use burn::nn::Linear;
 use burn::prelude::*;
 use burn::tensor::FloatDType;
 use burn::tensor::module::linear;
@@ -69,38 +69,9 @@ pub fn apply_linear(layer: &Linear, x: Tensor<2>) -> Tensor<2> {
     )
 }
 
-/// Layer normalization computed in f32 whatever the input's type (its mean and variance
-/// over d_model values lose too much in half precision), returned in the input's type.
-pub fn apply_layer_norm(norm: &LayerNorm, x: Tensor<3>) -> Tensor<3> {
-    // The fused kernel reads and writes half precision itself, computing in f32.
-    #[cfg(not(target_arch = "wasm32"))]
-    if let Some(y) = crate::layer_norm_kernel::try_layer_norm(norm, &x, crate::layers::NORM_EPSILON)
-    {
-        return y;
-    }
-    let dtype = x.dtype();
-    norm.forward(x.cast(FloatDType::F32)).cast(dtype)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use burn::nn::{LayerNormConfig, LinearConfig};
-
-    #[test]
-    fn f32_paths_equal_burns_own_layers() {
-        let device = Device::flex();
-        let layer = LinearConfig::new(3, 2).init(&device);
-        let x = Tensor::<2>::from_floats([[1.0, -2.0, 0.5], [0.0, 3.0, 1.0]], &device);
-        let ours = apply_linear(&layer, x.clone()).into_data();
-        let burns = layer.forward(x).into_data();
-        ours.assert_eq(&burns, true);
-
-        let norm = LayerNormConfig::new(3).init(&device);
-        let x = Tensor::<3>::from_floats([[[1.0, 2.0, 4.0]]], &device);
-        let ours = apply_layer_norm(&norm, x.clone()).into_data();
-        ours.assert_eq(&norm.forward(x).into_data(), true);
-    }
 
     #[test]
     fn names_round_trip_through_json() {

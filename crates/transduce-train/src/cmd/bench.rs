@@ -96,7 +96,7 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
         return decoding(cmd);
     }
     crate::backend::set_fusion(!cmd.no_fusion)?;
-    transduce::fused_layers::set_enabled(!cmd.no_fused_layers);
+    transduce::ops::set_fused(!cmd.no_fused_layers);
     let device = cmd.backend.device()?;
     crate::train::engine::loss_scale::check(cmd.precision, std::slice::from_ref(&device))?;
     let mut config = ModelConfig::preset(&cmd.preset)?;

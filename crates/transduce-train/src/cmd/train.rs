@@ -133,7 +133,7 @@ pub struct TrainCmd {
 
 pub fn run(cmd: TrainCmd) -> Result<()> {
     crate::backend::set_fusion(!cmd.no_fusion)?;
-    transduce::fused_layers::set_enabled(!cmd.no_fused_layers);
+    transduce::ops::set_fused(!cmd.no_fused_layers);
     let devices = cmd.backend.devices(&cmd.devices)?;
     for device in &devices {
         eprintln!("device: {device:?}");

@@ -50,17 +50,6 @@ fn replays() -> (u64, u64) {
     )
 }
 
-/// Runs `f`, counting the kernel launches issued meanwhile (a census running meanwhile
-/// misses them: there is one launch hook).
-pub fn count_launches<R>(f: impl FnOnce() -> R) -> (R, u64) {
-    let launches = Arc::new(Launches::default());
-    let observation = LaunchObservation::new(launches.clone());
-    let result = f();
-    drop(observation);
-    let total = launches.0.lock().map(|c| c.values().sum()).unwrap_or(0);
-    (result, total)
-}
-
 /// Kernel launches issued by this process's host threads, by kernel name.
 #[derive(Default)]
 struct Launches(Mutex<HashMap<&'static str, u64>>);

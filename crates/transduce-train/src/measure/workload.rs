@@ -450,7 +450,7 @@ fn decode(config: &ModelConfig, device: &Device) -> Result<f64> {
     // Decoding: beam 4 over 16 sentences of 20 tokens, 20 output tokens each, through
     // what `translate` uses on this device (the host decoder on the CPU).
     let eval = Transformer::new(config, device)?;
-    let host = if device.clone().inner() == Device::flex() {
+    let host = if transduce::ops::is_flex(device) {
         Some(HostModel::new(&eval)?)
     } else {
         None

@@ -240,42 +240,16 @@ fn validation_in_shape_classes_matches_exact_batches() {
     );
 }
 
-/// Held by every wgpu test of this crate and every test that takes a census: kernel
-/// launches are counted process-wide through one hook, so a test that counts them must
-/// not see another test's kernels, nor have its hook replaced by another census.
-pub(crate) fn gpu_lock() -> std::sync::MutexGuard<'static, ()> {
-    static GPU: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    GPU.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
+/// Held by every wgpu test of this crate and every test that takes a census (one launch
+/// hook per process).
+pub(crate) use transduce_kernels::testing::gpu_lock;
 
-/// The wgpu device, or `None` (with the reason printed) where there is no adapter.
+/// The wgpu device, or `None` (with the reason printed) where there is no adapter; its
+/// tuning kept where the CLI keeps it, not in cubecl's default `target/environment`.
 pub(crate) fn wgpu_device(test: &str) -> Option<Device> {
-    // Initialized once per process and shared: a second initialization fails with
-    // "already initialized" (also when another test opened the adapter through the
-    // CLI's path), which used to skip the wgpu tests of a full run.
-    static DEVICE: std::sync::OnceLock<std::result::Result<Device, String>> =
-        std::sync::OnceLock::new();
-    let device = DEVICE.get_or_init(|| {
-        // Tuning kept where the CLI keeps it, not in cubecl's default `target/environment`.
+    transduce_kernels::testing::wgpu_device_after(test, || {
         crate::backend::cache::install(crate::backend::cache::GpuApi::Wgpu);
-        let init = || Device::wgpu_options().init();
-        match std::panic::catch_unwind(init) {
-            Ok(Ok(device)) => Ok(device),
-            // Another test of this process opened the default adapter first.
-            Ok(Err(e)) if format!("{e:?}").contains("already initialized") => {
-                Ok(Device::wgpu(DeviceKind::DefaultDevice))
-            }
-            Ok(Err(e)) => Err(format!("{e:?}")),
-            Err(_) => Err("initialization panicked".into()),
-        }
-    });
-    match device {
-        Ok(device) => Some(device.clone()),
-        Err(why) => {
-            println!("SKIP: {test}: no wgpu adapter ({why}); install mesa-vulkan-drivers");
-            None
-        }
-    }
+    })
 }
 
 /// Mixed precision (f16 activations over f32 weights, loss scaled by 2¹⁶; and bf16

@@ -35,10 +35,7 @@ pub struct LossSums {
 pub fn label_smoothed(logits: Tensor<3>, targets: Tensor<2, Int>, epsilon: f64) -> LossSums {
     let tracked = logits.is_require_grad() || logits.is_tracked();
     let device = logits.device();
-    #[cfg(not(target_arch = "wasm32"))]
-    let fused = crate::fused_layers::applies(&device);
-    #[cfg(target_arch = "wasm32")]
-    let fused = false;
+    let fused = crate::ops::fused(&device);
     // The softmax over the vocabulary and the sums need f32. The fused kernel reads
     // half-precision logits (mixed-precision training) as they are and computes in f32;
     // elsewhere they are cast up first. Either way the gradient, f32, flows back through a
@@ -52,7 +49,7 @@ pub fn label_smoothed(logits: Tensor<3>, targets: Tensor<2, Int>, epsilon: f64) 
     let n = b * t;
     let logits = logits.reshape([n, v]);
     let targets = targets.reshape([n, 1]).without_autodiff();
-    let host = (device.clone().inner() == Device::flex())
+    let host = crate::ops::is_flex(&device)
         .then(|| on_host(&logits, &targets, epsilon, tracked))
         .flatten();
     let (smoothed, nll, grad) = match host {
@@ -88,7 +85,7 @@ pub fn row_log_probs(logits: Tensor<3>, targets: Tensor<2, Int>) -> Tensor<1> {
     (picked * keep).sum_dim(1).reshape([b])
 }
 
-/// [`on_device`] as one kernel ([`super::loss_kernel`]): a workgroup per row.
+/// [`on_device`] as one kernel ([`transduce_kernels::loss`]): a workgroup per row.
 #[cfg(not(target_arch = "wasm32"))]
 fn on_device_fused(
     logits: &Tensor<2>,
@@ -96,24 +93,7 @@ fn on_device_fused(
     epsilon: f64,
     tracked: bool,
 ) -> (Tensor<1>, Tensor<1>, Option<Tensor<2>>) {
-    use super::loss_kernel::LossKernel;
-    use burn::backend::Dispatch;
-    let z = logits.clone().without_autodiff();
-    let [n, _] = z.dims();
-    // Ids as floats: exact below 2²⁴, and the kernel reads one type.
-    let ids = targets.clone().float().reshape([n]);
-    let (sums, grad) = <Dispatch as LossKernel>::smoothed_cross_entropy(
-        z.into_dispatch(),
-        ids.into_dispatch(),
-        epsilon,
-        tracked,
-    );
-    let sums = Tensor::<2>::from_dispatch(sums).sum_dim(0).reshape([2]);
-    (
-        sums.clone().slice(0..1),
-        sums.slice(1..2),
-        tracked.then(|| Tensor::from_dispatch(grad)),
-    )
+    transduce_kernels::loss::smoothed_cross_entropy(logits, targets, epsilon, tracked, PAD)
 }
 
 /// The loss sums and, when `tracked`, `(p − q)` (zero on PAD rows) as tensor operations.
@@ -302,9 +282,7 @@ mod tests {
         #[allow(deprecated)]
         let generic = Device::ndarray();
         let mut devices = vec![Device::flex(), generic];
-        devices.extend(crate::layer_norm_kernel::test_gpu::wgpu_device(
-            "loss on wgpu",
-        ));
+        devices.extend(transduce_kernels::testing::wgpu_device("loss on wgpu"));
         devices
     }
 
@@ -403,16 +381,14 @@ mod tests {
     /// f16) are those of the same logits cast to f32 first, bit for bit.
     #[test]
     fn half_logits_are_read_as_they_are() {
-        let Some(gpu) = crate::layer_norm_kernel::test_gpu::wgpu_device("half logits") else {
+        let Some(gpu) = transduce_kernels::testing::wgpu_device("half logits") else {
             return;
         };
         if !gpu.supports_dtype(FloatDType::F16) {
             println!("SKIP: half_logits_are_read_as_they_are: no f16");
             return;
         }
-        let _serial = crate::layer_norm_kernel::test_gpu::SERIAL
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let _serial = transduce_kernels::testing::gpu_lock();
         let device = gpu.autodiff();
         let (b, t, v) = (2, 3, 300);
         // Multiples of 1/8 in [−8, 8): f16 holds them exactly.

@@ -8,8 +8,6 @@
 
 pub mod adapt;
 pub mod loss;
-#[cfg(not(target_arch = "wasm32"))]
-pub mod loss_kernel;
 pub mod schedule;
 
 use burn::optim::{AdamConfig, ModuleOptimizer};

@@ -3,6 +3,7 @@
 //! and replayed on its own.
 
 use std::collections::HashMap;
+use std::rc::Rc;
 
 use transduce::Transformer;
 use transduce::burn::backend::Dispatch;
@@ -14,11 +15,11 @@ use transduce::dropout::with_device_masks;
 use transduce::train::{TeacherForced, loss};
 
 use super::adam::DeviceAdam;
-use super::adam_kernel::{AdamKernel, GROUP};
-use super::dropout::device_masks;
 use super::params::{flat_grads, slots};
 use super::replay::{Driven, GraphTrainer, Inputs, drive};
 use crate::error::Result;
+use transduce_kernels::adam::{AdamKernel, GROUP};
+use transduce_kernels::dropout::step_masks;
 
 impl GraphTrainer {
     /// One optimizer step over several batches (`--accum`): each batch's gradients of the
@@ -152,7 +153,7 @@ fn run_gradients(
                 .steps_taken()
                 .mul_scalar(accum as f64)
                 .add(flags.clone().slice(2..3));
-            with_device_masks(device_masks(draw, seed), forward)
+            with_device_masks(Rc::new(step_masks(draw, seed)), forward)
         }
         _ => forward(),
     };

@@ -11,12 +11,12 @@ use transduce::burn::module::{Module, ParamId};
 use transduce::burn::optim::GradientsParams;
 use transduce::burn::prelude::*;
 use transduce::burn::tensor::TensorData;
+use transduce::ops::is_cpu;
 use transduce::{Precision, Transformer};
+use transduce_kernels::adam::{AdamKernel, BETA_1, BETA_2, EPSILON, GROUP};
 
-use super::adam_kernel::{AdamKernel, BETA_1, BETA_2, EPSILON, GROUP};
 use super::loss_scale::{GROWTH_INTERVAL, INITIAL_SCALE, LossScale};
 use super::params::{Put, Take, Taken, Update, flat_grads, slots};
-use super::replay::is_cpu;
 use crate::error::{CliError, Result};
 use crate::measure::census;
 

@@ -81,10 +81,7 @@ pub fn check(precision: Precision, devices: &[Device]) -> Result<()> {
         return Ok(());
     }
     for device in devices {
-        let inner = device.clone().inner();
-        #[allow(deprecated)]
-        let cpu = inner == Device::flex() || inner == Device::ndarray();
-        if cpu {
+        if transduce::ops::is_cpu(device) {
             return Err(CliError::Usage(format!(
                 "--precision {}: the CPU backend trains in f32 only (half precision is for \
                  the GPU backends, --backend wgpu or cuda)",

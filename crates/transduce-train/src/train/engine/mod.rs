@@ -7,16 +7,15 @@
 //!   format (burn's, so either kind of run resumes the other's), [`params`] the walks over
 //!   the model's parameters it needs;
 //! - [`loss_scale`]: half precision's dynamic loss scale;
-//! - [`adam_kernel`] and [`dropout`]: the cubecl kernels of Adam (with the finite check
-//!   and the accumulation) and of dropout's masks drawn on the device.
+//!
+//! The cubecl kernels the steps launch (Adam with the finite check and the accumulation,
+//! dropout's masks drawn on the device) are in `transduce-kernels`.
 //!
 //! The run around the steps (the loop, checkpoints, validation, metrics) is
 //! [`crate::train::run`].
 
 pub mod accum;
 pub mod adam;
-pub mod adam_kernel;
-pub mod dropout;
 pub mod eager;
 pub mod loss_scale;
 pub mod params;

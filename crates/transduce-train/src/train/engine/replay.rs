@@ -16,12 +16,13 @@
 //!   Adam's update on the device where one is not finite, and halves or doubles the scale
 //!   in place ([`DeviceAdam::with_loss_scale`]); the host learns the scale when it reads
 //!   the losses;
-//! - dropout's masks: drawn on the device from the step counter ([`super::dropout`]).
+//! - dropout's masks: drawn on the device from the step counter ([`transduce_kernels::dropout`]).
 //!
 //! On a backend without graphs (the CPU) the same step runs eagerly, kernel for kernel the
 //! same arithmetic, which is what the tests compare the replays with.
 
 use std::collections::HashMap;
+use std::rc::Rc;
 
 use transduce::Transformer;
 use transduce::burn::backend::{Backend as _, Dispatch, DispatchGraph};
@@ -30,13 +31,15 @@ use transduce::burn::optim::GradientsParams;
 use transduce::burn::prelude::*;
 use transduce::dropout::with_device_masks;
 use transduce::model::token_tensor;
+use transduce::ops::is_cpu;
 use transduce::tokenizer::PAD;
 use transduce::train::{TeacherForced, loss};
 
 use super::adam::DeviceAdam;
-use super::dropout::device_masks;
 use crate::error::{CliError, Result};
 use crate::measure::census;
+use transduce_kernels::dropout::step_masks;
+use transduce_kernels::launches::count_launches;
 
 /// One batch shape's input buffers: source, decoder input, decoder output.
 pub(super) struct Inputs {
@@ -84,7 +87,7 @@ impl Inputs {
 /// after the step, `[scale, clean steps, skipped steps]`.
 ///
 /// With `masks` (a GPU, the run's seed) dropout draws its masks on the device from the
-/// optimizer's step counter ([`super::dropout`]), so a replay draws new ones.
+/// optimizer's step counter ([`transduce_kernels::dropout`]), so a replay draws new ones.
 pub(super) fn run(
     model: Transformer,
     adam: &mut DeviceAdam,
@@ -95,7 +98,7 @@ pub(super) fn run(
     let forward = || model.forward_focused(inputs.src.clone(), inputs.tgt_in.clone(), None);
     let logits = match masks {
         Some(seed) if model.config().dropout > 0.0 => {
-            with_device_masks(device_masks(adam.steps_taken(), seed), forward)
+            with_device_masks(Rc::new(step_masks(adam.steps_taken(), seed)), forward)
         }
         _ => forward(),
     };
@@ -118,14 +121,6 @@ pub(super) fn run(
     let model = adam.step(model, grads);
     sums.extend(adam.scale_state());
     (model, Tensor::cat(sums, 0))
-}
-
-/// Whether `device` is one of the CPU backends (no graphs, no cubecl kernels).
-pub fn is_cpu(device: &Device) -> bool {
-    let inner = device.clone().inner();
-    #[allow(deprecated)]
-    let ndarray = Device::ndarray();
-    inner == Device::flex() || inner == ndarray
 }
 
 /// Why `model`'s step cannot be captured, if it cannot.
@@ -397,7 +392,7 @@ pub(super) fn drive(
                 let why = format!("this backend captures no graphs ({e:?})");
                 return Ok(Driven::NoGraphs(model, sums, why));
             }
-            let ((model, recorded, graph), kernels) = census::count_launches(|| {
+            let ((model, recorded, graph), kernels) = count_launches(|| {
                 let (model, recorded) = run(model);
                 // Fusion launches its queued kernels here, into the recording.
                 let graph = Dispatch::graph_stop_capture(inner.as_dispatch());

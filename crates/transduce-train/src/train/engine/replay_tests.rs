@@ -8,7 +8,6 @@ use transduce::train::TeacherForced;
 use transduce::{Precision, Transformer};
 
 use super::adam::DeviceAdam;
-use super::dropout::device_masks;
 use super::loss_scale::LossScale;
 use super::replay::{GraphCounts, GraphTrainer, uncapturable};
 use crate::data::batch::Batch;
@@ -20,6 +19,7 @@ use crate::train::tests::{
     gpu_lock, losses, losses_scaled, reversal_pairs, tiny_start, wgpu_device,
 };
 use transduce::bundle::load_weights;
+use transduce_kernels::dropout::step_masks;
 
 /// Batches of two shapes, alternating, each padded to its shape.
 fn batches() -> Vec<(Batch, (usize, usize))> {
@@ -490,7 +490,7 @@ fn device_masks_keep_their_share_and_change_with_step_and_site() {
     let like = Tensor::<1>::zeros([200_000], &device);
     let mask = |step: i32, site: u64| {
         let step = Tensor::<1, Int>::from_data([step], &device).float();
-        let masks = device_masks(step, 7);
+        let masks = step_masks(step, 7);
         masks(like.clone(), site, 0.9)
             .into_data()
             .try_to_vec::<f32>()

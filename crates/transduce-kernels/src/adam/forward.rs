@@ -1,121 +1,14 @@
-//! Adam's update (§5.3) as one kernel per [`GROUP`] parameters (a multi-tensor update, as
-//! PyTorch's fused Adam), writing each parameter and its two moments in place.
-//!
-//! As tensor operations ([`super::adam::DeviceAdam`]'s oracle path) an update is a fused
-//! kernel writing new buffers, then three copies back into the buffers a replayed graph
-//! reads: four kernels per parameter, three of them copies. This kernel reads the gradients
-//! and the step's scalars and rewrites the buffers where they are: one kernel for four
-//! parameters, and a replay stays a fixed point by construction. It computes burn's
-//! formulas in burn's order.
-//!
-//! Under a loss scale (half precision) the scalars also carry 1/scale and whether every
-//! gradient of the step was finite: the kernel unscales the gradient as it reads it, and
-//! on a step that overflowed writes nothing, so the skip happens on the device.
+//! Adam's group kernels as a backend extension: the trait, and its cubecl implementation.
 
+use burn::backend::{Backend, backend_extension, tensor::FloatTensor};
 use burn_cubecl::CubeBackend;
-use burn_cubecl::cubecl;
 use burn_cubecl::cubecl::calculate_cube_count_elemwise;
 use burn_cubecl::cubecl::prelude::*;
 use burn_cubecl::kernel::into_contiguous;
 use burn_cubecl::tensor::CubeTensor;
-use transduce::burn::backend::{Backend, backend_extension, tensor::FloatTensor};
 
-/// β1, β2 and ε of §5.3 (the kernel's constants; [`super::adam::DeviceAdam`] uses the same).
-pub const BETA_1: f64 = 0.9;
-pub const BETA_2: f64 = 0.98;
-pub const EPSILON: f64 = 1e-9;
-
-/// Adam's update of up to [`GROUP`] parameters: thread `i` updates element `i` of each
-/// parameter that has one, with burn's arithmetic per element.
-#[cube(launch_unchecked)]
-fn adam_group_kernel(
-    params: &mut Sequence<OwnedTensor<f32>>,
-    grads: &Sequence<OwnedTensor<f32>>,
-    firsts: &mut Sequence<OwnedTensor<f32>>,
-    seconds: &mut Sequence<OwnedTensor<f32>>,
-    scalars: &Tensor<f32>,
-    #[comptime] scaled: bool,
-) {
-    let i = ABSOLUTE_POS;
-    let mut unscale = f32::new(1.0);
-    if scaled {
-        if scalars[4] == f32::new(0.0) {
-            terminate!();
-        }
-        unscale = scalars[3];
-    }
-    let lr = scalars[0];
-    let combined = scalars[1];
-    let epsilon = scalars[2];
-    #[unroll]
-    for k in 0..params.len() {
-        let param = params.index_mut(k);
-        if i < param.len() {
-            let mut g = grads.index(k)[i];
-            if scaled {
-                g *= unscale;
-            }
-            let first = firsts.index_mut(k);
-            let second = seconds.index_mut(k);
-            let m = first[i] * f32::new(comptime!(BETA_1 as f32))
-                + g * f32::new(comptime!((1.0 - BETA_1) as f32));
-            let v = second[i] * f32::new(comptime!(BETA_2 as f32))
-                + g * g * f32::new(comptime!((1.0 - BETA_2) as f32));
-            let step = m * combined / (v.sqrt() + epsilon);
-            param[i] -= step * lr;
-            first[i] = m;
-            second[i] = v;
-        }
-    }
-}
-
-/// Writes 0 into `ok` where any element of up to [`GROUP`] gradients is not finite (inf or
-/// NaN). Every thread that finds one writes the same value, so the race is benign (as in
-/// PyTorch's `_amp_foreach_non_finite_check_and_unscale_`); the caller sets `ok` to 1
-/// before.
-#[cube(launch_unchecked)]
-fn finite_group_kernel(grads: &Sequence<OwnedTensor<f32>>, ok: &mut Tensor<f32>) {
-    let i = ABSOLUTE_POS;
-    #[unroll]
-    for k in 0..grads.len() {
-        let grad = grads.index(k);
-        if i < grad.len() {
-            let g = grad[i];
-            if g.is_nan() || g.is_inf() {
-                ok[0] = f32::new(0.0);
-            }
-        }
-    }
-}
-
-/// Adds up to [`GROUP`] gradients into their accumulators, in place (`--accum` under
-/// graphs). On a step's first batch (`flags[1]` is 1) the accumulators take the gradients
-/// as they are, as burn's `GradientsAccumulator` keeps its first.
-#[cube(launch_unchecked)]
-fn accumulate_group_kernel(
-    sums: &mut Sequence<OwnedTensor<f32>>,
-    grads: &Sequence<OwnedTensor<f32>>,
-    flags: &Tensor<f32>,
-) {
-    let i = ABSOLUTE_POS;
-    let first = flags[1] > f32::new(0.5);
-    #[unroll]
-    for k in 0..sums.len() {
-        let sum = sums.index_mut(k);
-        if i < sum.len() {
-            let g = grads.index(k)[i];
-            if first {
-                sum[i] = g;
-            } else {
-                sum[i] += g;
-            }
-        }
-    }
-}
-
-/// Parameters per [`AdamKernel::adam_group_in_place`]: four tensors each, seventeen
-/// buffers a launch with the scalars, within every cubecl backend's bindings (Metal's 31).
-pub const GROUP: usize = 4;
+use super::GROUP;
+use super::kernel::{accumulate_group_kernel, adam_group_kernel, finite_group_kernel};
 
 /// A buffer this kernel may write: the tensor's own when nothing else holds it, a copy
 /// otherwise (never another tensor's values changed under it).
