@@ -4,7 +4,7 @@
 use transduce::task::channel::Channel;
 
 use crate::error::Result;
-use crate::translate::Candidate;
+use crate::decoder::Candidate;
 
 /// Reorders each line's candidates, best first, by
 /// `score + weight · log p(X|Y) / lp(|X|)`, which becomes each one's `score`; `alpha` is
