@@ -170,9 +170,14 @@ impl<'a> Run<'a> {
                 let steps = (horizon.saturating_sub(next_t) / 2)
                     .clamp(1, GREEDY_GROUP)
                     .min(cap - next_t);
-                let group =
-                    self.ws
-                        .submit_group(&self.model.resident, next_t, steps, input, &[], &mut self.counts);
+                let group = self.ws.submit_group(
+                    &self.model.resident,
+                    next_t,
+                    steps,
+                    input,
+                    &[],
+                    &mut self.counts,
+                );
                 upload = None;
                 in_flight.push_back(group);
                 next_t += steps;

@@ -9,8 +9,8 @@ use transduce::{Bundle, Task};
 
 use super::{EnsembleArgs, read_input, write_output};
 use crate::backend::Backend;
-use crate::error::{CliError, Result};
 use crate::decoder::{Candidate, Decoder, nbest_lines, translate_lines};
+use crate::error::{CliError, Result};
 use crate::{options, source};
 
 #[derive(Args)]

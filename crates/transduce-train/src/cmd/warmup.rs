@@ -19,12 +19,12 @@ use crate::backend::Backend;
 use crate::data::cache::Pairs;
 use crate::data::shape::{self, Shapes};
 use crate::error::{CliError, Result};
+use crate::options;
+use crate::prepared::Prepared;
 use crate::train::precision::LossScale;
 use crate::train::rng::Rng;
 use crate::train::start::StartWatch;
 use crate::train::{Examples, StepWork, adam, evaluate_nll, optimizer_step, read_scalars};
-use crate::prepared::Prepared;
-use crate::options;
 
 #[derive(Args)]
 pub struct WarmupCmd {

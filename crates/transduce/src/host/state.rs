@@ -310,10 +310,7 @@ impl HostModel {
 
         self.project(&x, rows, out);
         shifts.clear();
-        shifts.extend(
-            out.chunks_exact(c.vocab_size)
-                .map(rows::log_softmax_shift),
-        );
+        shifts.extend(out.chunks_exact(c.vocab_size).map(rows::log_softmax_shift));
         Ok(())
     }
 }
