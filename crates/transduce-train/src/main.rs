@@ -1,24 +1,24 @@
 //! `transduce`: prepare data, train the Transformer (§5), average checkpoints, translate,
 //! evaluate and export bundles for the browser.
 
-mod average;
 mod backend;
 mod bench;
 mod channel;
+mod checkpoint_mean;
 mod cmd;
 mod data;
+mod decoder;
 mod error;
 mod fsutil;
 mod gpu;
 mod gpu_cache;
 mod memory;
 mod options;
-mod parse;
+mod parsing;
 mod pipe;
-mod prepare;
+mod prepared;
 mod source;
 mod train;
-mod translate;
 
 use clap::{Parser, Subcommand};
 
