@@ -2,7 +2,6 @@
 //! evaluate and export bundles for the browser.
 
 mod backend;
-mod bench;
 mod channel;
 mod checkpoint_mean;
 mod cmd;
@@ -11,7 +10,7 @@ mod decoder;
 mod error;
 mod fsutil;
 mod gpu;
-mod gpu_cache;
+mod measure;
 mod memory;
 mod options;
 mod parsing;

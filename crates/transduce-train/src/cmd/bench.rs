@@ -10,7 +10,8 @@ use transduce::{Bundle, HostModel, ModelConfig, Task, Transformer};
 
 use crate::backend::Backend;
 use crate::error::Result;
-use crate::{bench, options};
+use crate::measure::workload;
+use crate::options;
 
 #[derive(Args)]
 pub struct BenchCmd {
@@ -41,10 +42,14 @@ pub struct BenchCmd {
     /// Time training only (no matmul chain, no decoding).
     #[arg(long)]
     pub training_only: bool,
-    /// Train with the step captured as a graph and replayed (`train --graph`): Adam's
-    /// scalars (and half precision's loss scale) on the device, the step's launches
-    /// replayed in one call. Falls back to eager steps, with one line saying why, where it
-    /// cannot (the CPU).
+    /// Train with eager steps, op by op with burn's Adam (`train --eager`), instead of the
+    /// replayed step, the default on wgpu and CUDA.
+    #[arg(long, conflicts_with = "graph")]
+    pub eager: bool,
+    /// Train with the step captured as a graph and replayed (`train --graph`; the default
+    /// on wgpu and CUDA): Adam's scalars (and half precision's loss scale) on the device,
+    /// the step's launches replayed in one call. On the CPU (no graphs) the same steps run
+    /// eagerly with the device-scalar Adam, and one line says so.
     #[arg(long)]
     pub graph: bool,
     /// Write the initial weights and the batch here (`init.safetensors`,
@@ -93,7 +98,7 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
     crate::backend::set_fusion(!cmd.no_fusion)?;
     transduce::fused_layers::set_enabled(!cmd.no_fused_layers);
     let device = cmd.backend.device()?;
-    crate::train::precision::check(cmd.precision, std::slice::from_ref(&device))?;
+    crate::train::engine::loss_scale::check(cmd.precision, std::slice::from_ref(&device))?;
     let mut config = ModelConfig::preset(&cmd.preset)?;
     if let Some(p) = cmd.dropout {
         config.dropout = p;
@@ -103,16 +108,16 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
         cmd.preset,
         config.num_params()
     );
-    let options = bench::BenchOptions {
+    let options = workload::BenchOptions {
         batch_tokens: cmd.batch_tokens,
         steps: cmd.steps,
         precision: cmd.precision,
         training_only: cmd.training_only,
-        graph: cmd.graph,
+        graph: super::train::replays(cmd.backend, cmd.eager, cmd.graph),
         exchange: cmd.exchange.clone(),
         init: cmd.init.clone(),
     };
-    let r = bench::run(&config, &device, &options)?;
+    let r = workload::run(&config, &device, &options)?;
     if cmd.json {
         // A build with `spirv` compiles wgpu's kernels to SPIR-V instead of WGSL.
         let backend = match cmd.backend {
@@ -191,7 +196,7 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
 }
 
 /// The training step's census, and the kernels it launches most.
-fn print_census(r: &bench::BenchReport) {
+fn print_census(r: &workload::BenchReport) {
     if let Some(start) = &r.start {
         println!("start:              {start}");
     }

@@ -114,13 +114,20 @@ pub struct TrainCmd {
     /// wgpu and CUDA, exact on the CPU (where padding only costs). Fixed for the run.
     #[arg(long, value_enum)]
     pub shapes: Option<Shapes>,
-    /// Capture each batch shape's step as a graph and replay it (wgpu, CUDA): the host
-    /// issues a few launches per step instead of hundreds; dropout masks are drawn on the
-    /// device from the step count (other masks than an eager run's, as reproducible), and
-    /// half precision checks its gradients and skips overflowing steps on the device.
-    /// Needs one device and no --accum; otherwise the steps run as without it, and one
-    /// line says why. Checkpoints are the same either way, so a run may resume with or
-    /// without it.
+    /// Take every step eagerly, op by op with burn's Adam, instead of replaying it (the
+    /// default on wgpu and CUDA; the CPU backend always steps eagerly).
+    #[arg(long, conflicts_with = "graph")]
+    pub eager: bool,
+    /// Capture each batch shape's step as a graph and replay it: the default on wgpu and
+    /// CUDA (--eager turns it off). The host issues a few launches per step instead of
+    /// hundreds; dropout masks are drawn on the device from the step count (other masks than
+    /// an eager run's, as reproducible), and half precision checks its gradients and skips
+    /// overflowing steps on the device. With --accum N each batch shape's gradients and the
+    /// update are captured (N + 1 replays a step). Not with --devices (the devices exchange
+    /// gradients through the host every step) nor for word-focus models: their steps run
+    /// eagerly, and one line says why. On the CPU backend (no graphs) --graph takes the same
+    /// steps eagerly with the device-scalar Adam. Checkpoints are the same either way, so a
+    /// run may resume with or without replay.
     #[arg(long)]
     pub graph: bool,
 }
@@ -206,7 +213,7 @@ pub fn run(cmd: TrainCmd) -> Result<()> {
         resume: cmd.resume,
         progress: !cmd.quiet,
         log_every: cmd.log_every,
-        graph: cmd.graph,
+        graph: replays(cmd.backend, cmd.eager, cmd.graph),
     }
     .run()?;
     eprintln!(
@@ -224,6 +231,12 @@ pub fn run(cmd: TrainCmd) -> Result<()> {
             .unwrap_or_default()
     );
     Ok(())
+}
+
+/// Whether a run's steps are captured and replayed: by default on the GPU backends, never
+/// with `--eager`, on any backend with `--graph` (the CPU then runs the same steps eagerly).
+pub fn replays(backend: Backend, eager: bool, graph: bool) -> bool {
+    graph || (!eager && matches!(backend, Backend::Wgpu | Backend::Cuda))
 }
 
 /// A model config as JSON (`--config`), with the file, line and column of what is wrong.

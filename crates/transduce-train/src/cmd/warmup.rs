@@ -1,5 +1,5 @@
 //! `transduce warmup`: tune and compile every shape class a GPU run will train in, ahead
-//! of the run, into the persistent GPU cache ([`crate::gpu_cache`]).
+//! of the run, into the persistent GPU cache ([`crate::backend::cache`]).
 //!
 //! Each class (rows × length, [`crate::data::shape`]) gets one training step of a scratch
 //! model (forward, backward, Adam; the trainer's own `optimizer_step`) and one validation
@@ -19,11 +19,11 @@ use crate::backend::Backend;
 use crate::data::cache::Pairs;
 use crate::data::shape::{self, Shapes};
 use crate::error::{CliError, Result};
+use crate::measure::start::StartWatch;
 use crate::options;
 use crate::prepared::Prepared;
-use crate::train::precision::LossScale;
+use crate::train::engine::loss_scale::{self, LossScale};
 use crate::train::rng::Rng;
-use crate::train::start::StartWatch;
 use crate::train::{Examples, StepWork, adam, evaluate_nll, optimizer_step, read_scalars};
 
 #[derive(Args)]
@@ -134,7 +134,7 @@ pub fn run(cmd: WarmupCmd) -> Result<()> {
     config.validate()?;
     crate::backend::set_fusion(!cmd.no_fusion)?;
     let device = cmd.backend.device()?;
-    crate::train::precision::check(cmd.precision, std::slice::from_ref(&device))?;
+    loss_scale::check(cmd.precision, std::slice::from_ref(&device))?;
     let longest = shapes.iter().map(|s| s.1).max().unwrap_or(0);
     if longest > config.max_len + 1 && config.positional == transduce::Positional::Learned {
         return Err(CliError::Usage(format!(
@@ -142,7 +142,7 @@ pub fn run(cmd: WarmupCmd) -> Result<()> {
             config.max_len
         )));
     }
-    let cache = crate::gpu_cache::placement().map_or("none".into(), |p| p.to_string());
+    let cache = crate::backend::cache::placement().map_or("none".into(), |p| p.to_string());
     eprintln!(
         "warmup: {} shapes (rows × length) of {} parameters, {}, {} tokens a batch; cache {cache}",
         shapes.len(),

@@ -12,8 +12,8 @@
 //! rows; those carry no target (nothing for the loss or the gradients).
 
 use crate::data::batch::Batch;
-use crate::train::TeacherForced;
 use transduce::tokenizer::{BOS, EOS, PAD};
+use transduce::train::TeacherForced;
 
 /// How training batches are shaped (`train --shapes`).
 #[derive(

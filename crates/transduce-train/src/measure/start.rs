@@ -150,7 +150,7 @@ impl StartWatch {
             steady_from_step,
             steady_secs: steady_from_step.map(|s| self.step_ends[s - 1]),
             step20_secs: self.step_ends.get(19).copied(),
-            cache: crate::gpu_cache::placement().map(|p| p.to_string()),
+            cache: crate::backend::cache::placement().map(|p| p.to_string()),
         }
     }
 }

@@ -18,7 +18,12 @@ use std::path::{Path, PathBuf};
 
 use burn_cubecl::cubecl::config::{CubeClRuntimeConfig, RuntimeConfig};
 
-use crate::backend::Backend;
+/// The GPU APIs whose tuning and kernels the cache keeps (the CPU backends have none).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GpuApi {
+    Wgpu,
+    Cuda,
+}
 
 /// Builds kept per device: older ones are removed when a new build opens its folder.
 const KEEP_BUILDS: usize = 4;
@@ -114,11 +119,10 @@ pub fn build() -> String {
 
 /// The GPUs this backend would use, named by model and driver: every adapter wgpu sees
 /// (the default device is one of them), or CUDA's devices with the driver's version.
-pub fn device(backend: Backend) -> String {
-    match backend {
-        Backend::Wgpu => wgpu_devices(),
-        Backend::Cuda => cuda_devices(),
-        Backend::Cpu | Backend::Ndarray => "cpu".into(),
+pub fn device(api: GpuApi) -> String {
+    match api {
+        GpuApi::Wgpu => wgpu_devices(),
+        GpuApi::Cuda => cuda_devices(),
     }
 }
 
@@ -265,16 +269,12 @@ pub fn placement() -> Option<&'static Placement> {
 }
 
 /// Points cubecl's persistent cache at this device's folder (see the module's doc), once
-/// per process, before the first GPU device is opened. The CPU backends have nothing to
-/// cache (and leave the place to a GPU device opened later).
-pub fn install(backend: Backend) -> Option<&'static Placement> {
-    if matches!(backend, Backend::Cpu | Backend::Ndarray) {
-        return None;
-    }
-    Some(PLACED.get_or_init(|| place(backend)))
+/// per process, before the first GPU device is opened.
+pub fn install(api: GpuApi) -> &'static Placement {
+    PLACED.get_or_init(|| place(api))
 }
 
-fn place(backend: Backend) -> Placement {
+fn place(api: GpuApi) -> Placement {
     if !cfg!(feature = "tune-cache") {
         return Placement::Unavailable;
     }
@@ -284,7 +284,7 @@ fn place(backend: Backend) -> Placement {
     }
     let mut config = CubeClRuntimeConfig::from_current_dir().override_from_env();
     let level = component(&format!("{:?}", config.autotune.level));
-    let device_dir = root().join("gpu").join(device(backend));
+    let device_dir = root().join("gpu").join(device(api));
     let dir = device_dir.join(format!("{}-{level}", build()));
     if let Err(e) = std::fs::create_dir_all(&dir) {
         eprintln!(

@@ -12,14 +12,17 @@ use transduce::{HostModel, ModelConfig, Precision, Transformer};
 use crate::data::batch::Batch;
 use crate::data::cache::Pairs;
 use crate::error::{Result, io};
-use crate::train::census::{Census, StepCensus, wait_cost_ns};
-use crate::train::graph::{DeviceAdam, GraphTrainer};
-use crate::train::precision::LossScale;
-use crate::train::start::{StartReport, StartWatch};
-use crate::train::{
-    Examples, LOG_EVERY, StepWork, adam, optimizer_step, optimizer_step_between, read_scalars,
-    rng::Rng, teacher_forced,
-};
+use crate::measure::census::{Census, StepCensus, wait_cost_ns};
+use crate::measure::start::{StartReport, StartWatch};
+use crate::train::batches::{Examples, teacher_forced};
+use crate::train::config::LOG_EVERY;
+use crate::train::engine::adam::DeviceAdam;
+use crate::train::engine::eager::{StepWork, optimizer_step, optimizer_step_between};
+use crate::train::engine::loss_scale::LossScale;
+use crate::train::engine::replay::GraphTrainer;
+use crate::train::read::read_scalars;
+use crate::train::rng::Rng;
+use transduce::train::{TeacherForced, adam};
 
 /// The training workload and what the benchmark does besides timing it.
 #[derive(Clone, Debug)]
@@ -31,7 +34,7 @@ pub struct BenchOptions {
     pub precision: Precision,
     /// Time training only: no matmul chain, no decoding.
     pub training_only: bool,
-    /// Steps captured as graphs and replayed ([`crate::train::graph`]).
+    /// Steps captured as graphs and replayed ([`crate::train::engine::replay`]).
     pub graph: bool,
     /// Writes the initial weights (`init.safetensors`, the bundle's names) and the batch
     /// (`batch.safetensors`: `src`, `tgt_in`, `tgt_out` as I64) here, so that another
@@ -367,7 +370,7 @@ fn train(config: &ModelConfig, device: &Device, options: &BenchOptions) -> Resul
 fn train_graph(
     mut model: Transformer,
     device: &Device,
-    forced: &crate::train::TeacherForced,
+    forced: &TeacherForced,
     config: &ModelConfig,
     options: &BenchOptions,
     mut watch: StartWatch,

@@ -1,9 +1,13 @@
-//! Choosing the compute device: `--backend cpu|wgpu|cuda`.
+//! Choosing the compute device: `--backend cpu|wgpu|cuda`, with the GPU backends'
+//! persistent cache of tuning and kernels ([`cache`]) installed before a device opens.
+
+pub mod cache;
 
 use clap::ValueEnum;
 use transduce::burn::prelude::*;
 
 use crate::error::{CliError, Result};
+use cache::GpuApi;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Backend {
@@ -18,6 +22,23 @@ pub enum Backend {
 }
 
 impl Backend {
+    /// The GPU API of a GPU backend; none for the CPU backends.
+    fn gpu_api(self) -> Option<GpuApi> {
+        match self {
+            Backend::Cpu | Backend::Ndarray => None,
+            Backend::Wgpu => Some(GpuApi::Wgpu),
+            Backend::Cuda => Some(GpuApi::Cuda),
+        }
+    }
+
+    /// Points cubecl's persistent cache at this GPU's folder ([`cache::install`]); the CPU
+    /// backends have nothing to cache (and leave the place to a GPU device opened later).
+    fn install_cache(self) {
+        if let Some(api) = self.gpu_api() {
+            cache::install(api);
+        }
+    }
+
     /// Points burn's default device at this backend: state restored from records is created
     /// on the default device.
     fn pin_default(self) {
@@ -35,7 +56,7 @@ impl Backend {
     /// from records is created on the default device).
     pub fn device(self) -> Result<Device> {
         self.pin_default();
-        crate::gpu_cache::install(self);
+        self.install_cache();
         match self {
             Backend::Cpu => Ok(Device::flex()),
             // Deprecated in burn 0.22, kept so the CPU backends can be compared.
@@ -66,7 +87,7 @@ impl Backend {
     /// index listed twice opens two devices (two queues) on one adapter. CUDA indices are
     /// device ordinals. The CPU backends are one device that already uses every core.
     pub fn devices(self, indices: &[usize]) -> Result<Vec<Device>> {
-        crate::gpu_cache::install(self);
+        self.install_cache();
         match (self, indices) {
             (_, []) => Ok(vec![self.device()?]),
             (Backend::Cpu | Backend::Ndarray, [0]) => Ok(vec![self.device()?]),
@@ -117,7 +138,7 @@ pub fn set_fusion(enabled: bool) -> Result<()> {
 /// One wgpu device per index, each registered with burn as its own runtime.
 pub(crate) fn wgpu_devices(indices: &[usize]) -> Result<Vec<Device>> {
     use transduce::burn::tensor::wgpu::{WgpuSetup, wgpu};
-    crate::gpu_cache::install(Backend::Wgpu);
+    cache::install(GpuApi::Wgpu);
     let instance = wgpu::Instance::default();
     let adapters = pollster::block_on(instance.enumerate_adapters(wgpu::Backends::PRIMARY));
     if adapters.is_empty() {

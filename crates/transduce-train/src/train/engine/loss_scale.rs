@@ -144,7 +144,7 @@ pub fn unscale(
         true => true,
         false => {
             let total = Tensor::cat(visitor.sums, 0).sum();
-            super::read_scalars(vec![total])?[0].is_finite()
+            crate::train::read::read_scalars(vec![total])?[0].is_finite()
         }
     };
     Ok((visitor.grads, finite))

@@ -27,9 +27,9 @@ pub struct TrainState {
     pub tokens: u64,
     /// Training wall time so far, seconds.
     pub elapsed_secs: f64,
-    /// Half-precision training's loss scale ([`super::precision`]); none in f32.
+    /// Half-precision training's loss scale ([`crate::train::engine::loss_scale`]); none in f32.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub loss_scale: Option<super::precision::LossScale>,
+    pub loss_scale: Option<crate::train::engine::loss_scale::LossScale>,
 }
 
 pub const MODEL_FILE: &str = "model.safetensors";

@@ -1,7 +1,7 @@
 //! Adam's update (§5.3) as one kernel per [`GROUP`] parameters (a multi-tensor update, as
 //! PyTorch's fused Adam), writing each parameter and its two moments in place.
 //!
-//! As tensor operations ([`super::graph::DeviceAdam`]'s oracle path) an update is a fused
+//! As tensor operations ([`super::adam::DeviceAdam`]'s oracle path) an update is a fused
 //! kernel writing new buffers, then three copies back into the buffers a replayed graph
 //! reads: four kernels per parameter, three of them copies. This kernel reads the gradients
 //! and the step's scalars and rewrites the buffers where they are: one kernel for four
@@ -20,7 +20,7 @@ use burn_cubecl::kernel::into_contiguous;
 use burn_cubecl::tensor::CubeTensor;
 use transduce::burn::backend::{Backend, backend_extension, tensor::FloatTensor};
 
-/// β1, β2 and ε of §5.3 (the kernel's constants; [`super::graph::DeviceAdam`] uses the same).
+/// β1, β2 and ε of §5.3 (the kernel's constants; [`super::adam::DeviceAdam`] uses the same).
 pub const BETA_1: f64 = 0.9;
 pub const BETA_2: f64 = 0.98;
 pub const EPSILON: f64 = 1e-9;

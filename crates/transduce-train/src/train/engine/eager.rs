@@ -1,0 +1,239 @@
+//! The eager optimizer step as `train` takes it without graphs: the forward and backward
+//! passes of a group of batches (one after another with `--accum`, side by side with
+//! `--devices`), then burn's Adam, with half precision's loss scale kept on the host.
+
+use transduce::Precision;
+use transduce::Transformer;
+use transduce::burn::module::Module;
+use transduce::burn::optim::{
+    GradientsAccumulator, GradientsParams, ModuleOptimizer, MultiGradientsParams,
+};
+use transduce::burn::prelude::*;
+use transduce::train::loss;
+
+use super::loss_scale::{self, LossScale};
+use crate::data::batch::Batch;
+use crate::error::{CliError, Result};
+use crate::train::batches::{Examples, batch_tensors};
+
+/// The gradients of one optimizer step: summed over batches on one device, or, from
+/// several devices, one set per device for burn's `step_multi` to add up.
+enum Grads {
+    One(GradientsParams),
+    Multi(MultiGradientsParams),
+}
+
+/// What one step's forward and backward passes give.
+struct StepGradients {
+    pub grads: Grads,
+    /// The step's loss, on the main device and not yet read ([`read_scalars`] reads many
+    /// steps' at once: a read per step would stop the host from running ahead).
+    pub loss: StepLoss,
+    /// Every gradient finite: false only in half precision, where the step is skipped.
+    pub finite: bool,
+}
+
+/// A step's loss sums, one-element vectors on the main device.
+#[derive(Clone)]
+pub struct StepLoss {
+    /// The smoothed loss, summed over the group's batches (per target token).
+    pub smoothed: Tensor<1>,
+    /// −log p(target) summed over the group's target tokens.
+    pub nll: Tensor<1>,
+}
+
+impl StepLoss {
+    /// Adds another device's share, brought to `device`.
+    fn add(self, other: StepLoss, device: &Device) -> StepLoss {
+        StepLoss {
+            smoothed: self.smoothed + other.smoothed.to_device(device),
+            nll: self.nll + other.nll.to_device(device),
+        }
+    }
+}
+
+/// Forward and backward passes of one step. The loss is summed over `group` and divided
+/// by its target tokens, so the update is the same whether the batches run one after
+/// another (`--accum`) or side by side on several devices (`--devices`): batch j goes to
+/// device j mod N, each device in its own thread with its own copy of the model, as the
+/// paper's 8 GPUs each took a share of every batch (§5.2). With a `loss_scale` (half
+/// precision, [`loss_scale`]) the loss is scaled before the backward pass and the gradients
+/// unscaled and checked after it.
+fn gradients(
+    model: &Transformer,
+    work: &StepWork<'_>,
+    loss_scale: Option<f64>,
+) -> Result<StepGradients> {
+    let &StepWork {
+        devices,
+        group,
+        examples,
+        group_tokens,
+        epsilon,
+        seed: step_seed,
+    } = work;
+    // Dropout masks depend on (seed, step, device) only: resuming reproduces them.
+    let pass = |model: &Transformer, device: &Device, batches: &[&Batch], seed: u64| {
+        device.seed(seed);
+        let mut accumulator = GradientsAccumulator::<Transformer>::new();
+        let mut sums: Option<StepLoss> = None;
+        for batch in batches {
+            let (logits, tgt_out) = batch_tensors(
+                examples.pairs,
+                batch,
+                examples.focus,
+                examples.shape(batch),
+                device,
+            )?
+            .logits(model);
+            let batch_sums = loss::label_smoothed(logits, tgt_out, epsilon);
+            let loss = batch_sums.smoothed.div_scalar(group_tokens as f64);
+            let scaled = match loss_scale {
+                Some(scale) if scale != 1.0 => loss.clone().mul_scalar(scale),
+                _ => loss.clone(),
+            };
+            let batch_loss = StepLoss {
+                smoothed: loss.detach(),
+                nll: batch_sums.nll.detach(),
+            };
+            let grads = GradientsParams::from_grads(scaled.backward(), model);
+            accumulator.accumulate(model, grads);
+            sums = Some(match sums {
+                Some(s) => s.add(batch_loss, device),
+                None => batch_loss,
+            });
+        }
+        let sums = sums.ok_or_else(|| CliError::Usage("a training step with no batch".into()))?;
+        let grads = accumulator.grads();
+        let (grads, finite) = match loss_scale {
+            Some(scale) => loss_scale::unscale(grads, model, 1.0 / scale)?,
+            None => (grads, true),
+        };
+        Ok::<_, CliError>((grads, sums, finite))
+    };
+    if devices.len() == 1 {
+        let (grads, loss, finite) = pass(model, &devices[0], group, step_seed)?;
+        return Ok(StepGradients {
+            grads: Grads::One(grads),
+            loss,
+            finite,
+        });
+    }
+    let shares: Vec<Vec<&Batch>> = (0..devices.len())
+        .map(|d| {
+            group
+                .iter()
+                .skip(d)
+                .step_by(devices.len())
+                .copied()
+                .collect()
+        })
+        .collect();
+    let replicas: Vec<Transformer> = devices
+        .iter()
+        .enumerate()
+        .map(|(d, device)| match d {
+            0 => model.clone(),
+            _ => model.clone().fork(device),
+        })
+        .collect();
+    let results = std::thread::scope(|scope| {
+        let workers: Vec<_> = replicas
+            .into_iter()
+            .zip(devices)
+            .zip(&shares)
+            .enumerate()
+            .map(|(d, ((replica, device), share))| {
+                let pass = &pass;
+                scope.spawn(move || pass(&replica, device, share, step_seed.wrapping_add(d as u64)))
+            })
+            .collect();
+        workers
+            .into_iter()
+            .map(|w| {
+                w.join().unwrap_or_else(|_| {
+                    Err(CliError::Usage("a training device's thread failed".into()))
+                })
+            })
+            .collect::<Vec<_>>()
+    });
+    let mut multi = MultiGradientsParams::default();
+    let (mut loss, mut all_finite) = (None::<StepLoss>, true);
+    for (result, device) in results.into_iter().zip(devices) {
+        let (grads, sums, finite) = result?;
+        multi.grads.push((grads, device.clone()));
+        loss = Some(match loss {
+            Some(l) => l.add(sums, &devices[0]),
+            None => sums,
+        });
+        all_finite &= finite;
+    }
+    Ok(StepGradients {
+        grads: Grads::Multi(multi),
+        loss: loss.ok_or_else(|| CliError::Usage("a training step with no batch".into()))?,
+        finite: all_finite,
+    })
+}
+
+/// The work of one optimizer step: its batches, where they run and what they need.
+#[derive(Clone, Copy)]
+pub struct StepWork<'a> {
+    /// Training devices (autodiff), the first the main one.
+    pub devices: &'a [Device],
+    /// The step's batches: `accum` per device.
+    pub group: &'a [&'a Batch],
+    pub examples: Examples<'a>,
+    /// Target tokens of the whole group: the loss is averaged over them.
+    pub group_tokens: usize,
+    /// Label smoothing (§5.4).
+    pub epsilon: f64,
+    /// Dropout's seed for this step ([`crate::train::rng::step_seed`]).
+    pub seed: u64,
+}
+
+/// One optimizer step (§5.3) as `train` takes it: the gradients of `work`, then Adam at
+/// `lr`, unless a half-precision step overflowed (then the step is skipped and the loss
+/// scale backs off). Nothing is read from the device in f32; the loss comes back unread.
+pub fn optimizer_step(
+    model: Transformer,
+    optimizer: &mut ModuleOptimizer,
+    work: &StepWork<'_>,
+    lr: f64,
+    precision: Precision,
+    loss_scale: &mut Option<LossScale>,
+) -> Result<(Transformer, StepLoss)> {
+    optimizer_step_between(model, optimizer, work, lr, precision, loss_scale, || {})
+}
+
+/// [`optimizer_step`], calling `between` after the forward and backward passes are issued
+/// and before the optimizer's update is (`bench` syncs there to count each phase's
+/// launches).
+pub fn optimizer_step_between(
+    model: Transformer,
+    optimizer: &mut ModuleOptimizer,
+    work: &StepWork<'_>,
+    lr: f64,
+    precision: Precision,
+    loss_scale: &mut Option<LossScale>,
+    between: impl FnOnce(),
+) -> Result<(Transformer, StepLoss)> {
+    let StepGradients {
+        grads,
+        loss,
+        finite,
+    } = gradients(&model, work, loss_scale.as_ref().map(|s| s.scale))?;
+    between();
+    let model = match (finite, grads) {
+        (false, _) => model,
+        (true, Grads::One(grads)) => optimizer.step(lr, model, grads),
+        // burn updates each parameter on one of the devices; the model comes back to the
+        // main device for the next step, validation and checkpoints.
+        (true, Grads::Multi(grads)) => optimizer
+            .step_multi(lr, model, grads)
+            .fork(&work.devices[0]),
+    };
+    if let Some(scale) = loss_scale.as_mut() {
+        scale.update(precision, finite);
+    }
+    Ok((model, loss))
+}

@@ -1,0 +1,27 @@
+//! One optimizer step (§5.3), however it is taken:
+//! - [`eager`]: forward, backward and burn's Adam, op by op (the CPU, `--devices`,
+//!   `--eager`);
+//! - [`replay`]: the same step captured once per batch shape and replayed with one call,
+//!   its scalars in device buffers; [`accum`] does the same for a step of several batches;
+//! - [`adam`]: the device-scalar Adam replayed steps update with, [`record`] its checkpoint
+//!   format (burn's, so either kind of run resumes the other's), [`params`] the walks over
+//!   the model's parameters it needs;
+//! - [`loss_scale`]: half precision's dynamic loss scale;
+//! - [`adam_kernel`] and [`dropout`]: the cubecl kernels of Adam (with the finite check
+//!   and the accumulation) and of dropout's masks drawn on the device.
+//!
+//! The run around the steps (the loop, checkpoints, validation, metrics) is
+//! [`crate::train::run`].
+
+pub mod accum;
+pub mod adam;
+pub mod adam_kernel;
+pub mod dropout;
+pub mod eager;
+pub mod loss_scale;
+pub mod params;
+pub mod record;
+pub mod replay;
+
+#[cfg(test)]
+mod replay_tests;

@@ -1,0 +1,374 @@
+//! The eager step's tests, and the helpers the replay tests share with them: a tiny model,
+//! reversal pairs, the losses of a few steps, the GPU lock and the wgpu device.
+
+use transduce::bundle::{WeightDtype, load_weights, save_weights};
+use transduce::burn::prelude::*;
+use transduce::{ModelConfig, Precision, Transformer};
+
+use super::batches::{Examples, target_tokens};
+use super::engine::eager::{StepWork, optimizer_step};
+use super::engine::loss_scale::LossScale;
+use super::read::read_scalars;
+use super::rng;
+use super::run::validate::evaluate_nll;
+use crate::data::batch::Batch;
+use crate::data::cache::Pairs;
+use crate::data::shape::Shapes;
+use crate::measure::census;
+use transduce::train::adam;
+
+/// A dropout-free tiny model: its config and initial weights, made on the CPU.
+pub(crate) fn tiny_start(seed: u64) -> (ModelConfig, Vec<u8>) {
+    let config = ModelConfig {
+        dropout: 0.0,
+        ..ModelConfig::tiny().with_vocab(48)
+    };
+    let cpu = Device::flex();
+    cpu.seed(seed);
+    let model = Transformer::new(&config, &cpu).unwrap();
+    (
+        config.clone(),
+        save_weights(&model, WeightDtype::F32).unwrap(),
+    )
+}
+
+/// Pairs whose target reverses the source, one per source length.
+pub(crate) fn reversal_pairs(seed: u64, lengths: impl Iterator<Item = usize>) -> Pairs {
+    let mut pairs = Pairs::default();
+    let mut r = rng::Rng::new(seed);
+    for len in lengths {
+        let s: Vec<u32> = (0..len).map(|_| 4 + r.below(40) as u32).collect();
+        let t: Vec<u32> = s.iter().rev().copied().collect();
+        pairs.push(s, t);
+    }
+    pairs
+}
+
+/// Losses of `steps` optimizer steps on `group` from the same initial weights, on one
+/// device or data-parallel over several.
+pub(crate) fn losses(
+    start: &(ModelConfig, Vec<u8>),
+    devices: &[Device],
+    pairs: &Pairs,
+    group: &[&Batch],
+    steps: u64,
+) -> Vec<f64> {
+    losses_in(start, devices, pairs, group, steps, Precision::F32)
+}
+
+/// [`losses`] computed in `precision`, with `train`'s loss scaling.
+pub(crate) fn losses_in(
+    start: &(ModelConfig, Vec<u8>),
+    devices: &[Device],
+    pairs: &Pairs,
+    group: &[&Batch],
+    steps: u64,
+    precision: Precision,
+) -> Vec<f64> {
+    losses_shaped(start, devices, pairs, group, steps, precision, None)
+}
+
+/// [`losses_in`] with each batch padded to its shape class under `classes` tokens.
+pub(crate) fn losses_shaped(
+    start: &(ModelConfig, Vec<u8>),
+    devices: &[Device],
+    pairs: &Pairs,
+    group: &[&Batch],
+    steps: u64,
+    precision: Precision,
+    classes: Option<usize>,
+) -> Vec<f64> {
+    let scale = LossScale::initial(precision);
+    let (losses, skipped): (Vec<f64>, Vec<u64>) = losses_scaled(
+        start, devices, pairs, group, steps, precision, classes, scale,
+    )
+    .into_iter()
+    .unzip();
+    assert!(skipped.iter().all(|&s| s == 0), "no step may be skipped");
+    losses
+}
+
+/// [`losses_shaped`] from the loss scale `scale`: each step's loss, and the steps
+/// skipped so far after it.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn losses_scaled(
+    (config, weights): &(ModelConfig, Vec<u8>),
+    devices: &[Device],
+    pairs: &Pairs,
+    group: &[&Batch],
+    steps: u64,
+    precision: Precision,
+    classes: Option<usize>,
+    mut scale: Option<LossScale>,
+) -> Vec<(f64, u64)> {
+    let devices: Vec<Device> = devices.iter().map(|d| d.clone().autodiff()).collect();
+    let mut model = load_weights(config, weights, &devices[0])
+        .unwrap()
+        .with_precision(precision);
+    let mut optimizer = adam();
+    let tokens = group.iter().map(|b| target_tokens(pairs, b)).sum();
+    let mut losses = Vec::new();
+    let mut skipped = Vec::new();
+    for step in 0..steps {
+        let work = StepWork {
+            devices: &devices,
+            group,
+            examples: Examples {
+                pairs,
+                focus: None,
+                classes,
+            },
+            group_tokens: tokens,
+            epsilon: 0.1,
+            seed: step,
+        };
+        let (next, loss) =
+            optimizer_step(model, &mut optimizer, &work, 1e-3, precision, &mut scale).unwrap();
+        model = next;
+        losses.push(loss.smoothed);
+        skipped.push(scale.as_ref().map_or(0, |s| s.skipped));
+    }
+    let losses = read_scalars(losses).unwrap();
+    losses.into_iter().zip(skipped).collect()
+}
+
+/// Padding a batch to its shape class (longer rows, extra rows without targets)
+/// changes no loss and no update: on the CPU backend, 6 steps from the same start give
+/// the same losses to 1e-5 relative (the padded sums add zeros, in another order).
+#[test]
+fn shape_classes_train_like_exact_batches() {
+    let start = tiny_start(7);
+    let pairs = reversal_pairs(4, (0..10).map(|n| 3 + n % 5));
+    let batch: Batch = (0..10).collect();
+    let cpu = [Device::flex()];
+    let exact = losses(&start, &cpu, &pairs, &[&batch], 6);
+    // 256 tokens: the class of length 8 has 32 rows, so 22 are padding.
+    let shape = Examples {
+        pairs: &pairs,
+        focus: None,
+        classes: Some(256),
+    }
+    .shape(&batch);
+    assert_eq!(shape, Some((32, 8)));
+    let padded = losses_shaped(
+        &start,
+        &cpu,
+        &pairs,
+        &[&batch],
+        6,
+        Precision::F32,
+        Some(256),
+    );
+    assert!(exact[5] < exact[0], "{exact:?}");
+    for (step, (x, y)) in exact.iter().zip(&padded).enumerate() {
+        assert!(
+            (x - y).abs() / x.abs() < 1e-5,
+            "step {step}: exact {x} vs padded {y}"
+        );
+    }
+}
+
+/// An f32 step reads nothing back from the device: the loss stays there until the
+/// trainer reads many steps' losses in one transaction (counted by the census, on the
+/// CPU backend, where every read is as real as on a GPU).
+#[test]
+fn f32_steps_read_nothing_until_the_losses_are_read_together() {
+    // A census replaces the process's one launch hook: not beside another test's.
+    let _gpu = gpu_lock();
+    let (config, weights) = tiny_start(3);
+    let pairs = reversal_pairs(2, std::iter::repeat_n(6, 8));
+    let batch: Batch = (0..8).collect();
+    let device = Device::flex().autodiff();
+    let mut model = load_weights(&config, &weights, &device).unwrap();
+    let mut optimizer = adam();
+    let census = census::Census::start();
+    let mut losses = Vec::new();
+    for step in 0..4 {
+        let work = StepWork {
+            devices: std::slice::from_ref(&device),
+            group: &[&batch],
+            examples: Examples {
+                pairs: &pairs,
+                focus: None,
+                classes: None,
+            },
+            group_tokens: target_tokens(&pairs, &batch),
+            epsilon: 0.1,
+            seed: step,
+        };
+        let (next, loss) = optimizer_step(
+            model,
+            &mut optimizer,
+            &work,
+            1e-3,
+            Precision::F32,
+            &mut None,
+        )
+        .unwrap();
+        model = next;
+        losses.push(loss.smoothed);
+        losses.push(loss.nll);
+    }
+    let values = read_scalars(losses).unwrap();
+    let counted = census.finish(4);
+    assert_eq!(values.len(), 8);
+    assert!(
+        values.iter().all(|v| v.is_finite() && *v > 0.0),
+        "{values:?}"
+    );
+    // One read in four steps, and it was the transaction.
+    assert_eq!(counted.reads, 0.25, "{counted}");
+}
+
+/// Validation in shape classes gives the validation loss of exact batches (the
+/// padded positions and rows add nothing), read back in one transaction.
+#[test]
+fn validation_in_shape_classes_matches_exact_batches() {
+    // A census replaces the process's one launch hook: not beside another test's.
+    let _gpu = gpu_lock();
+    let (config, weights) = tiny_start(8);
+    let model = load_weights(&config, &weights, &Device::flex()).unwrap();
+    let pairs = reversal_pairs(6, (0..40).map(|n| 2 + n % 11));
+    let exact = evaluate_nll(&model, &pairs, None, 128, Shapes::Exact).unwrap();
+    let census = census::Census::start();
+    let classed = evaluate_nll(&model, &pairs, None, 128, Shapes::Classes).unwrap();
+    assert_eq!(census.finish(1).reads, 1.0);
+    assert!(exact > 0.0 && exact.is_finite(), "{exact}");
+    assert!(
+        (exact - classed).abs() / exact < 1e-5,
+        "{exact} vs {classed}"
+    );
+}
+
+/// Held by every wgpu test of this crate and every test that takes a census: kernel
+/// launches are counted process-wide through one hook, so a test that counts them must
+/// not see another test's kernels, nor have its hook replaced by another census.
+pub(crate) fn gpu_lock() -> std::sync::MutexGuard<'static, ()> {
+    static GPU: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    GPU.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// The wgpu device, or `None` (with the reason printed) where there is no adapter.
+pub(crate) fn wgpu_device(test: &str) -> Option<Device> {
+    // Initialized once per process and shared: a second initialization fails with
+    // "already initialized" (also when another test opened the adapter through the
+    // CLI's path), which used to skip the wgpu tests of a full run.
+    static DEVICE: std::sync::OnceLock<std::result::Result<Device, String>> =
+        std::sync::OnceLock::new();
+    let device = DEVICE.get_or_init(|| {
+        // Tuning kept where the CLI keeps it, not in cubecl's default `target/environment`.
+        crate::backend::cache::install(crate::backend::cache::GpuApi::Wgpu);
+        let init = || Device::wgpu_options().init();
+        match std::panic::catch_unwind(init) {
+            Ok(Ok(device)) => Ok(device),
+            // Another test of this process opened the default adapter first.
+            Ok(Err(e)) if format!("{e:?}").contains("already initialized") => {
+                Ok(Device::wgpu(DeviceKind::DefaultDevice))
+            }
+            Ok(Err(e)) => Err(format!("{e:?}")),
+            Err(_) => Err("initialization panicked".into()),
+        }
+    });
+    match device {
+        Ok(device) => Some(device.clone()),
+        Err(why) => {
+            println!("SKIP: {test}: no wgpu adapter ({why}); install mesa-vulkan-drivers");
+            None
+        }
+    }
+}
+
+/// Mixed precision (f16 activations over f32 weights, loss scaled by 2¹⁶; and bf16
+/// where the adapter has it) trains like f32 on the same start and batches: the
+/// losses of 6 steps stay within 1% of f32's (f16 keeps 11 significant bits, ≈ 5·10⁻⁴
+/// relative per rounding; bf16 8 bits, so 3%), and none is skipped.
+#[test]
+fn half_precision_tracks_f32_on_wgpu() {
+    let _gpu = gpu_lock();
+    let Some(wgpu) = wgpu_device("half_precision_tracks_f32_on_wgpu") else {
+        return;
+    };
+    let start = tiny_start(11);
+    let pairs = reversal_pairs(3, std::iter::repeat_n(8, 16));
+    let batch: Batch = (0..16).collect();
+    let reference = losses(&start, std::slice::from_ref(&wgpu), &pairs, &[&batch], 6);
+    assert!(reference[5] < reference[0], "{reference:?}");
+    for (precision, tolerance) in [(Precision::F16, 0.01), (Precision::Bf16, 0.03)] {
+        if !wgpu.supports_dtype(precision.dtype()) {
+            println!(
+                "SKIP: {} on this adapter: no {0} arithmetic",
+                precision.name()
+            );
+            continue;
+        }
+        let half = losses_in(
+            &start,
+            std::slice::from_ref(&wgpu),
+            &pairs,
+            &[&batch],
+            6,
+            precision,
+        );
+        for (step, (x, y)) in reference.iter().zip(&half).enumerate() {
+            assert!(
+                (x - y).abs() / x.abs() < tolerance,
+                "step {step}: f32 {x} vs {} {y} ({half:?})",
+                precision.name()
+            );
+        }
+    }
+}
+
+/// The wgpu backend (Vulkan/Metal/DX12; lavapipe's software Vulkan on a machine
+/// without a GPU) trains like the CPU backend: same start, same batches, losses agree to
+/// 1e-3 relative (f32 kernels reduce in different orders, so bitwise equality is not
+/// expected).
+#[test]
+fn wgpu_and_cpu_training_agree() {
+    let _gpu = gpu_lock();
+    let Some(wgpu) = wgpu_device("wgpu_and_cpu_training_agree") else {
+        return;
+    };
+    let start = tiny_start(11);
+    let pairs = reversal_pairs(3, std::iter::repeat_n(8, 16));
+    let batch: Batch = (0..16).collect();
+    let a = losses(&start, &[Device::flex()], &pairs, &[&batch], 4);
+    let b = losses(&start, &[wgpu], &pairs, &[&batch], 4);
+    for (step, (x, y)) in a.iter().zip(&b).enumerate() {
+        assert!(
+            (x - y).abs() / x.abs() < 1e-3,
+            "step {step}: cpu {x} vs wgpu {y}"
+        );
+    }
+    // Training moved: the losses are not all the same number.
+    assert!(a[3] < a[0], "{a:?}");
+}
+
+/// Data parallelism changes where gradients are computed, not the update: two wgpu
+/// devices (two queues on lavapipe's one adapter when there is no GPU), one batch each,
+/// train like one device accumulating both batches.
+#[test]
+fn data_parallel_equals_accumulation() {
+    let _gpu = gpu_lock();
+    let devices = match crate::backend::wgpu_devices(&[0, 0]) {
+        Ok(devices) => devices,
+        Err(e) => {
+            println!("SKIP: data_parallel_equals_accumulation: {e}");
+            return;
+        }
+    };
+    let start = tiny_start(5);
+    let pairs = reversal_pairs(9, (0..12).map(|n| 6 + n % 4));
+    let (a, b): (Batch, Batch) = ((0..6).collect(), (6..12).collect());
+    // Losses, not weights: Adam turns gradients that are rounding noise (the key
+    // projection's bias, to which softmax is blind) into full-size steps of either sign.
+    let one = losses(&start, &devices[..1], &pairs, &[&a, &b], 4);
+    let two = losses(&start, &devices, &pairs, &[&a, &b], 4);
+    assert!(one[3] < one[0], "training moved: {one:?}");
+    for (step, (x, y)) in one.iter().zip(&two).enumerate() {
+        assert!(
+            (x - y).abs() / x < 1e-4,
+            "step {step}: one device {x}, two {y}"
+        );
+    }
+}
