@@ -1,6 +1,10 @@
 //! One shape class's buffers and bind groups, and the recording of the encoder pass and
 //! of a decoder step (§3.1, §6.1).
 //!
+//! One file on purpose (about 860 lines): the buffers a shape class allocates and the
+//! dispatches that bind them are two halves of one layout (each dispatch names buffers by
+//! the fields made here); split apart, a change to one would silently desynchronise the other.
+//!
 //! A shape class is (sources, source rows, decoder rows, positions, candidates per row):
 //! its buffers and bind groups are made once and reused by every step and by later batches
 //! that fit. A step is one command encoder and one submit: the history of each row (beam
