@@ -14,7 +14,8 @@
 #               backend compiles kernels to SPIR-V, where cooperative matrices are)
 #   PYTHON      a Python with torch and safetensors (default python3)
 #   BACKENDS    any of: cpu wgpu wgpu-graph spirv cuda cuda-graph torch torch-compile
-#               (the -graph rows replay the step captured as a graph: `bench --graph`)
+#               (the -graph rows replay the step captured as a graph, bench's default on
+#               wgpu and CUDA; the plain wgpu and cuda rows take eager steps: `--eager`)
 #               (default: wgpu wgpu-graph spirv cuda cuda-graph torch torch-compile)
 #   PRESETS     (default: compact base)   BATCHES  target tokens per step (4096 25000)
 #   PRECISIONS  (default: f32 f16 bf16)   STEPS    timed steps after one warm-up (20)
@@ -113,14 +114,17 @@ for preset in $PRESETS; do
                     start=(--exchange "$exchange")
                 fi
                 case $backend in
-                    cpu | wgpu | cuda)
+                    cpu)
                         measure "transduce $backend" "$BIN" bench --backend "$backend" \
                             "${common[@]}" "${start[@]}" ;;
+                    wgpu | cuda)
+                        measure "transduce $backend" "$BIN" bench --backend "$backend" \
+                            --eager "${common[@]}" "${start[@]}" ;;
                     wgpu-graph | cuda-graph)
-                        # The step captured once and replayed (`bench --graph`; any
+                        # The step captured once and replayed (bench's default; any
                         # precision: half precision's loss scale and skips on the device).
                         measure "transduce $backend" "$BIN" bench --backend "${backend%-graph}" \
-                            --graph "${common[@]}" "${start[@]}" ;;
+                            "${common[@]}" "${start[@]}" ;;
                     spirv)
                         if [ -z "$SPIRV_BIN" ]; then
                             echo "  spirv: skipped (SPIRV_BIN is not set)" >&2

@@ -242,7 +242,7 @@ def cmd_export(args):
     if unused:
         sys.exit(f"tensors not exported: {unused}")
 
-    spec.config.layer_norm_epsilon = 1e-5  # burn's LayerNorm and transduce's host kernels
+    spec.config.layer_norm_epsilon = 1e-5  # burn's LayerNorm and transduce's host decoder (host/rows.rs)
     spec.config.bos_token = BOS
     spec.config.eos_token = EOS
     spec.config.unk_token = UNK

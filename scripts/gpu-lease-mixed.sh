@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One call on a lent GPU machine (docs/RESULTS.md, "The mixed translators as `small`"): the
+# One call on a lent GPU machine (docs/journal/results-history.md, "The mixed translators as `small`"): the
 # two `small` mixed translators (en→de, de→en) continued from the free bundles (or, with
 # PRESET, trained from random weights) on Tatoeba + Multi30k, side by side on one GPU, within
 # BUDGET seconds; their averaged f32 weights, run.json and metrics.jsonl come back in pieces
@@ -19,7 +19,7 @@
 # binary keeps its autotune decisions and compiled kernels in TRANSDUCE_CACHE_DIR (here
 # .dev/gpu-cache, carried in from an earlier lease and returned as gpu-cache.tgz: a folder per
 # GPU model, driver and build inside, so only a matching one is read). A call may start it
-# detached and a later call collect it (docs/RESULTS.md, "The `small` mixed lineage continued
+# detached and a later call collect it (docs/journal/results-history.md, "The `small` mixed lineage continued
 # on a lent H100"): one tuning, not one per call. RUNS (default "ende deen") names the runs:
 # run R reads .dev/${DATA_R:-R}-data.tar.xz, continues INIT_R (default: its data's run's
 # INIT) and trains at LR_R (default LR), so two variants of one direction can share the GPU

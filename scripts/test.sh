@@ -35,6 +35,10 @@ step() { # step NAME COMMAND...: a check that counts as one test
 }
 
 step "cargo fmt --check" cargo fmt --all -- --check
+# Import cycles between the files of each crate (test code aside): each one is printed with
+# the `use`s (file:line) that form it. The checker's own tests run on small fake crates.
+step "no import cycles between files (scripts/check-cycles.py)" python3 scripts/check-cycles.py
+step "scripts/check-cycles.py's tests" python3 scripts/test_check_cycles.py
 # One front-end pass over the workspace: clippy with the CUDA trainer's feature on, so the
 # CUDA code is linted and type-checked in the same pass as the rest (a separate
 # `cargo check --features cuda` re-checked the whole burn stack). DOCS_RS=1 skips

@@ -19,7 +19,7 @@ pub struct Gpu {
     /// [`crate::GpuModel::profile`] can time each dispatch.
     pub(crate) timestamps: bool,
     /// Shader loops keep naga's forced iteration bound (`TRANSDUCE_GPU_LOOP_BOUNDS=1`, to
-    /// measure what dropping it gains); off natively otherwise (kernels.rs).
+    /// measure what dropping it gains); off natively otherwise (shaders.rs).
     pub(crate) loop_bounds: bool,
     /// The first error the device reported outside any call (validation, out of memory), or
     /// its loss: after one, every read fails with it, so callers fall back to the CPU.

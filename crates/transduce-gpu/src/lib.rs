@@ -5,11 +5,11 @@
 //! once per shape class; the self-attention cache preallocated and written in place;
 //! encoder–decoder keys and values computed once per source and shared by its beams; beam
 //! reordering as an index (each row's history of cache rows), never a copy of the cache;
-//! fused kernels (Q/K/V in one product writing the cache, attention over the cache, output
+//! fused shaders (Q/K/V in one product writing the cache, attention over the cache, output
 //! projection with residual and LayerNorm, the FFN's ReLU in its first product); the output
 //! projection, log-softmax and per-row top-k on the GPU. A step is one command encoder and
 //! one submit, and the only read back is each row's k candidates (token, log-probability).
-//! Greedy decoding without a constraint keeps two steps in flight: the top-k kernel writes
+//! Greedy decoding without a constraint keeps two steps in flight: the top-k shader writes
 //! each row's next input token itself, so step t + 1 is submitted before the host reads
 //! step t's candidates (read from one of two staging buffers while the other fills), and
 //! the GPU does not sit idle while the host reads. Sentences × beams are the rows of one step. The search itself (which beams live on,
@@ -19,36 +19,26 @@
 //! The same WGSL runs natively (Vulkan, Metal, DX12: the CLI) and in the browser (WebGPU).
 
 mod device;
-mod kernels;
+mod resident;
 mod search;
+mod shaders;
 mod weights;
 mod workspace;
 
 use std::cell::{Cell, RefCell};
 
 pub use device::{AdapterSummary, Gpu};
+pub use shaders::{DEPTH_SOURCE, DEPTH_STEP};
 pub use weights::WeightStorage;
 pub use workspace::Counts;
 
 use transduce::config::Positional;
-use transduce::embedding::sinusoid_table;
 use transduce::{HostModel, ModelConfig, Result};
 
-use kernels::Kernels;
+use resident::{Positions, Resident};
+use shaders::Shaders;
 use weights::Weights;
 use workspace::Workspace;
-
-/// Position tables: the model's learned ones (source, target), or §3.5's sinusoids.
-enum Positions {
-    Learned(Vec<f32>, Vec<f32>),
-    Sinusoid,
-}
-
-/// Source tokens of [`GpuModel::serial_depth`]'s reference sentence.
-pub const DEPTH_SOURCE: usize = 20;
-/// The decoder step (1-based) [`GpuModel::serial_depth`] counts: its self-attention
-/// reads as many cached positions.
-pub const DEPTH_STEP: usize = 20;
 
 /// One kernel's share of [`GpuModel::profile`]'s steps.
 #[derive(Clone, Debug, PartialEq)]
@@ -58,7 +48,7 @@ pub struct KernelTime {
     pub calls: u64,
     /// Their GPU time, microseconds.
     pub total_us: f64,
-    /// Their serial depth (`kernels::Depth`, summed over the calls): beside the time, what
+    /// Their serial depth (`shaders::Depth`, summed over the calls): beside the time, what
     /// the loops alone predict.
     pub depth: u64,
 }
@@ -80,11 +70,7 @@ impl Profile {
 
 /// A model on the GPU, ready to decode.
 pub struct GpuModel {
-    gpu: Gpu,
-    config: ModelConfig,
-    weights: Weights,
-    kernels: Kernels,
-    positions: Positions,
+    resident: Resident,
     /// The last shape class's buffers, reused while batches fit. Taken out while a batch
     /// decodes, so two interleaved batches (in the browser) each have their own.
     workspace: RefCell<Option<Workspace>>,
@@ -105,11 +91,13 @@ impl GpuModel {
             Positional::Sinusoid => Positions::Sinusoid,
         };
         GpuModel {
-            kernels: Kernels::new(gpu, weights.storage),
-            gpu: gpu.clone(),
-            config,
-            weights,
-            positions,
+            resident: Resident {
+                shaders: Shaders::new(gpu, weights.storage),
+                gpu: gpu.clone(),
+                config,
+                weights,
+                positions,
+            },
             workspace: RefCell::new(None),
             counts: Cell::new(Counts::default()),
         }
@@ -117,22 +105,22 @@ impl GpuModel {
 
     /// The model's hyper-parameters.
     pub fn config(&self) -> &ModelConfig {
-        &self.config
+        &self.resident.config
     }
 
     /// The device it runs on.
     pub fn gpu(&self) -> &Gpu {
-        &self.gpu
+        &self.resident.gpu
     }
 
     /// How the weights are held.
     pub fn storage(&self) -> WeightStorage {
-        self.weights.storage
+        self.resident.weights.storage
     }
 
     /// Bytes of weights on the GPU.
     pub fn weight_bytes(&self) -> u64 {
-        self.weights.bytes
+        self.resident.weights.bytes
     }
 
     /// What the decoder has counted since it was made (or last reset).
@@ -175,7 +163,7 @@ impl GpuModel {
         beam: usize,
         steps: usize,
     ) -> Result<Option<Profile>> {
-        if !self.gpu.timestamps {
+        if !self.resident.gpu.timestamps {
             return Ok(None);
         }
         let (batch, beam, steps) = (batch.max(1), beam.max(1), steps.max(1));
@@ -189,7 +177,7 @@ impl GpuModel {
             positions: (steps + 1).max(DEPTH_SOURCE),
         };
         let ws = self.take_workspace(shape)?;
-        let vocab = self.config.vocab_size;
+        let vocab = self.resident.config.vocab_size;
         let sources: Vec<Vec<u32>> = (0..batch)
             .map(|s| {
                 (0..DEPTH_SOURCE)
@@ -198,7 +186,7 @@ impl GpuModel {
             })
             .collect();
         let mut counts = Counts::default();
-        ws.encode(self, &sources, &mut counts);
+        ws.encode(&self.resident, &sources, &mut counts);
         let mut kernels: Vec<KernelTime> = Vec::new();
         let mut outcome = Ok(());
         for t in 0..steps {
@@ -212,7 +200,7 @@ impl GpuModel {
                     limit: workspace::NO_LIMIT,
                 })
                 .collect();
-            let times = match ws.profile_step(self, t, &step_rows).await {
+            let times = match ws.profile_step(&self.resident, t, &step_rows).await {
                 Ok(times) => times,
                 Err(e) => {
                     outcome = Err(e);
@@ -240,25 +228,11 @@ impl GpuModel {
         Ok(Some(Profile { steps, kernels }))
     }
 
-    fn position_tables(&self, rows: usize) -> (Vec<f32>, Vec<f32>) {
-        match &self.positions {
-            Positions::Learned(src, tgt) => (src.clone(), tgt.clone()),
-            Positions::Sinusoid => {
-                let table = sinusoid_table(0, rows, self.config.d_model);
-                (table.clone(), table)
-            }
-        }
-    }
-
-    fn upload(&self, values: &[f32]) -> wgpu::Buffer {
-        self.gpu.storage_buffer(bytemuck::cast_slice(values))
-    }
-
     /// A workspace for `shape`: the cached one if it fits, else a new one.
     fn take_workspace(&self, shape: workspace::Shape) -> Result<Workspace> {
         match self.workspace.borrow_mut().take() {
             Some(ws) if ws.shape.fits(&shape) => Ok(ws),
-            _ => Workspace::new(self, shape),
+            _ => Workspace::new(&self.resident, shape),
         }
     }
 

@@ -9,7 +9,7 @@ use transduce::tokenizer::BOS;
 use transduce::{Error, Result};
 
 use crate::GpuModel;
-use crate::kernels::MAX_KEYS;
+use crate::shaders::MAX_KEYS;
 use crate::workspace::{
     Candidate, Counts, GREEDY_GROUP, Input, NO_LIMIT, NONE, Row, Shape, Workspace,
 };
@@ -32,7 +32,7 @@ impl<'a> Run<'a> {
         k: usize,
     ) -> Result<(Run<'a>, Vec<usize>)> {
         options.validate()?;
-        let c = &model.config;
+        let c = &model.resident.config;
         decode::check_sources(c, sources)?;
         decode::check_focus(c, constraint)?;
         let limits: Vec<usize> = sources
@@ -63,7 +63,7 @@ impl<'a> Run<'a> {
             counts: Counts::default(),
             vocab: c.vocab_size,
         };
-        run.ws.encode(model, sources, &mut run.counts);
+        run.ws.encode(&model.resident, sources, &mut run.counts);
         Ok((run, limits))
     }
 
@@ -77,7 +77,7 @@ impl<'a> Run<'a> {
         parents: &[usize],
         constraint: Option<&dyn Constraint>,
     ) -> Result<Vec<Candidate>> {
-        let focus = if self.model.config.word_focus {
+        let focus = if self.model.resident.config.word_focus {
             decode::focus_rows(constraint, views.iter().map(|v| (v.sentence, v.prefix)))
         } else {
             None
@@ -115,7 +115,7 @@ impl<'a> Run<'a> {
             bits
         };
         self.ws
-            .step(self.model, t, &rows, &bits, &mut self.counts)
+            .step(&self.model.resident, t, &rows, &bits, &mut self.counts)
             .await
     }
 
@@ -170,9 +170,14 @@ impl<'a> Run<'a> {
                 let steps = (horizon.saturating_sub(next_t) / 2)
                     .clamp(1, GREEDY_GROUP)
                     .min(cap - next_t);
-                let group =
-                    self.ws
-                        .submit_group(self.model, next_t, steps, input, &[], &mut self.counts);
+                let group = self.ws.submit_group(
+                    &self.model.resident,
+                    next_t,
+                    steps,
+                    input,
+                    &[],
+                    &mut self.counts,
+                );
                 upload = None;
                 in_flight.push_back(group);
                 next_t += steps;
@@ -180,7 +185,7 @@ impl<'a> Run<'a> {
             let Some(group) = in_flight.pop_front() else {
                 break;
             };
-            let picks = self.ws.read(self.model, group).await?;
+            let picks = self.ws.read(&self.model.resident, group).await?;
             for step in picks.chunks(batch.len()) {
                 for (slot, pick) in batch.iter_mut().zip(step) {
                     let Some(s) = *slot else { continue };
@@ -271,7 +276,7 @@ impl GpuModel {
         let (mut run, limits) = Run::start(self, sources, &greedy, constraint, 1)?;
         // Without a constraint or word focus, each step's input is the previous step's
         // choice, which the GPU writes itself: the next step runs while the host reads.
-        if constraint.is_none() && !self.config.word_focus {
+        if constraint.is_none() && !self.resident.config.word_focus {
             let outputs = run.pipelined_greedy(sources, &limits, options.alpha).await;
             run.finish();
             return outputs;

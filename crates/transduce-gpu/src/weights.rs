@@ -4,7 +4,7 @@
 //! exactly, so the GPU computes with the very values the host decoder's f32 arithmetic does:
 //! - int8 with one scale per output column (per vocabulary row for the tables) when every
 //!   weight is `q·scale` (the int8 bundles the page ships): a quarter of f32's memory and
-//!   bandwidth; the kernels widen four packed weights at a time and scale the sum once;
+//!   bandwidth; the shaders widen four packed weights at a time and scale the sum once;
 //! - else f16 when the device has `shader-f16` and every weight is an f16 (f16 bundles);
 //! - else f32.
 //!
@@ -13,7 +13,7 @@
 use std::collections::HashMap;
 
 use transduce::HostModel;
-use transduce::host::kernels::{Matrix, transpose};
+use transduce::host::matrix::{Matrix, transpose};
 use transduce::host::{DecoderLayer, EncoderLayer, Norm};
 
 use crate::device::Gpu;
@@ -24,7 +24,7 @@ pub enum WeightStorage {
     F32,
     /// Needs `shader-f16`.
     F16,
-    /// Four weights per `u32`, with per-column scales (kernels.rs says where).
+    /// Four weights per `u32`, with per-column scales (shaders.rs says where).
     Int8,
 }
 
@@ -372,7 +372,7 @@ mod tests {
         };
         let (w, q, s, dequantized) = quantized(8, 5);
         assert_eq!(int8_exact(&dequantized, 8, 5), Some((q, s)));
-        // Weights that are not q·s are not int8; nor is a k the kernels' words do not divide.
+        // Weights that are not q·s are not int8; nor is a k the shaders' words do not divide.
         assert_eq!(int8_exact(&w, 8, 5), None);
         let (_, _, _, odd) = quantized(6, 5);
         assert_eq!(int8_exact(&odd, 6, 5), None);

@@ -1,6 +1,10 @@
 //! One shape class's buffers and bind groups, and the recording of the encoder pass and
 //! of a decoder step (§3.1, §6.1).
 //!
+//! One file on purpose (about 860 lines): the buffers a shape class allocates and the
+//! dispatches that bind them are two halves of one layout (each dispatch names buffers by
+//! the fields made here); split apart, a change to one would silently desynchronise the other.
+//!
 //! A shape class is (sources, source rows, decoder rows, positions, candidates per row):
 //! its buffers and bind groups are made once and reused by every step and by later batches
 //! that fit. A step is one command encoder and one submit: the history of each row (beam
@@ -10,8 +14,8 @@
 use bytemuck::{Pod, Zeroable};
 use transduce::{Error, Result};
 
-use crate::GpuModel;
-use crate::kernels::{self, AttentionLayout, Depth, Keys, Store};
+use crate::resident::Resident;
+use crate::shaders::{self, AttentionLayout, Depth, Keys, Store};
 use crate::weights::{LayerNorm, Linear};
 
 /// Mirrors `Params` in common.wgsl.
@@ -102,7 +106,7 @@ struct Dispatch {
     depth: Depth,
     /// What it computes, for [`Workspace::profile_step`]'s table.
     name: &'static str,
-    /// The same computation for [`kernels::MANY_ROWS`] rows or more, where it differs
+    /// The same computation for [`shaders::MANY_ROWS`] rows or more, where it differs
     /// (the products' wide geometry).
     wide: Option<Box<Dispatch>>,
 }
@@ -116,7 +120,7 @@ impl Dispatch {
     /// What runs for a step of `rows` rows.
     fn for_rows(&self, rows: u32) -> &Dispatch {
         match &self.wide {
-            Some(wide) if rows >= kernels::MANY_ROWS => wide,
+            Some(wide) if rows >= shaders::MANY_ROWS => wide,
             _ => self,
         }
     }
@@ -140,7 +144,7 @@ impl Grid {
             Grid::Rows => (rows, 1, 1),
             Grid::Blocks(x, y) => (x, rows.div_ceil(y), 1),
             Grid::Heads(h) => (h, rows, 1),
-            Grid::History(cap) => ((rows * cap).div_ceil(kernels::WG), 1, 1),
+            Grid::History(cap) => ((rows * cap).div_ceil(shaders::WG), 1, 1),
         }
     }
 }
@@ -218,7 +222,7 @@ pub(crate) struct Workspace {
 fn storage(gpu: &crate::Gpu, bytes: usize, extra: wgpu::BufferUsages) -> wgpu::Buffer {
     gpu.device.create_buffer(&wgpu::BufferDescriptor {
         label: None,
-        // Bindings must not be empty, and some kernels read them as vec4s.
+        // Bindings must not be empty, and some shaders read them as vec4s.
         size: (bytes.max(16) as u64).next_multiple_of(16),
         usage: wgpu::BufferUsages::STORAGE | extra,
         mapped_at_creation: false,
@@ -277,10 +281,10 @@ fn record(pass: &mut wgpu::ComputePass<'_>, dispatches: &[Dispatch], rows: u32) 
 
 impl Workspace {
     /// Buffers and bind groups for batches of `shape` on `model`.
-    pub(crate) fn new(model: &GpuModel, shape: Shape) -> Result<Workspace> {
+    pub(crate) fn new(model: &Resident, shape: Shape) -> Result<Workspace> {
         let gpu = &model.gpu;
         let c = &model.config;
-        let k = &model.kernels;
+        let k = &model.shaders;
         let w = &model.weights;
         let (d, dff, h) = (c.d_model, c.d_ff, c.n_heads);
         let (hk, hv) = (h * c.d_k, h * c.d_v);
@@ -358,8 +362,8 @@ impl Workspace {
         let embed = k.embed(d, vocab, scale);
         // The shapes of dispatch a layer is made of: products, residual + LayerNorm after
         // a product, attention. Products also get the wide geometry for batches of many
-        // rows (kernels.rs) where this workspace can hold that many.
-        let many = |rows: usize| rows >= kernels::MANY_ROWS as usize;
+        // rows (shaders.rs) where this workspace can hold that many.
+        let many = |rows: usize| rows >= shaders::MANY_ROWS as usize;
         let linear = |params: &wgpu::Buffer,
                       l: &Linear,
                       store: Store,
@@ -375,7 +379,7 @@ impl Workspace {
             };
             let geometry = |wide: bool| {
                 let grid =
-                    Grid::Blocks(kernels::linear_blocks(l.k, l.n, wide), kernels::LINEAR_ROWS);
+                    Grid::Blocks(shaders::linear_blocks(l.k, l.n, wide), shaders::LINEAR_ROWS);
                 bind(
                     gpu,
                     &k.linear(l.k, l.n, store, wide),
@@ -509,7 +513,7 @@ impl Workspace {
         step.push(output.named("output projection"));
         // The top-k over many workgroups per row (parts of the vocabulary), then one
         // workgroup per row merging the parts.
-        let parts = kernels::select_parts(vocab);
+        let parts = shaders::select_parts(vocab);
         let part_stats = storage(gpu, rows * parts * 8, none);
         let part_best = storage(
             gpu,
@@ -580,7 +584,7 @@ impl Workspace {
     }
 
     /// Runs the encoder over `sources` (one submit, nothing read back).
-    pub(crate) fn encode(&self, model: &GpuModel, sources: &[Vec<u32>], counts: &mut Counts) {
+    pub(crate) fn encode(&self, model: &Resident, sources: &[Vec<u32>], counts: &mut Counts) {
         let gpu = &model.gpu;
         let mut table = Vec::with_capacity(sources.len());
         let mut rows = Vec::new();
@@ -624,7 +628,7 @@ impl Workspace {
     /// `shape.k` best candidates.
     pub(crate) async fn step(
         &self,
-        model: &GpuModel,
+        model: &Resident,
         t: usize,
         rows: &[Row],
         masks: &[u32],
@@ -638,7 +642,7 @@ impl Workspace {
     /// the staging buffer the previous submit did not use.
     pub(crate) fn submit(
         &self,
-        model: &GpuModel,
+        model: &Resident,
         t: usize,
         input: Input<'_>,
         masks: &[u32],
@@ -654,7 +658,7 @@ impl Workspace {
     /// read back together.
     pub(crate) fn submit_group(
         &self,
-        model: &GpuModel,
+        model: &Resident,
         t: usize,
         steps: usize,
         input: Input<'_>,
@@ -752,7 +756,7 @@ impl Workspace {
     /// Needs a device with `timestamp-query` ([`crate::Gpu`] asks for it natively).
     pub(crate) async fn profile_step(
         &self,
-        model: &GpuModel,
+        model: &Resident,
         t: usize,
         rows: &[Row],
     ) -> Result<Vec<(&'static str, f64, u64)>> {
@@ -825,13 +829,13 @@ impl Workspace {
             .map(|(d, pair)| {
                 let ns = pair[1].saturating_sub(pair[0]) as f64 * period;
                 let depth = d.for_rows(n as u32).depth;
-                (d.name, ns, depth.at(t as u64, crate::DEPTH_SOURCE as u64))
+                (d.name, ns, depth.at(t as u64, shaders::DEPTH_SOURCE as u64))
             })
             .collect())
     }
 
     /// A submitted step's candidates (`shape.k` per row).
-    pub(crate) async fn read(&self, model: &GpuModel, step: Submitted) -> Result<Vec<Candidate>> {
+    pub(crate) async fn read(&self, model: &Resident, step: Submitted) -> Result<Vec<Candidate>> {
         let bytes = model
             .gpu
             .read(&self.staging[step.slot], step.bytes, step.index)

@@ -1,5 +1,9 @@
 //! BLEU exactly as sacreBLEU 2.6.0 computes it.
 //!
+//! One file on purpose (about 830 lines before its tests): the tokenizers, n-gram
+//! statistics and `compute_bleu` are one pipeline whose every step must match sacreBLEU's
+//! code, and the numbered steps below are the order the file follows.
+//!
 //! This module reproduces `sacrebleu.metrics.bleu.BLEU` (and the `sacrebleu.corpus_bleu` /
 //! `sacrebleu.sentence_bleu` convenience functions) for the tokenizers `13a` (the default,
 //! `Tokenizer13a`), `intl` (`TokenizerV14International`) and `none`, all four smoothing

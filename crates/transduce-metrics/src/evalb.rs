@@ -1,5 +1,10 @@
 //! Constituency bracket scoring identical to EVALB run with `COLLINS.prm`.
 //!
+//! One file on purpose (about 1,200 lines before its tests): it mirrors one C program,
+//! `evalb.c`, rule for rule, and its conventions (reading, deletion, length, label cuts,
+//! matching, the summary's cut-off) depend on each other; a reader checking it against the
+//! C source reads it top to bottom, as the source is read.
+//!
 //! This is a re-implementation of `evalb.c` (Satoshi Sekine & Michael Collins, 1997, with the
 //! revisions by David Brooks (2005) and David Ellis (2006)), the program that defines the
 //! standard PARSEVAL numbers for the Penn Treebank. The reference is the `EVALB/` folder of

@@ -3,8 +3,8 @@
 
 use transduce::task::channel::Channel;
 
+use crate::decoder::Candidate;
 use crate::error::Result;
-use crate::translate::Candidate;
 
 /// Reorders each line's candidates, best first, by
 /// `score + weight · log p(X|Y) / lp(|X|)`, which becomes each one's `score`; `alpha` is

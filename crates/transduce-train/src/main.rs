@@ -1,23 +1,23 @@
 //! `transduce`: prepare data, train the Transformer (§5), average checkpoints, translate,
 //! evaluate and export bundles for the browser.
 
-mod average;
 mod backend;
 mod channel;
+mod checkpoint_mean;
 mod cmd;
 mod data;
+mod decoder;
 mod error;
 mod fsutil;
 mod gpu;
 mod measure;
 mod memory;
 mod options;
-mod parse;
+mod parsing;
 mod pipe;
-mod prepare;
+mod prepared;
 mod source;
 mod train;
-mod translate;
 
 use clap::{Parser, Subcommand};
 

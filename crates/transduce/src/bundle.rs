@@ -24,7 +24,7 @@ use crate::config::ModelConfig;
 use crate::decode::{DecodeOptions, Ensemble};
 use crate::error::{Error, Result};
 use crate::host::HostModel;
-use crate::host::kernels::transpose;
+use crate::host::matrix::transpose;
 use crate::model::Transformer;
 use crate::tokenizer::Tokenizer;
 
@@ -332,6 +332,19 @@ impl Bundle {
             tokenizer,
             weights,
         })
+    }
+}
+
+// Here rather than in `decode`: decoding knows models, not bundles.
+impl<'a> Ensemble<'a> {
+    /// The models of these bundles: on the host when every one has its weights there
+    /// (models on the CPU backend), else on their device.
+    pub fn of_bundles(bundles: &'a [Bundle]) -> Result<Self> {
+        let hosts: Option<Vec<&HostModel>> = bundles.iter().map(Bundle::host).collect();
+        match hosts {
+            Some(hosts) => Ensemble::on_host(hosts),
+            None => Ensemble::new(bundles.iter().map(|b| &b.model).collect()),
+        }
     }
 }
 

@@ -172,12 +172,6 @@ pub fn token_tensor(rows: &[Vec<u32>], device: &Device) -> Result<Tensor<2, Int>
     ))
 }
 
-/// True above the diagonal: position i may not attend to j > i (§3.2.3), `[1, 1, t, t]`.
-pub fn causal_mask(t: usize, device: &Device) -> Tensor<4, Bool> {
-    let data: Vec<bool> = (0..t * t).map(|ij| ij % t > ij / t).collect();
-    Tensor::<2, Bool>::from_data(TensorData::new(data, [t, t]), device).reshape([1, 1, t, t])
-}
-
 impl Transformer {
     /// The model's modules, parameters lazy and not yet numbered.
     fn unnumbered(config: &ModelConfig, device: &Device) -> Result<Self> {

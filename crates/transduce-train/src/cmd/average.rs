@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 use crate::error::{CliError, Result};
-use crate::{average, options, source};
+use crate::{checkpoint_mean, options, source};
 
 #[derive(Args)]
 pub struct AverageCmd {
@@ -35,14 +35,14 @@ pub fn run(cmd: AverageCmd) -> Result<()> {
             .iter()
             .map(|p| source::weights_path(p, Some(p)))
             .collect::<Result<_>>()?;
-        average::average_files(&paths, &out)?;
+        checkpoint_mean::average_files(&paths, &out)?;
         eprintln!("averaged {} weights into {}", paths.len(), out.display());
         return Ok(());
     };
     let out = cmd
         .out
         .unwrap_or_else(|| run.join(format!("averaged-last-{}.safetensors", cmd.last)));
-    let steps = average::average(&run, cmd.last, &out)?;
+    let steps = checkpoint_mean::average(&run, cmd.last, &out)?;
     eprintln!("averaged steps {steps:?} into {}", out.display());
     Ok(())
 }

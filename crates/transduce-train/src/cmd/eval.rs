@@ -8,7 +8,7 @@ use transduce::task::parse::{PLACEHOLDER, linearize, open_token};
 
 use super::{ModelArgs, read_input};
 use crate::error::{CliError, Result};
-use crate::{data, options, prepare, source, train};
+use crate::{data, options, prepared, source, train};
 
 #[derive(Subcommand)]
 pub enum EvalCmd {
@@ -178,12 +178,12 @@ fn eval_ppl(
                     model.model.display()
                 )));
             }
-            let mut summary = prepare::PrepareSummary::default();
-            let pairs: Vec<_> = prepare::read_treebank(&trees, &mut summary)?
+            let mut summary = prepared::PrepareSummary::default();
+            let pairs: Vec<_> = prepared::read_treebank(&trees, &mut summary)?
                 .iter()
                 .map(linearize)
                 .collect();
-            let ids = prepare::encode_trees(&bundle.tokenizer, &pairs, usize::MAX, &mut summary)?;
+            let ids = prepared::encode_trees(&bundle.tokenizer, &pairs, usize::MAX, &mut summary)?;
             let skipped = summary.skipped_trees.len() + summary.empty_trees + summary.dropped_empty;
             if skipped + summary.dropped_unknown_label > 0 {
                 eprintln!(

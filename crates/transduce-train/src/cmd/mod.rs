@@ -1,5 +1,6 @@
 //! The subcommands: each module holds one command's options and what it runs; the
-//! work itself lives in the crate's concept modules (`prepare`, `train`, `translate`, …).
+//! work itself lives in the crate's concept modules (`prepared`, `train`, `decoder`,
+//! `parsing`, …), named for what they hold, not for a command.
 
 pub mod adapt;
 pub mod average;

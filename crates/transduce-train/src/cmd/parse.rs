@@ -9,7 +9,7 @@ use transduce::decode::DecodeOptions;
 use super::{EnsembleArgs, read_input, write_output};
 use crate::backend::Backend;
 use crate::error::{CliError, Result};
-use crate::{options, parse, source};
+use crate::{options, parsing, source};
 
 #[derive(Args)]
 pub struct ParseCmd {
@@ -41,7 +41,7 @@ pub struct ParseCmd {
     /// `vote` lets each parse alone and keeps the constituents at least half of them
     /// propose (any vocabularies).
     #[arg(long, value_enum, default_value = "mean")]
-    pub combine: parse::Combine,
+    pub combine: parsing::Combine,
     /// Ignore the model: output the right-branching baseline.
     #[arg(long)]
     pub right_branching: bool,
@@ -58,11 +58,11 @@ pub fn run(cmd: ParseCmd) -> Result<()> {
         .as_ref()
         .map_or("<stdin>".to_string(), |p| p.display().to_string());
     let lines = read_input(cmd.input.as_deref())?;
-    let sentences = parse::read_sentences(&lines, cmd.raw, &input_name)?;
+    let sentences = parsing::read_sentences(&lines, cmd.raw, &input_name)?;
     // One model on wgpu decodes on the GPU decoder (read on the CPU, weights uploaded).
     let gpu_decoder = cmd.model.backend == Backend::Wgpu && cmd.model.models.len() == 1;
     let (bundles, method) = if cmd.right_branching {
-        (Vec::new(), parse::Method::RightBranching)
+        (Vec::new(), parsing::Method::RightBranching)
     } else {
         let device = if gpu_decoder {
             Backend::Cpu.device()?
@@ -79,10 +79,10 @@ pub fn run(cmd: ParseCmd) -> Result<()> {
             &cmd.model.checkpoints,
             Task::Parse,
             &device,
-            cmd.combine == parse::Combine::Mean,
+            cmd.combine == parsing::Combine::Mean,
         )?;
         cmd.model.apply_compute(&mut bundles);
-        let method = parse::Method::Model {
+        let method = parsing::Method::Model {
             constrained: !cmd.no_constraint,
             options: DecodeOptions {
                 beam: cmd.beam,
@@ -99,7 +99,7 @@ pub fn run(cmd: ParseCmd) -> Result<()> {
         _ => None,
     };
     let (out, malformed) =
-        parse::parse_sentences(&bundles, gpu.as_ref(), &sentences, &method, !cmd.quiet)?;
+        parsing::parse_sentences(&bundles, gpu.as_ref(), &sentences, &method, !cmd.quiet)?;
     if !cmd.right_branching {
         eprintln!(
             "{} sentences; {malformed} decoder outputs were not well-formed trees and were repaired",

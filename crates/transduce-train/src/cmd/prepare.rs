@@ -6,7 +6,7 @@ use clap::Args;
 
 use super::TaskKind;
 use crate::error::{CliError, Result};
-use crate::{options, prepare};
+use crate::{options, prepared};
 
 #[derive(Args)]
 pub struct PrepareCmd {
@@ -49,13 +49,13 @@ pub struct PrepareCmd {
 
 pub fn run(cmd: PrepareCmd) -> Result<()> {
     let vocabulary = match &cmd.tokenizer {
-        Some(path) => prepare::Vocabulary::Reuse(path),
-        None => prepare::Vocabulary::Learn(cmd.vocab_size),
+        Some(path) => prepared::Vocabulary::Reuse(path),
+        None => prepared::Vocabulary::Learn(cmd.vocab_size),
     };
     match cmd.task {
         TaskKind::Translate => {
             let missing = || CliError::Usage("--src and --tgt are required".into());
-            prepare::prepare(prepare::PrepareArgs {
+            prepared::prepare(prepared::PrepareArgs {
                 src: cmd.src.as_deref().ok_or_else(missing)?,
                 tgt: cmd.tgt.as_deref().ok_or_else(missing)?,
                 valid_src: cmd.valid_src.as_deref(),
@@ -70,7 +70,7 @@ pub fn run(cmd: PrepareCmd) -> Result<()> {
                 .trees
                 .as_deref()
                 .ok_or_else(|| CliError::Usage("--trees is required with --task parse".into()))?;
-            prepare::prepare_parse(prepare::ParsePrepareArgs {
+            prepared::prepare_parse(prepared::ParsePrepareArgs {
                 train: trees,
                 valid: cmd.valid_trees.as_deref(),
                 vocabulary,

@@ -9,7 +9,8 @@ use transduce::bundle::TOKENIZER_FILE;
 use crate::backend::Backend;
 use crate::data::shape::Shapes;
 use crate::error::{CliError, Result, io};
-use crate::{fsutil, options, prepare, source, train};
+use crate::prepared::Prepared;
+use crate::{fsutil, options, source, train};
 
 #[derive(Args)]
 pub struct TrainCmd {
@@ -148,7 +149,7 @@ pub fn run(cmd: TrainCmd) -> Result<()> {
             .ok_or_else(|| CliError::Usage("--data is required for a new run".into()))?;
         (data, None)
     };
-    let prepared = prepare::Prepared::load(&data_dir)?;
+    let prepared = Prepared::load(&data_dir)?;
     let config = match run_config {
         Some(run) => run,
         None => {

@@ -9,8 +9,9 @@ use transduce::{Bundle, Task};
 
 use super::{EnsembleArgs, read_input, write_output};
 use crate::backend::Backend;
+use crate::decoder::{Candidate, Decoder, nbest_lines, translate_lines};
 use crate::error::{CliError, Result};
-use crate::{options, source, translate};
+use crate::{options, source};
 
 #[derive(Args)]
 pub struct TranslateCmd {
@@ -89,8 +90,8 @@ pub fn run(cmd: TranslateCmd) -> Result<()> {
         None
     };
     let decoder = match &gpu_model {
-        Some(model) => translate::Decoder::Gpu(model),
-        None => translate::Decoder::of_bundles(&bundles)?,
+        Some(model) => Decoder::Gpu(model),
+        None => Decoder::of_bundles(&bundles)?,
     };
     if let Some(n) = cmd.nbest
         && n > options.beam
@@ -129,7 +130,7 @@ pub fn run(cmd: TranslateCmd) -> Result<()> {
         None => None,
     };
     let out = match (cmd.nbest, &channel) {
-        (None, None) => translate::translate_lines(
+        (None, None) => translate_lines(
             &bundles,
             &decoder,
             &lines,
@@ -144,7 +145,7 @@ pub fn run(cmd: TranslateCmd) -> Result<()> {
             } else {
                 n.unwrap_or(1)
             };
-            let mut lists = translate::nbest_lines(
+            let mut lists = nbest_lines(
                 &bundles,
                 &decoder,
                 &lines,
@@ -192,7 +193,7 @@ fn load_channel(path: &Path, device: &transduce::burn::prelude::Device) -> Resul
 }
 
 /// The n-best lines `--nbest` writes, in input order.
-fn nbest_format(lists: &[Vec<translate::Candidate>]) -> Vec<String> {
+fn nbest_format(lists: &[Vec<Candidate>]) -> Vec<String> {
     lists
         .iter()
         .enumerate()

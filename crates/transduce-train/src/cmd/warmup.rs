@@ -20,10 +20,11 @@ use crate::data::cache::Pairs;
 use crate::data::shape::{self, Shapes};
 use crate::error::{CliError, Result};
 use crate::measure::start::StartWatch;
+use crate::options;
+use crate::prepared::Prepared;
 use crate::train::engine::loss_scale::{self, LossScale};
 use crate::train::rng::Rng;
 use crate::train::{Examples, StepWork, adam, evaluate_nll, optimizer_step, read_scalars};
-use crate::{options, prepare};
 
 #[derive(Args)]
 pub struct WarmupCmd {
@@ -119,7 +120,7 @@ pub fn run(cmd: WarmupCmd) -> Result<()> {
     };
     let shapes: Vec<(usize, usize)> = match &cmd.data {
         Some(dir) => {
-            let data = prepare::Prepared::load(dir)?;
+            let data = Prepared::load(dir)?;
             config.vocab_size = data.tokenizer.vocab_size();
             let mut sets = vec![&data.train];
             sets.extend(data.valid.as_ref());

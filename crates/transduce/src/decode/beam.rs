@@ -10,7 +10,7 @@
 use super::ensemble::Scores;
 use super::{Constraint, DecodeOptions, Ensemble, Hypothesis, allowed_tokens, length_penalty};
 use crate::error::{Error, Result};
-use crate::host::kernels;
+use crate::host::rows;
 use crate::tokenizer::{BOS, EOS};
 
 #[derive(Clone, Debug)]
@@ -76,7 +76,7 @@ fn best_extensions(
     let start = out.len();
     for (c, chunk) in row.chunks(CHUNK).enumerate() {
         if out.len() - start == n {
-            let best = kernels::max(chunk) - shift;
+            let best = rows::max(chunk) - shift;
             if best == f32::NEG_INFINITY || base + best as f64 <= out[out.len() - 1].0 {
                 continue;
             }

@@ -14,7 +14,6 @@ use super::{
     Constraint, DecodeOptions, check_focus, check_sources, focus_rows, max_output_len, read,
     read_int, rows_tensor, tokens_tensor,
 };
-use crate::bundle::Bundle;
 use crate::config::ModelConfig;
 use crate::error::{Error, Result};
 use crate::host::{HostModel, HostState};
@@ -74,16 +73,6 @@ impl<'a> Ensemble<'a> {
         Ok(Ensemble {
             members: Members::Device(models),
         })
-    }
-
-    /// The models of these bundles: on the host when every one has its weights there
-    /// (models on the CPU backend), else on their device.
-    pub fn of_bundles(bundles: &'a [Bundle]) -> Result<Self> {
-        let hosts: Option<Vec<&HostModel>> = bundles.iter().map(Bundle::host).collect();
-        match hosts {
-            Some(hosts) => Ensemble::on_host(hosts),
-            None => Ensemble::new(bundles.iter().map(|b| &b.model).collect()),
-        }
     }
 
     /// An ensemble decoded on the host CPU.
@@ -368,7 +357,7 @@ impl Scores {
             Scores::Host(scores) => Ok((0..scores.values.len() / vocab)
                 .map(|r| {
                     let (row, shift) = scores.row(r);
-                    let (id, lp) = crate::host::kernels::first_best(row, shift);
+                    let (id, lp) = crate::host::rows::first_best(row, shift);
                     (id as u32, lp as f64)
                 })
                 .collect()),

@@ -67,7 +67,7 @@ fn quantize_row_avx2(row: &[f32], out: &mut [i8], qmax: f32) -> f32 {
 
 #[inline(always)]
 fn quantize_row_lanes(row: &[f32], out: &mut [i8], qmax: f32) -> f32 {
-    let big = super::kernels::max_abs(row);
+    let big = super::rows::max_abs(row);
     if big == 0.0 || !big.is_finite() {
         out[..row.len()].fill(0);
         return if big.is_finite() { 0.0 } else { f32::NAN };
@@ -97,7 +97,7 @@ pub fn quantize_row_on(row: &[f32], out: &mut [i8], scale: f32) -> Option<()> {
     }
     let inverse = 1.0 / scale;
     let limit = QMAX + 0.5;
-    if super::kernels::max_abs(row) * inverse >= limit {
+    if super::rows::max_abs(row) * inverse >= limit {
         return None;
     }
     for (q, &v) in out.iter_mut().zip(row) {

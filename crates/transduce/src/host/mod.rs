@@ -14,7 +14,8 @@
 //! [`crate::model::Transformer`] on their device.
 
 pub mod int8;
-pub mod kernels;
+pub mod matrix;
+pub mod rows;
 mod state;
 
 pub use state::HostState;
@@ -28,7 +29,7 @@ use crate::config::{ModelConfig, Positional};
 use crate::embedding::sinusoid_table;
 use crate::error::{Error, Result};
 use crate::model::Transformer;
-use kernels::{Matrix, Projection};
+use matrix::{Matrix, Projection};
 
 /// LayerNorm's gain and bias.
 #[derive(Clone, Debug)]
@@ -193,7 +194,7 @@ impl HostModel {
                 // Linear weights are `[d_model, vocab]`: transposed to the table layout.
                 let m = matrix(output)?;
                 Projection::from_table(
-                    kernels::transpose(&m.data, m.rows, m.cols),
+                    matrix::transpose(&m.data, m.rows, m.cols),
                     config.vocab_size,
                 )
             }
@@ -337,7 +338,7 @@ impl HostModel {
 /// `out` (`h·d_v`); `scores` is scratch.
 ///
 /// On x86-64 CPUs with AVX2 the same code runs compiled for AVX2 (as
-/// [`kernels::log_softmax_shift`] does): the same bits, twice the lanes.
+/// [`rows::log_softmax_shift`] does): the same bits, twice the lanes.
 #[allow(clippy::too_many_arguments)]
 fn attend(
     q: &[f32],
@@ -391,11 +392,11 @@ fn attend_lanes(
     for head in 0..h {
         let q = &q[head * d_k..(head + 1) * d_k];
         scores.clear();
-        scores.extend((0..n).map(|j| kernels::dot(q, &cache[at(j) + head * d_k..][..d_k]) / scale));
-        kernels::softmax(scores);
+        scores.extend((0..n).map(|j| rows::dot(q, &cache[at(j) + head * d_k..][..d_k]) / scale));
+        rows::softmax(scores);
         let context = &mut out[head * d_v..(head + 1) * d_v];
         for (j, &w) in scores.iter().enumerate() {
-            kernels::axpy(context, w, &cache[at(j) + values + head * d_v..][..d_v]);
+            rows::axpy(context, w, &cache[at(j) + values + head * d_v..][..d_v]);
         }
     }
 }
@@ -405,7 +406,7 @@ fn add_norm(x: &mut [f32], y: &[f32], norm: &Norm) {
     for (x, y) in x.iter_mut().zip(y) {
         *x += y;
     }
-    kernels::layer_norm(x, &norm.gamma, &norm.beta);
+    rows::layer_norm(x, &norm.gamma, &norm.beta);
 }
 
 /// FFN(x) = max(0, xW₁ + b₁)W₂ + b₂ (§3.3) over `rows` rows, into `out`.
@@ -419,7 +420,7 @@ fn feed_forward(
 ) {
     fc1.apply(x, rows, hidden);
     for v in hidden.iter_mut() {
-        *v = kernels::larger(*v, 0.0);
+        *v = rows::larger(*v, 0.0);
     }
     fc2.apply(hidden, rows, out);
 }

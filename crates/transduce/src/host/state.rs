@@ -1,6 +1,6 @@
 //! The encoder pass and the cached decoder step of [`HostModel`] (§3.1, §6.1).
 
-use super::{HostModel, add_norm, attend, feed_forward, kernels};
+use super::{HostModel, add_norm, attend, feed_forward, rows};
 use crate::error::{Error, Result};
 
 /// Scratch buffers reused across layers and steps.
@@ -310,10 +310,7 @@ impl HostModel {
 
         self.project(&x, rows, out);
         shifts.clear();
-        shifts.extend(
-            out.chunks_exact(c.vocab_size)
-                .map(kernels::log_softmax_shift),
-        );
+        shifts.extend(out.chunks_exact(c.vocab_size).map(rows::log_softmax_shift));
         Ok(())
     }
 }

@@ -2,7 +2,7 @@
 
 use std::mem::MaybeUninit;
 
-use crate::host::kernels::exp;
+use crate::host::rows::exp;
 use crate::tokenizer::PAD;
 use burn::prelude::*;
 use burn::tensor::TensorData;

@@ -1,4 +1,6 @@
-//! Tree → the one-line bracket string EVALB reads.
+//! Tree → the one-line bracket string EVALB reads (and the tree's `Display`).
+
+use std::fmt;
 
 use super::Tree;
 
@@ -62,4 +64,11 @@ pub fn print_tree(tree: &Tree, outer_bracket: bool) -> String {
         write(tree, &mut out, true);
     }
     out
+}
+
+impl fmt::Display for Tree {
+    /// The bracket string of [`print_tree`] without an added outer bracket.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&print_tree(self, false))
+    }
 }

@@ -1,8 +1,6 @@
 //! The constituency tree of the parsing task (§6.3).
 
-use std::fmt;
-
-use super::{PLACEHOLDER, print_tree};
+use super::PLACEHOLDER;
 
 /// A constituency tree. Words always sit under their POS tag (the preterminal), as in the
 /// Penn Treebank: `(NN dog)` is [`Tree::Word`], every other bracket is [`Tree::Phrase`].
@@ -117,12 +115,5 @@ impl Tree {
                 word: word.clone(),
             },
         }
-    }
-}
-
-impl fmt::Display for Tree {
-    /// The bracket string of [`print_tree`] without an added outer bracket.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&print_tree(self, false))
     }
 }

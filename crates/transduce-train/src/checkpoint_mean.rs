@@ -1,8 +1,8 @@
-//! `transduce average`: the element-wise mean of the last N checkpoints (§6.1: 5 for the
-//! base models, 20 for the big ones), computed on the safetensors files themselves. The
-//! same mean over any weights of one architecture (checkpoints of different runs that
-//! started from the same weights, e.g. `train --init`) is a "model soup" (Wortsman et al.,
-//! 2022): one model's cost for part of an ensemble's gain.
+//! The element-wise mean of checkpoints, for `transduce average`: of a run's last N (§6.1:
+//! 5 for the base models, 20 for the big ones), computed on the safetensors files
+//! themselves. The same mean over any weights of one architecture (checkpoints of
+//! different runs that started from the same weights, e.g. `train --init`) is a "model
+//! soup" (Wortsman et al., 2022): one model's cost for part of an ensemble's gain.
 
 use std::path::{Path, PathBuf};
 

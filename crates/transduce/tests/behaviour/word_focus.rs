@@ -3,9 +3,7 @@
 //! that addition, cached steps equal the teacher-forced pass, the future never leaks, and a
 //! word-focus model refuses to decode without a focus rule.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use transduce::burn::prelude::*;
 use transduce::burn::tensor::TensorData;
 use transduce::decode::{DecodeOptions, greedy};

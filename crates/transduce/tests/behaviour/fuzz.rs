@@ -4,11 +4,9 @@
 //! browser a panic kills the module). Where a reader accepts, properties of its output are
 //! checked too. Counts: `TRANSDUCE_FUZZ_CASES`; the long runs are in docs/FUZZING.md.
 
-mod common;
-
 use std::path::PathBuf;
 
-use common::*;
+use crate::common::*;
 use transduce::bundle::{BundleFiles, WeightDtype, load_weights};
 use transduce::decode::{DecodeOptions, best_outputs};
 use transduce::task::parse::{

@@ -3,9 +3,7 @@
 //! ensembles and word-focus parsing give the same outputs through either path, for every
 //! variant of the model (tied or untied embeddings, sinusoid or learned positions).
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use transduce::burn::tensor::activation::log_softmax;
 use transduce::decode::{DecodeOptions, Ensemble, beam_search, greedy};
 use transduce::task::TreeConstraint;

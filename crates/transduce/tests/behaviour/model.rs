@@ -1,9 +1,7 @@
 //! Behaviour of the §3 architecture, checked against properties that must hold exactly:
 //! causality, padding invariance, cache equivalence, weight tying.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use transduce::burn::prelude::*;
 use transduce::tokenizer::{BOS, PAD};
 use transduce::{ModelConfig, Transformer};

@@ -1,6 +1,6 @@
-//! The WGSL kernels, their constants filled in per model shape, compiled once.
+//! The WGSL shaders, their constants filled in per model shape, compiled once.
 //!
-//! Each kernel is written for the sizes of the model it serves (d_model, heads, d_ff,
+//! Each shader is written for the sizes of the model it serves (d_model, heads, d_ff,
 //! vocabulary): loops have constant bounds and the compiler unrolls what it can. Only what
 //! changes between steps (rows, position) is read from a uniform.
 
@@ -10,16 +10,16 @@ use std::collections::HashMap;
 use crate::device::Gpu;
 use crate::weights::WeightStorage;
 
-const COMMON: &str = include_str!("kernels/common.wgsl");
-const EMBED: &str = include_str!("kernels/embed.wgsl");
-const LINEAR: &str = include_str!("kernels/linear.wgsl");
-const NORM: &str = include_str!("kernels/norm.wgsl");
-const ATTENTION: &str = include_str!("kernels/attention.wgsl");
-const HISTORY: &str = include_str!("kernels/history.wgsl");
-const SELECT_PART: &str = include_str!("kernels/select_part.wgsl");
-const SELECT_MERGE: &str = include_str!("kernels/select_merge.wgsl");
+const COMMON: &str = include_str!("shaders/common.wgsl");
+const EMBED: &str = include_str!("shaders/embed.wgsl");
+const LINEAR: &str = include_str!("shaders/linear.wgsl");
+const NORM: &str = include_str!("shaders/norm.wgsl");
+const ATTENTION: &str = include_str!("shaders/attention.wgsl");
+const HISTORY: &str = include_str!("shaders/history.wgsl");
+const SELECT_PART: &str = include_str!("shaders/select_part.wgsl");
+const SELECT_MERGE: &str = include_str!("shaders/select_merge.wgsl");
 
-/// Threads per workgroup of the history kernel.
+/// Threads per workgroup of the history shader.
 pub(crate) const WG: u32 = 64;
 /// Most keys one attention can see: its scores are held in workgroup memory.
 pub(crate) const MAX_KEYS: usize = 1024;
@@ -52,11 +52,17 @@ pub(crate) fn linear_blocks(k: usize, n: usize, wide: bool) -> u32 {
     (n as u32).div_ceil(lanes * LINEAR_COLUMNS)
 }
 
-/// A kernel's serial depth: the iterations, with loads from global memory, of the longest
+/// Source tokens of [`crate::GpuModel::serial_depth`]'s reference sentence.
+pub const DEPTH_SOURCE: usize = 20;
+/// The decoder step (1-based) [`crate::GpuModel::serial_depth`] counts: its self-attention
+/// reads as many cached positions.
+pub const DEPTH_STEP: usize = 20;
+
+/// A shader's serial depth: the iterations, with loads from global memory, of the longest
 /// chain of loops one of its threads runs. At batch 1 a decoder step is bound by latency,
 /// not arithmetic, and the sum of its dispatches' depths is what bounds its time
-/// (`transduce bench` prints it as `serial depth`). Each kernel's figure is read off its
-/// WGSL loops below, next to the kernel it describes.
+/// (`transduce bench` prints it as `serial depth`). Each shader's figure is read off its
+/// WGSL loops below, next to the shader it describes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Depth {
     Fixed(u64),
@@ -254,7 +260,7 @@ fn kvload(o: u32, i: u32, len: u32) -> vec4<f32> {{ return kv4(o + 4u * i, len -
     }
 }
 
-/// A kernel's source: the shared declarations, then `template` with each `{NAME}` replaced.
+/// A shader's source: the shared declarations, then `template` with each `{NAME}` replaced.
 fn fill(template: &str, vars: &[(&str, String)], f16: bool) -> String {
     let mut s = String::new();
     if f16 {
@@ -303,16 +309,16 @@ pub(crate) struct AttentionLayout {
     pub vo: u32,
 }
 
-/// Compiled pipelines by source: the same kernel serves every layer of its shape.
-pub(crate) struct Kernels {
+/// Compiled pipelines by source: the same shader serves every layer of its shape.
+pub(crate) struct Shaders {
     gpu: Gpu,
     storage: WeightStorage,
     pipelines: RefCell<HashMap<String, wgpu::ComputePipeline>>,
 }
 
-impl Kernels {
-    pub(crate) fn new(gpu: &Gpu, storage: WeightStorage) -> Kernels {
-        Kernels {
+impl Shaders {
+    pub(crate) fn new(gpu: &Gpu, storage: WeightStorage) -> Shaders {
+        Shaders {
             gpu: gpu.clone(),
             storage,
             pipelines: RefCell::new(HashMap::new()),
@@ -334,8 +340,8 @@ impl Kernels {
             // Natively naga would otherwise wrap every loop in an iteration counter, which
             // can keep the driver from unrolling the accumulator loops (browsers decide for
             // themselves: the WebGPU backend ignores this). Bounds checks stay on.
-            // SAFETY: every loop of these kernels ends: each steps a counter by a positive
-            // constant (or halves it) towards a bound fixed when the kernel is filled in,
+            // SAFETY: every loop of these shaders ends: each steps a counter by a positive
+            // constant (or halves it) towards a bound fixed when the shader is filled in,
             // or read from the step's parameters or key count, never written in the loop.
             unsafe {
                 device.create_shader_module_trusted(

@@ -1,4 +1,4 @@
-// Shared by every kernel. Constants written as {NAME} are filled in per model (kernels.rs).
+// Shared by every kernel. Constants written as {NAME} are filled in per model (shaders.rs).
 
 // What changes from one dispatch of a recorded step to the next: written once per step.
 struct Params {

@@ -2,9 +2,7 @@
 //! length penalty (for one model and for an ensemble's mean), and one-sentence-at-a-time
 //! runs.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use transduce::burn::tensor::activation::log_softmax;
 use transduce::decode::{DecodeOptions, Ensemble, beam_search, greedy, length_penalty};
 use transduce::tokenizer::{BOS, EOS, PAD};

@@ -1,11 +1,9 @@
 //! Learning works end to end: autodiff through the whole model, Adam with the §5.3
 //! schedule, and greedy decoding of held-out inputs. Task: reverse a random sequence.
 
-mod common;
-
 use std::time::Instant;
 
-use common::*;
+use crate::common::*;
 use transduce::burn::module::Module;
 use transduce::burn::optim::{AdamConfig, GradientsParams};
 use transduce::burn::prelude::*;

@@ -1,9 +1,7 @@
 //! The parse constraint through the model's decoders: whatever an (untrained) model
 //! prefers, every constrained output is a tree with one slot per source word.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use transduce::decode::{DecodeOptions, beam_search, greedy};
 use transduce::task::TreeConstraint;
 use transduce::task::parse::{ParseConstraint, delinearize};

@@ -1,10 +1,8 @@
 //! The bundle format: exact round trips, and one clear error for each kind of bad bundle.
 
-mod common;
-
 use std::collections::HashMap;
 
-use common::*;
+use crate::common::*;
 use transduce::bundle::{BundleFiles, WeightDtype, load_weights, save_weights};
 use transduce::{Bundle, BundleConfig, Error, ModelConfig, Tokenizer, Transformer};
 

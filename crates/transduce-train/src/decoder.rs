@@ -1,4 +1,5 @@
-//! `transduce translate`: batched beam search over lines of text.
+//! The decoder of `transduce translate` (and of its noisy channel's n-best lists): the
+//! bundles' models or the GPU decoder, over lines of text batched by length.
 
 use indicatif::{ProgressBar, ProgressStyle};
 use transduce::Bundle;

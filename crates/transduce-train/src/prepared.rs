@@ -1,4 +1,6 @@
-//! `transduce prepare`: corpus → shared BPE vocabulary → binary id caches.
+//! A prepared data directory: corpus → shared BPE vocabulary → binary id caches, written
+//! by `transduce prepare` (its files and `prepare.json` summary) and read back by
+//! `train`, `warmup` and `eval`.
 
 use std::path::Path;
 

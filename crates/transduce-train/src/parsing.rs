@@ -1,4 +1,6 @@
-//! `transduce parse` (§6.3): sentences in, bracketed trees out, in the format EVALB reads.
+//! Parsing for `transduce parse` (§6.3): sentences in (raw text or the words of gold
+//! trees), bracketed trees out in the format EVALB reads, by one model, several (mean or
+//! vote) or the right-branching baseline.
 
 use indicatif::{ProgressBar, ProgressStyle};
 use transduce::Bundle;

@@ -1,0 +1,171 @@
+//! Bad input and bad option values: one clear error, before any work.
+
+use crate::harness::*;
+
+#[test]
+fn bad_input_gets_one_clear_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    // Word focus needs the slot token of a parsing vocabulary.
+    let (_, _, toy) = prepare_toy(dir);
+    let e = fail(&[
+        "train",
+        "--data",
+        s(&toy),
+        "--out",
+        s(&dir.join("focus-run")),
+        "--preset",
+        "tiny",
+        "--max-steps",
+        "1",
+        "--word-focus",
+    ]);
+    assert_eq!(
+        e.matches("word focus needs a parsing vocabulary").count(),
+        1,
+        "{e}"
+    );
+    assert!(!dir.join("focus-run").join("checkpoints").exists(), "{e}");
+    let a = dir.join("a.en");
+    let b = dir.join("b.de");
+    std::fs::write(&a, "one\ntwo\nthree\n").unwrap();
+    std::fs::write(&b, "eins\nzwei\n").unwrap();
+    let e = fail(&[
+        "prepare",
+        "--src",
+        s(&a),
+        "--tgt",
+        s(&b),
+        "--out",
+        s(&dir.join("o")),
+    ]);
+    assert!(
+        e.contains("a.en has 3 lines") && e.contains("b.de has 2"),
+        "{e}"
+    );
+    assert_eq!(e.lines().count(), 1, "{e}");
+
+    std::fs::write(&b, b"eins\nzw\xffei\ndrei\n").unwrap();
+    let e = fail(&[
+        "prepare",
+        "--src",
+        s(&a),
+        "--tgt",
+        s(&b),
+        "--out",
+        s(&dir.join("o")),
+    ]);
+    assert!(e.contains("b.de, line 2: invalid UTF-8"), "{e}");
+
+    std::fs::write(&b, b"").unwrap();
+    let e = fail(&[
+        "prepare",
+        "--src",
+        s(&a),
+        "--tgt",
+        s(&b),
+        "--out",
+        s(&dir.join("o")),
+    ]);
+    assert!(e.contains("b.de: the file is empty"), "{e}");
+
+    let e = fail(&["translate", "--model", s(dir), "--quiet"]);
+    assert!(e.contains("neither a bundle"), "{e}");
+
+    let e = fail(&[
+        "train",
+        "--data",
+        s(dir),
+        "--out",
+        s(&dir.join("run")),
+        "--devices",
+        "0,1",
+    ]);
+    assert!(
+        e.contains("--devices: the CPU backend is a single device"),
+        "{e}"
+    );
+}
+/// Every numeric option's range is checked when the command line is read, before any
+/// file is opened: one usage error (exit code 2) naming the option, even where there is
+/// nothing to work on (the files named here do not exist).
+#[test]
+fn bad_option_values_are_refused_before_any_work() {
+    let missing = "/nonexistent/transduce-option-test";
+    let train = ["train", "--data", missing, "--out", missing];
+    let cases: &[(&[&str], &[&str], &str)] = &[
+        (
+            &[
+                "prepare", "--src", missing, "--tgt", missing, "--out", missing,
+            ],
+            &["--vocab-size", "0"],
+            "--vocab-size",
+        ),
+        (
+            &["translate", "--model", missing],
+            &["--beam", "0"],
+            "--beam",
+        ),
+        (
+            &["translate", "--model", missing],
+            &["--alpha", "NaN"],
+            "--alpha",
+        ),
+        (
+            &["translate", "--model", missing],
+            &["--alpha=-1"],
+            "--alpha",
+        ),
+        (
+            &["translate", "--model", missing],
+            &["--batch-size", "0"],
+            "--batch-size",
+        ),
+        (&["parse", "--model", missing], &["--beam", "0"], "--beam"),
+        (&train, &["--warmup", "0"], "--warmup"),
+        (&train, &["--dropout", "1"], "--dropout"),
+        (&train, &["--label-smoothing=-0.1"], "--label-smoothing"),
+        (&train, &["--lr-factor", "inf"], "--lr-factor"),
+        (&train, &["--max-tokens", "0"], "--max-tokens"),
+        (&["average", "--run", missing], &["--last", "0"], "--last"),
+        (
+            &["export", "--model", missing, "--out", missing],
+            &["--alpha=-0.5"],
+            "--alpha",
+        ),
+        (&["bench"], &["--steps", "0"], "--steps"),
+    ];
+    for (command, option, name) in cases {
+        let args: Vec<&str> = command.iter().chain(option.iter()).copied().collect();
+        let out = bin().args(&args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}:\n{stderr}");
+        assert!(
+            stderr.contains("invalid value") && stderr.contains(name),
+            "{args:?} does not name {name}:\n{stderr}"
+        );
+        assert!(
+            !stderr.contains(missing),
+            "{args:?} read its files first:\n{stderr}"
+        );
+    }
+    // The same values within range get past the command line (and fail on the files).
+    let out = bin()
+        .args([
+            "translate",
+            "--model",
+            missing,
+            "--beam",
+            "1",
+            "--alpha",
+            "0",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

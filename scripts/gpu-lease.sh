@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# One GPU visit records every GPU figure the docs ask for. A lent GPU machine is reached by
+# one remote command at a time (at most 10 minutes), starts bare (no registry, no compiler)
+# and may never come back, so everything is built here and measured there in one call:
+#
+#   scripts/gpu-lease.sh prepare     # here: the CUDA release binary (stripped, xz) in .dev/,
+#                                    # the Vulkan and glvnd loaders' .debs in .gl/
+#   scripts/gpu-lease.sh measure     # there: every measurement below, tables into $OUT
+#   REHEARSAL=1 scripts/gpu-lease.sh measure   # here, on lavapipe, with the debug binary
+#
+# The device call (the `run` tool: carry .dev and .gl, the working tree travels itself):
+#   OUT=$OUT bash scripts/gpu-lease.sh measure
+# and the tables come back under $OUT: SUMMARY.md (every table, in order) and one file per
+# part with its raw output. Each part has its own time budget (seconds, environment
+# variables below), so a part that hangs or tunes for too long costs its budget, not the
+# visit; the defaults add up to 540 s of the 600 a call may run.
+#
+# The parts, in order of how much the docs need them:
+#   1. side   the training step against PyTorch (scripts/bench-gpu.sh): base at 25,000
+#             tokens, replayed CUDA and wgpu against PyTorch eager and torch.compile, f32
+#             and bf16 (docs/BENCHMARKS.md, "Training step")              BUDGET_SIDE=240
+#   2. start  a training run's start, cold and warm (scripts/bench-start.sh): small on CUDA,
+#             bf16, an empty GPU cache then the same command again        BUDGET_START=120
+#   3. decode the GPU decoder's per-kernel profile and races against the host decoder
+#             (scripts/bench-decoder-gpu.sh): en-de, batch 1/32/128, greedy and beam 4
+#                                                                         BUDGET_DECODE=120
+#   4. equal  the decoders' equality (scripts/gpu-agreement.sh): 1,000 test2016 lines, GPU
+#             against CPU decoder, greedy and beam 4                      BUDGET_EQUAL=60
+# PARTS picks some (default "side start decode equal").
+#
+# Rehearsal (REHEARSAL=1): the debug binary of this checkout, wgpu on lavapipe instead of
+# CUDA, tiny sizes (it proves the plumbing and the tables, not the speed).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+mode=${1:-}
+
+prepare() {
+    source scripts/common.sh
+    bash scripts/setup-cuda-build.sh
+    log "building the CUDA release binary (cargo build --release --features cuda)"
+    cargo build --release --locked -p transduce-train --bin transduce --features cuda
+    mkdir -p .dev .gl
+    strip -o .dev/transduce "$CARGO_TARGET_DIR/release/transduce"
+    xz -T0 -6 -f .dev/transduce
+    # The Vulkan loader and glvnd, which the bare machine lacks (wgpu needs them; the NVIDIA
+    # ICD itself comes with the driver).
+    (cd .gl && apt-get download -qq libvulkan1 libglvnd0 libegl1 libgl1 libglx0 >/dev/null)
+    # The test sentences: the machine sees the working tree, not ../shared.
+    cp ../shared/data/multi30k/test2016.en.gz .dev/ 2>/dev/null || true
+    ls -l .dev .gl
+    echo "carry: [\".dev\", \".gl\"]   command: OUT=\$OUT bash scripts/gpu-lease.sh measure"
+}
+
+# part NAME BUDGET COMMAND...: runs one part within BUDGET seconds; its output into
+# $OUT/NAME.txt and (its first 300 non-empty lines) into SUMMARY.md.
+part() {
+    local name=$1 budget=$2
+    shift 2
+    local t0=$SECONDS
+    echo "==> [$((SECONDS))s] $name (budget ${budget}s): $*" | tee -a "$OUT/SUMMARY.md"
+    timeout --kill-after=10 "$budget" "$@" >"$OUT/$name.txt" 2>&1
+    local status=$?
+    {
+        echo
+        grep -v -e '^\s*$' -e XDG_RUNTIME_DIR "$OUT/$name.txt" | head -300 || true
+        [ $status -eq 124 ] && echo "($name: cut at its budget of ${budget}s; the rows above finished)"
+        [ $status -ne 0 ] && [ $status -ne 124 ] && echo "($name: exit $status; last lines:)" \
+            && tail -5 "$OUT/$name.txt"
+        echo
+        echo "($name took $((SECONDS - t0)) s)"
+        echo
+    } >>"$OUT/SUMMARY.md"
+}
+
+measure() {
+    OUT=${OUT:-/tmp/gpu-lease}
+    mkdir -p "$OUT"
+    : >"$OUT/SUMMARY.md"
+    local bin backend precision preset batch lines side_backends
+    if [ -n "${REHEARSAL:-}" ]; then
+        bin=${BIN:-${CARGO_TARGET_DIR:-$HOME/.cache/transduce-target}/debug/transduce}
+        backend=wgpu precision=f32 preset=tiny batch=256 lines=8
+        side_backends="wgpu wgpu-graph torch"
+        export CUBECL_AUTOTUNE_LEVEL=${CUBECL_AUTOTUNE_LEVEL:-minimal}
+    else
+        for f in .gl/*.deb; do dpkg -x "$f" /; done
+        ldconfig
+        export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+        export __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
+        mkdir -p /tmp/lease
+        bin=/tmp/lease/transduce
+        xz -dc .dev/transduce.xz >"$bin" && chmod +x "$bin"
+        backend=cuda precision=bf16 preset=base batch=25000 lines=1000
+        side_backends="cuda-graph wgpu-graph torch torch-compile"
+        {
+            echo "# GPU lease $(date -u +%Y-%m-%dT%H:%MZ)"
+            nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+            echo
+        } >>"$OUT/SUMMARY.md"
+    fi
+    [ -x "$bin" ] || { echo "gpu-lease.sh: no binary at $bin" >&2; exit 2; }
+    local input=.dev/test2016.en.gz
+    [ -r "$input" ] || input=../shared/data/multi30k/test2016.en.gz
+    [ -r "$input" ] || input=tests/fixtures/browser-sentences.en
+    local parts=${PARTS:-side start decode equal}
+    for p in $parts; do
+        case $p in
+            side)
+                if [ -n "${REHEARSAL:-}" ]; then
+                    part side "${BUDGET_SIDE:-240}" env BIN="$bin" BACKENDS="$side_backends" \
+                        PRESETS=tiny BATCHES=$batch PRECISIONS=f32 STEPS=3 OUT="$OUT/side" \
+                        bash scripts/bench-gpu.sh
+                else
+                    part side "${BUDGET_SIDE:-240}" env BIN="$bin" BACKENDS="$side_backends" \
+                        PRESETS=$preset BATCHES=$batch PRECISIONS="f32 bf16" STEPS=20 \
+                        OUT="$OUT/side" CUBECL_AUTOTUNE_LEVEL=minimal bash scripts/bench-gpu.sh
+                fi ;;
+            start)
+                local start_preset=small start_batch=12000
+                [ -n "${REHEARSAL:-}" ] && start_preset=tiny start_batch=256
+                part start "${BUDGET_START:-120}" env BIN="$bin" BACKEND="$backend" \
+                    PRESET=$start_preset BATCH=$start_batch PRECISION="$precision" STEPS=20 \
+                    LEVELS=minimal OUT="$OUT/start" bash scripts/bench-start.sh ;;
+            decode)
+                if [ -n "${REHEARSAL:-}" ]; then
+                    part decode "${BUDGET_DECODE:-120}" env OUT="$OUT/decode" INPUT="$input" LINES=8 \
+                        BATCHES=1,8 BEAMS=1 PRESETS=tiny bash scripts/bench-decoder-gpu.sh "$bin"
+                else
+                    part decode "${BUDGET_DECODE:-120}" env OUT="$OUT/decode" INPUT="$input" \
+                        bash scripts/bench-decoder-gpu.sh "$bin"
+                fi ;;
+            equal)
+                part equal "${BUDGET_EQUAL:-60}" bash scripts/gpu-agreement.sh web/models/en-de \
+                    "$input" "$lines" "$bin" ;;
+            *) echo "gpu-lease.sh: unknown part $p (side start decode equal)" >&2; exit 2 ;;
+        esac
+    done
+    cat "$OUT/SUMMARY.md"
+}
+
+case $mode in
+    prepare) prepare ;;
+    measure) measure ;;
+    *) sed -n '2,9p' "$0" >&2; exit 2 ;;
+esac
