@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::ops::Range;
 
 use transduce::burn::backend::Dispatch;
-use transduce::burn::module::{Module, ParamId};
+use transduce::burn::module::{Module, ModuleMapper, Param, ParamId};
 use transduce::burn::optim::GradientsParams;
 use transduce::burn::prelude::*;
 use transduce::burn::tensor::TensorData;
@@ -16,7 +16,7 @@ use transduce::{Precision, Transformer};
 use transduce_kernels::adam::{AdamKernel, BETA_1, BETA_2, EPSILON, GROUP};
 
 use super::loss_scale::{GROWTH_INTERVAL, INITIAL_SCALE, LossScale};
-use super::params::{Put, Take, Taken, Update, flat_grads, slots};
+use super::params::{Put, Take, Taken, flat_grads, slots};
 use crate::error::{CliError, Result};
 use crate::measure::census;
 
@@ -507,5 +507,33 @@ impl DeviceAdam {
             ));
         }
         ok
+    }
+}
+
+/// Applies Adam to each parameter that has a gradient, by tensor operations or the
+/// per-parameter kernel ([`DeviceAdam::update`]).
+struct Update<'a> {
+    adam: &'a mut DeviceAdam,
+    grads: GradientsParams,
+    scalars: Tensor<1>,
+}
+
+impl ModuleMapper for Update<'_> {
+    fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
+        let (id, tensor, mapper) = param.consume();
+        let Some(grad) = self.grads.remove::<D>(id) else {
+            return Param::from_mapped_value(id, tensor, mapper);
+        };
+        let require_grad = tensor.is_require_grad();
+        let updated = self
+            .adam
+            .update(id, tensor.inner(), grad, &self.scalars)
+            .autodiff();
+        let updated = if require_grad {
+            updated.require_grad()
+        } else {
+            updated
+        };
+        Param::from_mapped_value(id, updated, mapper)
     }
 }

@@ -10,8 +10,6 @@ use transduce::burn::module::{Module, ModuleMapper, ModuleVisitor, Param, ParamI
 use transduce::burn::optim::GradientsParams;
 use transduce::burn::prelude::*;
 
-use super::adam::DeviceAdam;
-
 /// Each gradient in `grads` of `model`'s parameters, flattened, in the model's order.
 pub(super) fn flat_grads(
     grads: &GradientsParams,
@@ -108,28 +106,3 @@ impl ModuleMapper for Put {
     }
 }
 
-pub(super) struct Update<'a> {
-    pub(super) adam: &'a mut DeviceAdam,
-    pub(super) grads: GradientsParams,
-    pub(super) scalars: Tensor<1>,
-}
-
-impl ModuleMapper for Update<'_> {
-    fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
-        let (id, tensor, mapper) = param.consume();
-        let Some(grad) = self.grads.remove::<D>(id) else {
-            return Param::from_mapped_value(id, tensor, mapper);
-        };
-        let require_grad = tensor.is_require_grad();
-        let updated = self
-            .adam
-            .update(id, tensor.inner(), grad, &self.scalars)
-            .autodiff();
-        let updated = if require_grad {
-            updated.require_grad()
-        } else {
-            updated
-        };
-        Param::from_mapped_value(id, updated, mapper)
-    }
-}
