@@ -515,8 +515,8 @@ fn fusion_on_and_off_train_alike_on_wgpu() {
             "400",
             "--max-steps",
             "4",
-            // Fusion groups the eager step's operations; a replayed step is captured after
-            // fusion either way, so the eager path is the one this compares.
+            // The eager step, the path this comparison was written for (wgpu replays by
+            // default).
             "--eager",
             "--quiet",
         ];
