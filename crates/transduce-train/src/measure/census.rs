@@ -340,6 +340,10 @@ mod tests {
         let mine = own().unwrap();
         let after = thread_times();
         assert!(mine > before, "{before} -> {mine}");
-        assert!(after.other >= mine, "others {} < this thread {mine}", after.other);
+        assert!(
+            after.other >= mine,
+            "others {} < this thread {mine}",
+            after.other
+        );
     }
 }

@@ -105,4 +105,3 @@ impl ModuleMapper for Put {
         Param::from_mapped_value(id, updated, mapper)
     }
 }
-
