@@ -58,9 +58,9 @@ pub trait AdamKernel: Backend {
         count: usize,
     ) -> FloatTensor<Self>;
 
-    /// [`Self::adam_in_place`] for the first `count` (≤ [`GROUP`]) of four parameters in
-    /// one kernel: `(param, grad, first, second)` per slot, the slots past `count` any
-    /// tensors (returned as they are, untouched).
+    /// Adam (§5.3, burn's arithmetic per element, in place) for the first `count`
+    /// (≤ [`GROUP`]) of four parameters in one kernel: `(param, grad, first, second)` per
+    /// slot, the slots past `count` any tensors (returned as they are, untouched).
     #[allow(clippy::too_many_arguments, clippy::type_complexity)]
     #[fusion(meta = |p0, _g0, m0, v0, p1, _g1, m1, v1, p2, _g2, m2, v2, p3, _g3, m3, v3, _scalars, _count| (
         (p0.clone(), m0.clone(), v0.clone()),

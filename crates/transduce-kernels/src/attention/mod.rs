@@ -15,7 +15,7 @@
 //!
 //! The loops are plain (no tiles): at the lengths of translation (tens of tokens) a
 //! workgroup per row has enough to do, and what the step pays for is launches. The oracle
-//! is burn's primitives ([`reference`] here, `transduce::ops::scaled_dot_product` in
+//! is burn's primitives ([`reference`] here, `transduce::attention::scaled_dot_product` in
 //! the model). Native only.
 
 mod backward;

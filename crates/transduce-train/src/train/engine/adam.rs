@@ -52,7 +52,8 @@ pub struct DeviceAdam {
     pub(super) time_known: Option<(u64, u64)>,
     pub(super) window: usize,
     pub(super) device: Device,
-    /// Updates by [`super::adam_kernel`] (GPU backends) rather than tensor operations.
+    /// Updates by [`transduce_kernels::adam`]'s kernel (GPU backends) rather than tensor
+    /// operations.
     pub(super) fused: bool,
     /// Half precision's loss scale, on the device.
     pub(super) scale: Option<DeviceScale>,
@@ -330,12 +331,12 @@ impl DeviceAdam {
         next.reshape(dims)
     }
 
-    /// Every parameter's update by [`super::adam_kernel`], [`GROUP`] parameters a launch
-    /// (a multi-tensor Adam: for `small`, 28 launches where one per parameter took 110),
-    /// each written back into its own buffers. The parameters are taken out of the model
-    /// first (an empty placeholder in their place), so the kernel holds the only handle on
-    /// each buffer and writes it in place; groups join parameters of similar sizes, since a
-    /// launch spans its largest.
+    /// Every parameter's update by [`AdamKernel::adam_group_in_place`], [`GROUP`]
+    /// parameters a launch (a multi-tensor Adam: for `small`, 28 launches where one per
+    /// parameter took 110), each written back into its own buffers. The parameters are taken
+    /// out of the model first (an empty placeholder in their place), so the kernel holds the
+    /// only handle on each buffer and writes it in place; groups join parameters of similar
+    /// sizes, since a launch spans its largest.
     pub(super) fn step_grouped(
         &mut self,
         model: Transformer,
@@ -398,10 +399,10 @@ impl DeviceAdam {
         model.map(&mut Put { updated })
     }
 
-    /// [`adam_kernel`]'s update as tensor operations (the CPU's path, and the kernel's test
-    /// oracle): burn's operations, then the results copied back into the buffers. Under a
-    /// loss scale, `scalars` also holds 1/scale and `ok`, and a step that is not `ok`
-    /// leaves every value as it was.
+    /// [`AdamKernel::adam_group_in_place`]'s update as tensor operations (the CPU's path,
+    /// and the kernel's test oracle): burn's operations, then the results copied back into
+    /// the buffers. Under a loss scale, `scalars` also holds 1/scale and `ok`, and a step
+    /// that is not `ok` leaves every value as it was.
     pub(super) fn update_by_operations(
         &self,
         flat: Tensor<1>,
