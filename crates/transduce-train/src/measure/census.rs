@@ -337,6 +337,9 @@ mod tests {
             x = x.wrapping_mul(6364136223846793005).wrapping_add(i);
         }
         std::hint::black_box(x);
+        // A thread's schedstat clock is brought up to date when it leaves the CPU: on a
+        // tickless kernel a thread that never yields can read 0 after seconds of work.
+        std::thread::sleep(std::time::Duration::from_millis(2));
         let mine = own().unwrap();
         let after = thread_times();
         assert!(mine > before, "{before} -> {mine}");
