@@ -49,7 +49,8 @@ step "cargo clippy (with the CUDA trainer)" \
 
 log "cargo test --workspace"
 test_log=$(mktemp)
-cargo test --workspace --locked --timings 2>&1 | tee "$test_log"
+# --no-fail-fast: every test binary runs, so one failure does not hide the others.
+cargo test --workspace --locked --no-fail-fast --timings 2>&1 | tee "$test_log"
 test_status=${PIPESTATUS[0]}
 read -r p f i < <(awk '/^test result:/ {
         for (k = 1; k <= NF; k++) {
