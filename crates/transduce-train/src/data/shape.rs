@@ -178,10 +178,12 @@ impl std::fmt::Display for Padding {
 /// extra rows whose source is a lone EOS, whose decoder input is a lone BOS and whose
 /// targets are all PAD, so they attend to something (no all-masked softmax) and add
 /// nothing to the loss.
-pub fn pad_to_shape(
-    (mut src, mut tgt_in, mut tgt_out): TeacherForced,
-    (rows, length): (usize, usize),
-) -> TeacherForced {
+pub fn pad_to_shape(forced: TeacherForced, (rows, length): (usize, usize)) -> TeacherForced {
+    let TeacherForced {
+        sources: mut src,
+        inputs: mut tgt_in,
+        outputs: mut tgt_out,
+    } = forced;
     while src.len() < rows {
         src.push(vec![EOS]);
         tgt_in.push(vec![BOS]);
@@ -192,7 +194,11 @@ pub fn pad_to_shape(
             row.resize(row.len().max(length), PAD);
         }
     }
-    (src, tgt_in, tgt_out)
+    TeacherForced {
+        sources: src,
+        inputs: tgt_in,
+        outputs: tgt_out,
+    }
 }
 
 #[cfg(test)]
@@ -285,12 +291,16 @@ mod tests {
 
     #[test]
     fn padding_rows_carry_no_target() {
-        let tf = (
-            vec![vec![5, 6, EOS]],
-            vec![vec![BOS, 7]],
-            vec![vec![7, EOS]],
-        );
-        let (src, tgt_in, tgt_out) = pad_to_shape(tf, (3, 8));
+        let tf = TeacherForced {
+            sources: vec![vec![5, 6, EOS]],
+            inputs: vec![vec![BOS, 7]],
+            outputs: vec![vec![7, EOS]],
+        };
+        let TeacherForced {
+            sources: src,
+            inputs: tgt_in,
+            outputs: tgt_out,
+        } = pad_to_shape(tf, (3, 8));
         assert_eq!(src.len(), 3);
         assert!(
             src.iter()

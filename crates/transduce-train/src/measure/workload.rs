@@ -141,7 +141,11 @@ fn write_exchange(dir: &Path, model: &Transformer, pairs: &Pairs, batch: &Batch)
     let init = transduce::bundle::save_weights(model, transduce::WeightDtype::F32)?;
     let path = dir.join("init.safetensors");
     std::fs::write(&path, init).map_err(io(&path))?;
-    let (src, tgt_in, tgt_out) = teacher_forced(pairs, batch);
+    let TeacherForced {
+        sources: src,
+        inputs: tgt_in,
+        outputs: tgt_out,
+    } = teacher_forced(pairs, batch);
     let tensors = [
         ("src", id_tensor(&src)),
         ("tgt_in", id_tensor(&tgt_in)),
@@ -423,7 +427,7 @@ fn train_graph(
     let tokens = tokens_per_step * steps;
     Ok(BenchReport {
         tokens_per_step,
-        rows: forced.0.len(),
+        rows: forced.sources.len(),
         step_ms: 1e3 * secs / steps as f64,
         final_loss: last,
         loss_step: GraphTrainer::WARMUP + steps,

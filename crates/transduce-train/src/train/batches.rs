@@ -66,7 +66,11 @@ pub fn batch_tensors(
     device: &Device,
 ) -> Result<BatchTensors> {
     let forced = teacher_forced(pairs, batch);
-    let (src, tgt_in, tgt_out) = match shape {
+    let TeacherForced {
+        sources: src,
+        inputs: tgt_in,
+        outputs: tgt_out,
+    } = match shape {
         Some(shape) => shape::pad_to_shape(forced, shape),
         None => forced,
     };

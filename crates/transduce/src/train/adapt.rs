@@ -10,7 +10,7 @@ use burn::optim::{GradientsParams, ModuleOptimizer};
 use burn::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use super::{adam, loss, teacher_forced};
+use super::{TeacherForced, adam, loss, teacher_forced};
 use crate::bundle::{
     Adaptation, Bundle, BundleFiles, WEIGHTS_FILE, WeightDtype, save_weights_on_scales, sha256_hex,
 };
@@ -293,7 +293,11 @@ impl Adapter {
         let general = self
             .general
             .draw(&mut self.rng, self.options.replay_per_step);
-        let (src, tgt_in, tgt_out) = teacher_forced(
+        let TeacherForced {
+            sources: src,
+            inputs: tgt_in,
+            outputs: tgt_out,
+        } = teacher_forced(
             mine.iter()
                 .map(|&i| &self.pairs[i])
                 .chain(general.iter().map(|&i| &self.replay[i]))

@@ -14,8 +14,16 @@ use burn::optim::{AdamConfig, ModuleOptimizer};
 
 use crate::tokenizer::{BOS, EOS};
 
-/// A batch's sources, decoder inputs (BOS + target) and decoder outputs (target + EOS).
-pub type TeacherForced = (Vec<Vec<u32>>, Vec<Vec<u32>>, Vec<Vec<u32>>);
+/// A batch's token rows as teacher forcing feeds them (§5): one row per pair on each side.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TeacherForced {
+    /// The sources, as the encoder reads them.
+    pub sources: Vec<Vec<u32>>,
+    /// The decoder's inputs: BOS + target.
+    pub inputs: Vec<Vec<u32>>,
+    /// What the decoder must predict at each position: target + EOS.
+    pub outputs: Vec<Vec<u32>>,
+}
 
 /// The token ids a batch of (source, target) pairs trains on (§5: teacher forcing): the
 /// sources, BOS + target as the decoder's input, target + EOS as what it must predict.
@@ -24,12 +32,12 @@ pub fn teacher_forced<'a>(
 ) -> TeacherForced {
     let mut forced: TeacherForced = Default::default();
     for (src, tgt) in pairs {
-        forced.0.push(src.to_vec());
+        forced.sources.push(src.to_vec());
         forced
-            .1
+            .inputs
             .push(std::iter::once(BOS).chain(tgt.iter().copied()).collect());
         forced
-            .2
+            .outputs
             .push(tgt.iter().copied().chain(std::iter::once(EOS)).collect());
     }
     forced

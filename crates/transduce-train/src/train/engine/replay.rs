@@ -50,7 +50,11 @@ pub(super) struct Inputs {
 
 impl Inputs {
     pub(super) fn new(forced: &TeacherForced, device: &Device) -> Result<Self> {
-        let (src, tgt_in, tgt_out) = forced;
+        let TeacherForced {
+            sources: src,
+            inputs: tgt_in,
+            outputs: tgt_out,
+        } = forced;
         Ok(Inputs {
             src: token_tensor(src, device)?,
             tgt_in: token_tensor(tgt_in, device)?,
@@ -296,7 +300,11 @@ impl GraphTrainer {
     /// The class of `forced`'s shape, its input buffers holding `forced`.
     pub(super) fn class_for(&mut self, forced: &TeacherForced) -> Result<[usize; 3]> {
         let width = |rows: &[Vec<u32>]| rows.iter().map(Vec::len).max().unwrap_or(0);
-        let shape = [forced.0.len(), width(&forced.0), width(&forced.1)];
+        let shape = [
+            forced.sources.len(),
+            width(&forced.sources),
+            width(&forced.inputs),
+        ];
         match self.classes.get_mut(&shape) {
             Some(class) => class.inputs.write(forced, &self.device)?,
             None => {

@@ -391,7 +391,7 @@ fn device_adam_state_is_burns_record() {
     let forced = teacher_forced(&pairs, &batch);
     let device = Device::flex().autodiff();
     let lr = |t: u64| 1e-3 / (t as f64).sqrt();
-    let tokens = forced.2.iter().map(Vec::len).sum::<usize>();
+    let tokens = forced.outputs.iter().map(Vec::len).sum::<usize>();
     let group = [&batch];
     let devices = [device.clone()];
     let work = |step: u64| StepWork {
