@@ -149,7 +149,7 @@ fn accumulated_replays_equal_eager_accumulation_on_wgpu() {
         .iter()
         .map(|(batch, _)| {
             teacher_forced(&pairs, batch)
-                .2
+                .outputs
                 .iter()
                 .map(Vec::len)
                 .sum::<usize>()
