@@ -289,7 +289,7 @@ impl Bundle {
     /// A bundle of a model in memory. On burn's CPU backend its weights are also laid out
     /// for the host decoder.
     pub fn new(config: BundleConfig, tokenizer: Tokenizer, model: Transformer) -> Result<Bundle> {
-        let host = if model.device().inner() == Device::flex() {
+        let host = if crate::ops::is_flex(&model.device()) {
             Some(HostModel::new(&model)?)
         } else {
             None

@@ -82,7 +82,7 @@ impl Dropout {
             let mask = masks(input.clone().inner().reshape([n]), site, keep);
             return input * mask.reshape(dims);
         }
-        if device.clone().inner() == Device::flex() {
+        if crate::ops::is_flex(&device) {
             let seed = backend_seed(&device);
             let mask = bulk_mask(input.shape().num_elements(), keep, seed);
             let mask = Tensor::<D>::from_data(TensorData::new(mask, input.shape()), &device);
