@@ -39,6 +39,10 @@ impl<'a> Run<'a> {
             .iter()
             .map(|s| decode::max_output_len(c, s.len(), options))
             .collect();
+        // Output limits count the caller's source; the encoder reads it with EOS where the
+        // model's sources end with it.
+        let with_eos = c.source_rows(sources);
+        let sources = &with_eos[..];
         let cap = limits.iter().copied().max().unwrap_or(1);
         let longest = sources.iter().map(Vec::len).max().unwrap_or(1);
         if cap > MAX_KEYS || longest > MAX_KEYS {
@@ -131,7 +135,7 @@ impl<'a> Run<'a> {
         &mut self,
         sources: &[Vec<u32>],
         limits: &[usize],
-        alpha: f64,
+        penalty: decode::Penalty,
     ) -> Result<Vec<Hypothesis>> {
         let mut outputs = vec![Hypothesis::default(); sources.len()];
         let cap = self.ws.shape.cap;
@@ -190,7 +194,7 @@ impl<'a> Run<'a> {
                 for (slot, pick) in batch.iter_mut().zip(step) {
                     let Some(s) = *slot else { continue };
                     let (token, lp) = pick.choice();
-                    if !decode::greedy_extend(&mut outputs[s], token, lp, alpha) {
+                    if !decode::greedy_extend(&mut outputs[s], token, lp, penalty) {
                         *slot = None;
                     }
                 }
@@ -277,7 +281,9 @@ impl GpuModel {
         // Without a constraint or word focus, each step's input is the previous step's
         // choice, which the GPU writes itself: the next step runs while the host reads.
         if constraint.is_none() && !self.resident.config.word_focus {
-            let outputs = run.pipelined_greedy(sources, &limits, options.alpha).await;
+            let outputs = run
+                .pipelined_greedy(sources, &limits, options.penalty())
+                .await;
             run.finish();
             return outputs;
         }
@@ -310,7 +316,7 @@ impl GpuModel {
             last.clear();
             for (r, (&s, pick)) in active.iter().zip(picks).enumerate() {
                 let (token, lp) = pick.choice();
-                if decode::greedy_extend(&mut outputs[s], token, lp, options.alpha) {
+                if decode::greedy_extend(&mut outputs[s], token, lp, options.penalty()) {
                     parents.push(r);
                     next_active.push(s);
                     last.push(token);

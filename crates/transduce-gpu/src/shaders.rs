@@ -285,6 +285,8 @@ pub(crate) enum Store {
     Plain,
     /// `out[row, j] = max(0, v)` (the FFN's inner layer, §3.3).
     Relu,
+    /// `out[row, j] = v·σ(v)` (the FFN's inner layer of swish models).
+    Swish,
     /// Columns `< q` to the queries `[rows, q]`, the rest (keys and values) into the
     /// self-attention cache at the step's position: the decoder's fused Q/K/V product.
     Split { q: u32, cap: u32 },
@@ -418,14 +420,15 @@ fn embedding(v: u32, i: u32) -> f32 { return table[v * D + i]; }"
         wide: bool,
     ) -> wgpu::ComputePipeline {
         let (bindings, body) = match store {
-            Store::Plain | Store::Relu => (
+            Store::Plain | Store::Relu | Store::Swish => (
                 "@group(0) @binding(4) var<storage, read_write> out: array<f32>;".to_string(),
                 format!(
                     "fn store(row: u32, j: u32, v: f32) {{ out[row * N + j] = {}; }}",
-                    if store == Store::Relu {
-                        "max(v, 0.0)"
-                    } else {
-                        "v"
+                    match store {
+                        Store::Relu => "max(v, 0.0)",
+                        // v / (1 + e^-v), as the host computes it (Activation::apply).
+                        Store::Swish => "v / (1.0 + exp(-v))",
+                        _ => "v",
                     }
                 ),
             ),

@@ -294,7 +294,12 @@ impl Weights {
     pub(crate) fn upload(gpu: &Gpu, host: &HostModel, f16: bool) -> Weights {
         let c = host.config();
         let (vocab, d) = (c.vocab_size, c.d_model);
-        let output = Matrix::new(d, vocab, transpose(host.output_table(), vocab, d), None);
+        let output = Matrix::new(
+            d,
+            vocab,
+            transpose(host.output_table(), vocab, d),
+            host.output_bias().map(<[f32]>::to_vec),
+        );
         let (storage, int8) = storage(host, &output, f16);
         let mut up = Uploader {
             gpu,

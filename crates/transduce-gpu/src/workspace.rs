@@ -438,6 +438,11 @@ impl Workspace {
             Grid::Rows,
             Depth::embed(d),
         )];
+        // The FFN's inner product stores through the model's non-linearity (§3.3).
+        let ffn = match c.activation {
+            transduce::config::Activation::Relu => Store::Relu,
+            transduce::config::Activation::Swish => Store::Swish,
+        };
         let attention = |layout, keys| {
             let pipeline = k.attention(h, c.d_k, c.d_v, layout, keys);
             (pipeline, Depth::attention(c.d_k, c.d_v, keys))
@@ -448,7 +453,7 @@ impl Workspace {
             encoder.push(linear(p, &l.qkv, Store::Plain, &memory, &[&qkv]));
             encoder.push(attend(p, &enc_attention, &enc_rows, &qkv, &qkv, &context));
             encoder.extend(add_norm(p, &l.o, &l.attn_norm, &context, &memory));
-            encoder.push(linear(p, &l.fc1, Store::Relu, &memory, &[&hidden]));
+            encoder.push(linear(p, &l.fc1, ffn, &memory, &[&hidden]));
             encoder.extend(add_norm(p, &l.fc2, &l.ffn_norm, &hidden, &memory));
         }
         for (l, kv) in w.decoder.iter().zip(&cross) {
@@ -504,8 +509,8 @@ impl Workspace {
             step.push(a.named("cross-attention"));
             let [o, n] = add_norm(p, &l.cross_o, &l.cross_norm, &context, &x);
             step.extend([o.named("cross out"), n.named("cross residual + norm")]);
-            let f = linear(p, &l.fc1, Store::Relu, &x, &[&hidden]);
-            step.push(f.named("FFN inner (ReLU)"));
+            let f = linear(p, &l.fc1, ffn, &x, &[&hidden]);
+            step.push(f.named("FFN inner (activation)"));
             let [f, n] = add_norm(p, &l.fc2, &l.ffn_norm, &hidden, &x);
             step.extend([f.named("FFN outer"), n.named("FFN residual + norm")]);
         }

@@ -70,6 +70,7 @@ fn assert_same(host: &HostModel, gpu: &GpuModel, sources: &[Vec<u32>], alpha: f6
             beam,
             alpha,
             max_extra: 50,
+            ..DecodeOptions::default()
         };
         let want = decode::best_outputs(host, sources, &options, None).unwrap();
         let batched = pollster::block_on(gpu.best_outputs(sources, &options, None)).unwrap();

@@ -135,6 +135,7 @@ pub fn load(
             beam: 21,
             alpha: 0.3,
             max_extra: 300,
+            ..DecodeOptions::default()
         },
         Task::Translate { .. } => DecodeOptions::default(),
     };

@@ -73,6 +73,7 @@ fn greedy_decode(device: &Device, runs: usize) -> Duration {
         beam: 1,
         alpha: 0.6,
         max_extra: 10,
+        ..DecodeOptions::default()
     };
     time(runs, || {
         greedy(&model, &srcs, &options, None).unwrap();

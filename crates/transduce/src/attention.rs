@@ -83,7 +83,8 @@ pub fn scaled_dot_product(
 
 /// Multi-head attention (§3.2.2): h heads of width d_k (queries, keys) and d_v (values).
 ///
-/// The projections W^Q, W^K, W^V, W^O are plain matrices, as in the paper (no biases).
+/// The projections W^Q, W^K, W^V, W^O are plain matrices, as in the paper, unless the
+/// model has attention biases ([`crate::config::ModelConfig::attention_bias`]).
 #[derive(Module, Debug)]
 pub struct MultiHeadAttention {
     pub q: Linear,
@@ -104,9 +105,9 @@ pub struct Attended {
     pub weights: Option<Tensor<4>>,
 }
 
-fn projection(d_in: usize, d_out: usize, device: &Device) -> Linear {
+fn projection(d_in: usize, d_out: usize, bias: bool, device: &Device) -> Linear {
     LinearConfig::new(d_in, d_out)
-        .with_bias(false)
+        .with_bias(bias)
         .with_initializer(Initializer::XavierUniform { gain: 1.0 })
         .init(device)
 }
@@ -118,13 +119,14 @@ impl MultiHeadAttention {
         d_k: usize,
         d_v: usize,
         dropout: f64,
+        bias: bool,
         device: &Device,
     ) -> Self {
         MultiHeadAttention {
-            q: projection(d_model, n_heads * d_k, device),
-            k: projection(d_model, n_heads * d_k, device),
-            v: projection(d_model, n_heads * d_v, device),
-            o: projection(n_heads * d_v, d_model, device),
+            q: projection(d_model, n_heads * d_k, bias, device),
+            k: projection(d_model, n_heads * d_k, bias, device),
+            v: projection(d_model, n_heads * d_v, bias, device),
+            o: projection(n_heads * d_v, d_model, bias, device),
             dropout: Dropout::new(dropout),
             n_heads,
             d_k,

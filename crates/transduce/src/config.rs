@@ -14,6 +14,33 @@ pub enum Positional {
     Learned,
 }
 
+/// The position-wise FFN's non-linearity (§3.3 uses ReLU).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Activation {
+    /// max(0, x), the paper's.
+    #[default]
+    Relu,
+    /// x·σ(x) (SiLU), as most OPUS-MT (Marian) models use.
+    Swish,
+}
+
+impl Activation {
+    /// The non-linearity applied to one value (the host and GPU decoders' definition; burn's
+    /// `relu`/`silu` compute the same).
+    #[inline(always)]
+    pub fn apply(self, x: f32) -> f32 {
+        match self {
+            Activation::Relu => x.max(0.0),
+            Activation::Swish => x / (1.0 + (-x).exp()),
+        }
+    }
+
+    fn is_relu(&self) -> bool {
+        *self == Activation::Relu
+    }
+}
+
 /// Hyper-parameters of the encoder–decoder Transformer.
 ///
 /// Field names follow the paper: `n_layers` is N, `n_heads` is h; `d_k` and `d_v` are free
@@ -55,6 +82,21 @@ pub struct ModelConfig {
     /// the sentence by attention alone. See [`crate::task::focus`]. Off in every preset.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub word_focus: bool,
+    /// The FFN's non-linearity: ReLU (§3.3) unless a model was imported with another.
+    #[serde(default, skip_serializing_if = "Activation::is_relu")]
+    pub activation: Activation,
+    /// Biases on the attention projections W^Q, W^K, W^V and W^O. The paper's are plain
+    /// matrices (§3.2.2); Marian's have biases.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub attention_bias: bool,
+    /// A learned bias added to the output logits (Marian's `final_logits_bias`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub output_bias: bool,
+    /// Sources end with EOS, as Marian's tokenizer appends `</s>` to every source. Callers
+    /// pass sources without it; each decoder and the trainer append it
+    /// ([`ModelConfig::source_row`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub source_eos: bool,
 }
 
 /// One row of the paper's Table 3, with the parameter count it reports (millions).
@@ -70,6 +112,48 @@ pub struct Table3Row {
 pub const TABLE3_VOCAB: usize = 37_000;
 
 impl ModelConfig {
+    /// The paper's choices for the fields beyond its hyper-parameters (ReLU, no attention or
+    /// output biases, sources without EOS); the presets start from these. Its sizes are
+    /// placeholders that every preset overrides.
+    fn paper_variant() -> Self {
+        ModelConfig {
+            vocab_size: 0,
+            n_layers: 0,
+            d_model: 0,
+            d_ff: 0,
+            n_heads: 0,
+            d_k: 0,
+            d_v: 0,
+            dropout: 0.0,
+            attention_dropout: 0.0,
+            label_smoothing: 0.0,
+            positional: Positional::Sinusoid,
+            max_len: 0,
+            share_embeddings: true,
+            word_focus: false,
+            activation: Activation::Relu,
+            attention_bias: false,
+            output_bias: false,
+            source_eos: false,
+        }
+    }
+
+    /// A source row as the encoder reads it: `ids` (without BOS or EOS), then EOS for models
+    /// whose sources end with it ([`ModelConfig::source_eos`]).
+    pub fn source_row(&self, ids: &[u32]) -> Vec<u32> {
+        let mut row = Vec::with_capacity(ids.len() + 1);
+        row.extend_from_slice(ids);
+        if self.source_eos {
+            row.push(crate::tokenizer::EOS);
+        }
+        row
+    }
+
+    /// [`ModelConfig::source_row`] for a batch of sources.
+    pub fn source_rows(&self, sources: &[Vec<u32>]) -> Vec<Vec<u32>> {
+        sources.iter().map(|ids| self.source_row(ids)).collect()
+    }
+
     /// The base model of Table 3: N=6, d_model=512, d_ff=2048, h=8, d_k=d_v=64, P_drop=0.1.
     pub fn base() -> Self {
         ModelConfig {
@@ -87,6 +171,7 @@ impl ModelConfig {
             max_len: 1024,
             share_embeddings: true,
             word_focus: false,
+            ..Self::paper_variant()
         }
     }
 
@@ -123,6 +208,7 @@ impl ModelConfig {
             max_len: 1024,
             share_embeddings: false,
             word_focus: false,
+            ..Self::paper_variant()
         }
     }
 
@@ -143,6 +229,7 @@ impl ModelConfig {
             max_len: 256,
             share_embeddings: true,
             word_focus: false,
+            ..Self::paper_variant()
         }
     }
 
@@ -163,6 +250,7 @@ impl ModelConfig {
             max_len: 512,
             share_embeddings: true,
             word_focus: false,
+            ..Self::paper_variant()
         }
     }
 
@@ -306,6 +394,15 @@ impl ModelConfig {
         let v = mul(mul(d, h)?, self.d_v)?;
         let o = mul(mul(h, self.d_v)?, d)?;
         let attention = add(add(qk, v)?, o)?;
+        let attention = if self.attention_bias {
+            // b^Q, b^K (h·d_k each), b^V (h·d_v), b^O (d_model).
+            add(
+                attention,
+                add(add(mul(mul(h, self.d_k)?, 2)?, mul(h, self.d_v)?)?, d)?,
+            )?
+        } else {
+            attention
+        };
         let fc = mul(d, self.d_ff)?;
         let ffn = add(add(mul(fc, 2)?, self.d_ff)?, d)?;
         let norm = mul(2, d)?;
@@ -318,7 +415,8 @@ impl ModelConfig {
             Positional::Learned => mul(mul(2, self.max_len)?, d)?,
         };
         let layers = mul(self.n_layers, add(encoder_layer, decoder_layer)?)?;
-        add(add(layers, embeddings)?, positions)
+        let output_bias = if self.output_bias { self.vocab_size } else { 0 };
+        add(add(add(layers, embeddings)?, positions)?, output_bias)
     }
 }
 

@@ -3,10 +3,10 @@
 
 use burn::nn::{Initializer, LayerNorm, LayerNormConfig, Linear, LinearConfig};
 use burn::prelude::*;
-use burn::tensor::activation::relu;
+use burn::tensor::activation::{relu, silu};
 
 use crate::attention::{KvCache, MultiHeadAttention};
-use crate::config::ModelConfig;
+use crate::config::{Activation, ModelConfig};
 use crate::dropout::Dropout;
 use crate::ops::{NORM_EPSILON, layer_norm};
 use crate::positionwise::positionwise;
@@ -18,15 +18,18 @@ fn residual(norm: &LayerNorm, dropout: &Dropout, x: Tensor<3>, sublayer: Tensor<
     layer_norm(norm, x + dropout.forward(sublayer))
 }
 
-/// FFN(x) = max(0, xW1 + b1)W2 + b2 (§3.3).
+/// FFN(x) = max(0, xW1 + b1)W2 + b2 (§3.3), or with swish in place of max(0, ·) for
+/// models that use it ([`Activation`]).
 #[derive(Module, Debug)]
 pub struct FeedForward {
     pub fc1: Linear,
     pub fc2: Linear,
+    #[module(skip)]
+    activation: Activation,
 }
 
 impl FeedForward {
-    pub fn new(d_model: usize, d_ff: usize, device: &Device) -> Self {
+    pub fn new(d_model: usize, d_ff: usize, activation: Activation, device: &Device) -> Self {
         let linear = |i, o| {
             LinearConfig::new(i, o)
                 .with_initializer(Initializer::XavierUniform { gain: 1.0 })
@@ -35,12 +38,18 @@ impl FeedForward {
         FeedForward {
             fc1: linear(d_model, d_ff),
             fc2: linear(d_ff, d_model),
+            activation,
         }
     }
 
     pub fn forward(&self, x: Tensor<3>) -> Tensor<3> {
         positionwise(x, |x| {
-            apply_linear(&self.fc2, relu(apply_linear(&self.fc1, x)))
+            let hidden = apply_linear(&self.fc1, x);
+            let hidden = match self.activation {
+                Activation::Relu => relu(hidden),
+                Activation::Swish => silu(hidden),
+            };
+            apply_linear(&self.fc2, hidden)
         })
     }
 }
@@ -52,6 +61,7 @@ fn attention(config: &ModelConfig, device: &Device) -> MultiHeadAttention {
         config.d_k,
         config.d_v,
         config.attention_dropout,
+        config.attention_bias,
         device,
     )
 }
@@ -77,7 +87,7 @@ impl EncoderLayer {
         EncoderLayer {
             self_attn: attention(config, device),
             self_attn_norm: norm(config, device),
-            ffn: FeedForward::new(config.d_model, config.d_ff, device),
+            ffn: FeedForward::new(config.d_model, config.d_ff, config.activation, device),
             ffn_norm: norm(config, device),
             dropout: Dropout::new(config.dropout),
         }
@@ -126,7 +136,7 @@ impl DecoderLayer {
             self_attn_norm: norm(config, device),
             cross_attn: attention(config, device),
             cross_attn_norm: norm(config, device),
-            ffn: FeedForward::new(config.d_model, config.d_ff, device),
+            ffn: FeedForward::new(config.d_model, config.d_ff, config.activation, device),
             ffn_norm: norm(config, device),
             dropout: Dropout::new(config.dropout),
         }

@@ -44,6 +44,9 @@ pub struct Transformer {
     pub tgt_positions: Option<Embedding>,
     pub encoder: Encoder,
     pub decoder: Decoder,
+    /// Added to the output logits (`output_bias` models: Marian's `final_logits_bias`).
+    /// Last in the module so the other parameters keep their ids ([`NumberParams`]).
+    pub output_bias: Option<Param<Tensor<1>>>,
     dropout: Dropout,
     #[module(skip)]
     config: ModelConfig,
@@ -200,6 +203,9 @@ impl Transformer {
                     .map(|_| DecoderLayer::new(config, device))
                     .collect(),
             },
+            output_bias: config
+                .output_bias
+                .then(|| Initializer::Zeros.init([config.vocab_size], device)),
             dropout: Dropout::new(config.dropout),
             config: config.clone(),
             precision: Precision::F32,
@@ -329,13 +335,18 @@ impl Transformer {
         (Memory { states: x, blocked }, weights)
     }
 
-    /// Pre-softmax logits from decoder states: h · Eᵀ with the shared matrix (§3.4).
+    /// Pre-softmax logits from decoder states: h · Eᵀ with the shared matrix (§3.4), plus
+    /// the output bias of models that have one.
     pub fn project(&self, h: Tensor<3>) -> Tensor<3> {
-        positionwise(h, |h| match &self.output {
-            Some(output) => apply_linear(output, h),
-            None => {
-                let dtype = h.dtype();
-                linear(h, self.embedding.weight.val().transpose().cast(dtype), None)
+        positionwise(h, |h| {
+            let dtype = h.dtype();
+            let logits = match &self.output {
+                Some(output) => apply_linear(output, h),
+                None => linear(h, self.embedding.weight.val().transpose().cast(dtype), None),
+            };
+            match &self.output_bias {
+                Some(bias) => logits + bias.val().cast(dtype).unsqueeze_dim(0),
+                None => logits,
             }
         })
     }

@@ -316,6 +316,7 @@ fn decoding(cmd: BenchCmd) -> Result<()> {
                 beam,
                 alpha: 0.6,
                 max_extra: 50,
+                ..DecodeOptions::default()
             };
             if let Some(model) = &gpu {
                 model.reset_counts();

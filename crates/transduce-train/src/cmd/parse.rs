@@ -88,6 +88,7 @@ pub fn run(cmd: ParseCmd) -> Result<()> {
                 beam: cmd.beam,
                 alpha: cmd.alpha,
                 max_extra: cmd.max_extra,
+                ..DecodeOptions::default()
             },
             batch_size: cmd.batch_size,
             combine: cmd.combine,

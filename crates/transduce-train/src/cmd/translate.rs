@@ -83,6 +83,7 @@ pub fn run(cmd: TranslateCmd) -> Result<()> {
         beam: cmd.beam.unwrap_or(defaults.beam),
         alpha: cmd.alpha.unwrap_or(defaults.alpha),
         max_extra: cmd.max_extra.unwrap_or(defaults.max_extra),
+        length_norm: defaults.length_norm,
     };
     let gpu_model = if gpu_decoder {
         Some(crate::gpu::open(&bundles[0])?)

@@ -468,6 +468,7 @@ fn decode(config: &ModelConfig, device: &Device) -> Result<f64> {
         beam: 4,
         alpha: 0.6,
         max_extra: 0,
+        ..DecodeOptions::default()
     };
     beam_search(&eval, &sources[..2], &options, None)?;
     let start = Instant::now();

@@ -8,7 +8,7 @@
 //! `log_prob / lp(max_len)`.
 
 use super::ensemble::Scores;
-use super::{Constraint, DecodeOptions, Ensemble, Hypothesis, allowed_tokens, length_penalty};
+use super::{Constraint, DecodeOptions, Ensemble, Hypothesis, Penalty, allowed_tokens};
 use crate::error::{Error, Result};
 use crate::host::rows;
 use crate::tokenizer::{BOS, EOS};
@@ -28,7 +28,7 @@ struct Search {
 
 impl Search {
     /// Best final score any live beam could still reach.
-    fn live_bound(&self, alpha: f64) -> f64 {
+    fn live_bound(&self, penalty: Penalty) -> f64 {
         let best = self
             .live
             .iter()
@@ -36,7 +36,7 @@ impl Search {
             .fold(f64::NEG_INFINITY, f64::max);
         let next = self.live.first().map_or(1, |b| b.tokens.len() + 1);
         // lp is monotone in length; its largest value over the remaining lengths.
-        let lp = length_penalty(next, alpha).max(length_penalty(self.limit, alpha));
+        let lp = penalty.of(next).max(penalty.of(self.limit));
         best / lp
     }
 
@@ -188,7 +188,7 @@ pub struct BeamSearch {
     /// Row r of the decoder batch is live beam `rows[r].1` of sentence `rows[r].0`.
     rows: Vec<(usize, usize)>,
     k: usize,
-    alpha: f64,
+    penalty: Penalty,
 }
 
 impl BeamSearch {
@@ -214,7 +214,7 @@ impl BeamSearch {
             rows: (0..searches.len()).map(|s| (s, 0)).collect(),
             searches,
             k: options.beam,
-            alpha: options.alpha,
+            penalty: options.penalty(),
         })
     }
 
@@ -262,7 +262,7 @@ impl BeamSearch {
         &mut self,
         mut extend: impl FnMut(RowView<'_>, usize, f64, usize, &mut Vec<(f64, usize, u32)>),
     ) -> (Vec<usize>, Vec<u32>) {
-        let (k, alpha) = (self.k, self.alpha);
+        let (k, penalty) = (self.k, self.penalty);
         let mut next_rows = Vec::new();
         let mut parents = Vec::new();
         let mut next_last = Vec::new();
@@ -299,7 +299,7 @@ impl BeamSearch {
                         search.finished.push(Hypothesis {
                             tokens,
                             log_prob,
-                            score: log_prob / length_penalty(len, alpha),
+                            score: log_prob / penalty.of(len),
                         });
                     }
                 } else if live.len() < k {
@@ -312,7 +312,7 @@ impl BeamSearch {
             search.done = search.live.is_empty()
                 || search.finished.len() >= k
                 || (!search.finished.is_empty()
-                    && search.best_finished() >= search.live_bound(alpha));
+                    && search.best_finished() >= search.live_bound(penalty));
             if !search.done {
                 for (i, (beam, parent)) in live.into_iter().enumerate() {
                     next_rows.push((s, i));

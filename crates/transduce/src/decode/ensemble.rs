@@ -121,13 +121,13 @@ impl<'a> Ensemble<'a> {
     pub(crate) fn start(&self, sources: &[Vec<u32>]) -> Result<Caches> {
         match &self.members {
             Members::Device(models) => {
-                let tokens = token_tensor(sources, &models[0].device())?;
-                Ok(Caches::Device(
-                    models
-                        .iter()
-                        .map(|m| m.start_decoding(&m.encode(tokens.clone())))
-                        .collect(),
-                ))
+                let mut caches = Vec::with_capacity(models.len());
+                for m in models {
+                    let rows = m.config().source_rows(sources);
+                    let tokens = token_tensor(&rows, &m.device())?;
+                    caches.push(m.start_decoding(&m.encode(tokens)));
+                }
+                Ok(Caches::Device(caches))
             }
             Members::Host(models) => Ok(Caches::Host(
                 models

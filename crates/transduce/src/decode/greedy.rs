@@ -1,7 +1,7 @@
 //! Greedy decoding: the most probable token at every step, many sentences at once.
 
 use super::ensemble::Scores;
-use super::{Constraint, DecodeOptions, Ensemble, Hypothesis, allowed_tokens, length_penalty};
+use super::{Constraint, DecodeOptions, Ensemble, Hypothesis, Penalty, allowed_tokens};
 use crate::error::Result;
 use crate::tokenizer::{BOS, EOS};
 
@@ -87,7 +87,7 @@ pub async fn greedy_async<'m>(
         let mut next_active = Vec::with_capacity(active.len());
         last.clear();
         for (r, (&s, (token, lp))) in active.iter().zip(picks).enumerate() {
-            if extend(&mut outputs[s], token, lp, options.alpha) {
+            if extend(&mut outputs[s], token, lp, options.penalty()) {
                 keep.push(r);
                 next_active.push(s);
                 last.push(token);
@@ -104,11 +104,11 @@ pub async fn greedy_async<'m>(
 /// Greedy's step for one sentence: adds the chosen token's log-probability; EOS (or a row
 /// with nothing allowed) finishes the output and scores it, any other token extends it.
 /// Returns whether the sentence goes on. Shared with the GPU decoder.
-pub fn extend(out: &mut Hypothesis, token: u32, lp: f64, alpha: f64) -> bool {
+pub fn extend(out: &mut Hypothesis, token: u32, lp: f64, penalty: Penalty) -> bool {
     out.log_prob += lp;
     if token == EOS || !lp.is_finite() {
         let len = out.tokens.len() + 1;
-        out.score = out.log_prob / length_penalty(len, alpha);
+        out.score = out.log_prob / penalty.of(len);
         false
     } else {
         out.tokens.push(token);

@@ -36,6 +36,44 @@ pub struct DecodeOptions {
     pub alpha: f64,
     /// Output may be at most input length + `max_extra` tokens (EOS included).
     pub max_extra: usize,
+    /// What α's exponent applies to: GNMT's (5 + |Y|) / 6 (§6.1), or |Y| itself, as
+    /// Hugging Face's `generate` ranks the beams of imported Marian models.
+    #[serde(skip_serializing_if = "LengthNorm::is_gnmt")]
+    pub length_norm: LengthNorm,
+}
+
+/// The length normalisation of beam scores: log p(Y) / lp(|Y|), |Y| counting EOS.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LengthNorm {
+    /// lp = ((5 + |Y|) / 6)^α (Wu et al. 2016, §6.1).
+    #[default]
+    Gnmt,
+    /// lp = |Y|^α (Hugging Face `generate`'s `length_penalty`).
+    Power,
+}
+
+impl LengthNorm {
+    fn is_gnmt(&self) -> bool {
+        *self == LengthNorm::Gnmt
+    }
+}
+
+/// A length penalty: the normalisation and its exponent α.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Penalty {
+    pub norm: LengthNorm,
+    pub alpha: f64,
+}
+
+impl Penalty {
+    /// lp(|Y|) for an output of `len` tokens, EOS included.
+    pub fn of(self, len: usize) -> f64 {
+        match self.norm {
+            LengthNorm::Gnmt => length_penalty(len, self.alpha),
+            LengthNorm::Power => (len as f64).powf(self.alpha),
+        }
+    }
 }
 
 impl Default for DecodeOptions {
@@ -44,6 +82,7 @@ impl Default for DecodeOptions {
             beam: 4,
             alpha: 0.6,
             max_extra: 50,
+            length_norm: LengthNorm::Gnmt,
         }
     }
 }
@@ -52,6 +91,14 @@ impl DecodeOptions {
     /// Largest beam a bundle may ask for: the paper uses 4 (§6.1) and 21 (§6.3); far larger
     /// beams only cost memory (each keeps a score per vocabulary entry).
     pub const MAX_BEAM: usize = 1024;
+
+    /// The length penalty these options rank beams with.
+    pub fn penalty(&self) -> Penalty {
+        Penalty {
+            norm: self.length_norm,
+            alpha: self.alpha,
+        }
+    }
 
     /// Checks the ranges: beam 1 ..= [`DecodeOptions::MAX_BEAM`], α a number ≥ 0.
     pub fn validate(&self) -> Result<()> {
@@ -121,7 +168,8 @@ pub fn max_output_len(config: &ModelConfig, src_len: usize, options: &DecodeOpti
 pub fn check_sources(config: &ModelConfig, sources: &[Vec<u32>]) -> Result<()> {
     let vocab = config.vocab_size as u32;
     for (i, src) in sources.iter().enumerate() {
-        if src.is_empty() {
+        // A model whose sources end with EOS reads an empty source as EOS alone.
+        if src.is_empty() && !config.source_eos {
             return Err(Error::Input(format!("source {i} is empty")));
         }
         if let Some(bad) = src.iter().find(|&&id| id >= vocab) {
@@ -132,7 +180,7 @@ pub fn check_sources(config: &ModelConfig, sources: &[Vec<u32>]) -> Result<()> {
         if src.contains(&PAD) {
             return Err(Error::Input(format!("source {i} contains the padding id")));
         }
-        config.check_length(src.len())?;
+        config.check_length(config.source_row(src).len())?;
     }
     Ok(())
 }

@@ -25,7 +25,7 @@ use burn::nn::{Embedding, LayerNorm, Linear};
 use burn::prelude::*;
 
 use crate::attention::MultiHeadAttention;
-use crate::config::{ModelConfig, Positional};
+use crate::config::{Activation, ModelConfig, Positional};
 use crate::embedding::sinusoid_table;
 use crate::error::{Error, Result};
 use crate::model::Transformer;
@@ -78,6 +78,8 @@ pub struct HostModel {
     /// Pre-softmax projection `[d_model, vocab]`: the untied one, or a transposed copy of
     /// the shared embedding (§3.4).
     output: Projection,
+    /// Added to the logits (`output_bias` models).
+    output_bias: Option<Vec<f32>>,
     src_positions: Option<Vec<f32>>,
     tgt_positions: Option<Vec<f32>>,
     /// Sinusoid rows for the first positions (§3.5); later ones are computed when needed.
@@ -204,6 +206,7 @@ impl HostModel {
             embedding,
             src_embedding: model.src_embedding.as_ref().map(table).transpose()?,
             output,
+            output_bias: model.output_bias.as_ref().map(values).transpose()?,
             src_positions: model.src_positions.as_ref().map(table).transpose()?,
             tgt_positions: model.tgt_positions.as_ref().map(table).transpose()?,
             sinusoid,
@@ -324,9 +327,22 @@ impl HostModel {
         }
     }
 
-    /// Pre-softmax logits `[rows, vocab]` of decoder states `[rows, d_model]` (§3.4).
+    /// Pre-softmax logits `[rows, vocab]` of decoder states `[rows, d_model]` (§3.4), plus
+    /// the output bias of models that have one.
     fn project(&self, x: &[f32], rows: usize, out: &mut Vec<f32>) {
-        self.output.apply(x, rows, out)
+        self.output.apply(x, rows, out);
+        if let Some(bias) = &self.output_bias {
+            for row in out.chunks_exact_mut(bias.len()) {
+                for (v, b) in row.iter_mut().zip(bias) {
+                    *v += b;
+                }
+            }
+        }
+    }
+
+    /// The output bias `[vocab]` of models that have one.
+    pub fn output_bias(&self) -> Option<&[f32]> {
+        self.output_bias.as_deref()
     }
 }
 
@@ -409,18 +425,28 @@ fn add_norm(x: &mut [f32], y: &[f32], norm: &Norm) {
     rows::layer_norm(x, &norm.gamma, &norm.beta);
 }
 
-/// FFN(x) = max(0, xW₁ + b₁)W₂ + b₂ (§3.3) over `rows` rows, into `out`.
+/// FFN(x) = max(0, xW₁ + b₁)W₂ + b₂ (§3.3), or swish in place of max(0, ·) for models
+/// that use it, over `rows` rows, into `out`.
 fn feed_forward(
     x: &[f32],
     rows: usize,
-    fc1: &Matrix,
-    fc2: &Matrix,
+    layer: (&Matrix, &Matrix, Activation),
     hidden: &mut Vec<f32>,
     out: &mut Vec<f32>,
 ) {
+    let (fc1, fc2, activation) = layer;
     fc1.apply(x, rows, hidden);
-    for v in hidden.iter_mut() {
-        *v = rows::larger(*v, 0.0);
+    match activation {
+        Activation::Relu => {
+            for v in hidden.iter_mut() {
+                *v = rows::larger(*v, 0.0);
+            }
+        }
+        Activation::Swish => {
+            for v in hidden.iter_mut() {
+                *v = activation.apply(*v);
+            }
+        }
     }
     fc2.apply(hidden, rows, out);
 }

@@ -80,6 +80,14 @@ impl HostModel {
     /// one row per source.
     pub fn start(&self, sources: &[Vec<u32>]) -> Result<HostState> {
         let c = &self.config;
+        // EOS closes each source of models that read it ([`crate::config::ModelConfig::source_row`]).
+        let with_eos;
+        let sources = if c.source_eos {
+            with_eos = c.source_rows(sources);
+            &with_eos[..]
+        } else {
+            sources
+        };
         let d = c.d_model;
         let (hk, hv) = (c.n_heads * c.d_k, c.n_heads * c.d_v);
         let vocab = c.vocab_size as u32;
@@ -131,7 +139,13 @@ impl HostModel {
             }
             layer.o.apply(context, total, projected);
             add_norm(&mut x, projected, &layer.attn_norm);
-            feed_forward(&x, total, &layer.fc1, &layer.fc2, hidden, projected);
+            feed_forward(
+                &x,
+                total,
+                (&layer.fc1, &layer.fc2, c.activation),
+                hidden,
+                projected,
+            );
             add_norm(&mut x, projected, &layer.ffn_norm);
         }
         let cross = self
@@ -303,7 +317,13 @@ impl HostModel {
             layer.cross_o.apply(context, rows, projected);
             add_norm(&mut x, projected, &layer.cross_norm);
 
-            feed_forward(&x, rows, &layer.fc1, &layer.fc2, hidden, projected);
+            feed_forward(
+                &x,
+                rows,
+                (&layer.fc1, &layer.fc2, c.activation),
+                hidden,
+                projected,
+            );
             add_norm(&mut x, projected, &layer.ffn_norm);
         }
         state.position += 1;

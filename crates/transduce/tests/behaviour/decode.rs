@@ -32,6 +32,7 @@ fn beam_of_one_is_greedy() {
         beam: 1,
         alpha: 0.6,
         max_extra: 8,
+        ..DecodeOptions::default()
     };
     let srcs = sources();
     let g = greedy(&model, &srcs, &options, None).unwrap();
@@ -109,6 +110,7 @@ fn wide_beam_finds_the_exhaustive_optimum() {
                 beam: 100,
                 alpha,
                 max_extra: 3,
+                ..DecodeOptions::default()
             };
             let limit = src.len() + options.max_extra;
             let truth = exhaustive(&[&model], &src, limit, alpha);
@@ -140,6 +142,7 @@ fn ensemble_beam_finds_the_exhaustive_optimum_of_the_mean() {
                 beam: 100,
                 alpha,
                 max_extra: 3,
+                ..DecodeOptions::default()
             };
             let limit = src.len() + options.max_extra;
             let truth = exhaustive(&[&a, &b], &src, limit, alpha);
@@ -167,6 +170,7 @@ fn an_ensemble_of_copies_is_the_model() {
         beam: 4,
         alpha: 0.6,
         max_extra: 8,
+        ..DecodeOptions::default()
     };
     let srcs = sources();
     assert_eq!(
@@ -199,6 +203,7 @@ fn batched_equals_one_by_one() {
         beam: 4,
         alpha: 0.6,
         max_extra: 8,
+        ..DecodeOptions::default()
     };
     let srcs = sources();
     let together = beam_search(&model, &srcs, &options, None).unwrap();
@@ -225,6 +230,7 @@ fn outputs_respect_the_length_limit_and_end_in_eos() {
         beam: 3,
         alpha: 0.6,
         max_extra: 2,
+        ..DecodeOptions::default()
     };
     for (src, hyps) in sources()
         .iter()
@@ -247,6 +253,7 @@ fn the_constraint_hook_masks_tokens() {
         beam: 2,
         alpha: 0.6,
         max_extra: 6,
+        ..DecodeOptions::default()
     };
     // Only even ids (and EOS), and never more than 3 tokens.
     let only_even = |_: usize, prefix: &[u32], allowed: &mut [bool]| {
@@ -290,6 +297,7 @@ fn forced_log_probs_are_the_searchs_own() {
         beam: 4,
         alpha: 0.6,
         max_extra: 8,
+        ..DecodeOptions::default()
     };
     let srcs = sources();
     let host = HostModel::new(&model).unwrap();

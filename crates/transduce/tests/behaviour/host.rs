@@ -125,6 +125,7 @@ fn searches_match_the_device_path() {
                 beam,
                 alpha: 0.6,
                 max_extra: 12,
+                ..DecodeOptions::default()
             };
             let on_device = beam_search(&model, &srcs, &options, None).unwrap();
             let on_host = beam_search(&host, &srcs, &options, None).unwrap();
@@ -143,6 +144,7 @@ fn searches_match_the_device_path() {
             beam: 1,
             alpha: 0.6,
             max_extra: 12,
+            ..DecodeOptions::default()
         };
         let d = greedy(&model, &srcs, &options, None).unwrap();
         let h = greedy(&host, &srcs, &options, None).unwrap();
@@ -162,6 +164,7 @@ fn ensembles_match_the_device_path() {
         beam: 3,
         alpha: 1.0,
         max_extra: 10,
+        ..DecodeOptions::default()
     };
     let on_device = beam_search(Ensemble::new(vec![&a, &b]).unwrap(), &srcs, &options, None);
     let on_host = beam_search(
@@ -209,6 +212,7 @@ fn word_focus_parsing_matches_the_device_path() {
             beam,
             alpha: 0.3,
             max_extra: 20,
+            ..DecodeOptions::default()
         };
         let d = beam_search(&model, &sources, &options, Some(&constraint)).unwrap();
         let h = beam_search(&host, &sources, &options, Some(&constraint)).unwrap();

@@ -99,6 +99,7 @@ fn learns_to_reverse_sequences() {
         beam: 1,
         alpha: 0.0,
         max_extra: 4,
+        ..DecodeOptions::default()
     };
     let out = greedy(&eval, &tests, &options, None).unwrap();
     let correct = tests

@@ -25,6 +25,7 @@ fn constrained_outputs_are_trees_over_the_source_words() {
                 beam,
                 alpha: 0.3,
                 max_extra: 30,
+                ..DecodeOptions::default()
             };
             let constraint = TreeConstraint {
                 rules: &rules,
@@ -64,6 +65,7 @@ fn constrained_outputs_are_trees_over_the_source_words() {
             beam: 1,
             alpha: 0.3,
             max_extra: 30,
+            ..DecodeOptions::default()
         };
         for (src, hyp) in sources
             .iter()

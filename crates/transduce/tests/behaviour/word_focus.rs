@@ -128,6 +128,7 @@ fn a_focus_model_needs_a_focus_rule_to_decode() {
         beam: 1,
         alpha: 0.3,
         max_extra: 20,
+        ..DecodeOptions::default()
     };
     let err = greedy(&model, &sources, &options, None).unwrap_err();
     assert!(err.to_string().contains("word_focus"), "{err}");
