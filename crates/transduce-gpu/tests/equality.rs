@@ -9,8 +9,11 @@ use std::path::PathBuf;
 
 use transduce::bundle::{WeightDtype, load_weights, save_weights};
 use transduce::burn::prelude::*;
-use transduce::decode::{self, DecodeOptions};
+use transduce::decode::{self, DecodeOptions, LengthNorm};
 use transduce::task::Parser;
+use transduce::burn::module::Param;
+use transduce::burn::tensor::Distribution;
+use transduce::config::Activation;
 use transduce::{Bundle, BundleFiles, HostModel, ModelConfig, Positional, Transformer};
 use transduce_gpu::{Gpu, GpuModel, WeightStorage};
 
@@ -70,7 +73,12 @@ fn assert_same(host: &HostModel, gpu: &GpuModel, sources: &[Vec<u32>], alpha: f6
             beam,
             alpha,
             max_extra: 50,
-            ..DecodeOptions::default()
+            // Models of an imported layout rank beams as transformers' generate does.
+            length_norm: if host.config().source_eos {
+                LengthNorm::Power
+            } else {
+                LengthNorm::Gnmt
+            },
         };
         let want = decode::best_outputs(host, sources, &options, None).unwrap();
         let batched = pollster::block_on(gpu.best_outputs(sources, &options, None)).unwrap();
@@ -200,10 +208,24 @@ fn random_models_of_other_shapes_decode_as_the_host_does() {
             d_v: 9,
             ..ModelConfig::tiny().with_vocab(1500)
         },
+        // An imported Marian model's layout: swish, attention and output biases, sources
+        // closed by EOS; beams ranked by |Y|^α as transformers' generate ranks them.
+        ModelConfig {
+            activation: Activation::Swish,
+            attention_bias: true,
+            output_bias: true,
+            source_eos: true,
+            ..ModelConfig::tiny().with_vocab(211)
+        },
     ];
     for (i, config) in configs.iter().enumerate() {
         device.seed(7 + i as u64);
-        let model = Transformer::new(config, &device).unwrap();
+        let mut model = Transformer::new(config, &device).unwrap();
+        // The output bias starts at zero: random values, so a decoder that drops it differs.
+        if let Some(bias) = &model.output_bias {
+            let values = bias.val().random_like(Distribution::Normal(0.0, 1.0));
+            model.output_bias = Some(Param::from_tensor(values));
+        }
         // The f32 weights, and the same model through an int8 bundle (weights q·scale) and
         // an f16 one (held as f16 where the adapter has shader-f16).
         let int8 = save_weights(&model, WeightDtype::Int8).unwrap();

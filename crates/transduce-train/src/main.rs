@@ -10,6 +10,7 @@ mod decoder;
 mod error;
 mod fsutil;
 mod gpu;
+mod import;
 mod measure;
 mod memory;
 mod options;
@@ -23,7 +24,7 @@ use clap::{Parser, Subcommand};
 
 use cmd::{
     adapt::AdaptCmd, average::AverageCmd, bench::BenchCmd, eval::EvalCmd, export::ExportCmd,
-    parse::ParseCmd, prepare::PrepareCmd, score::ScoreCmd, train::TrainCmd,
+    import::ImportCmd, parse::ParseCmd, prepare::PrepareCmd, score::ScoreCmd, train::TrainCmd,
     translate::TranslateCmd, warmup::WarmupCmd,
 };
 use error::Result;
@@ -63,6 +64,9 @@ enum Command {
     },
     /// Write a bundle (config.json, tokenizer.json, model.safetensors) for the browser.
     Export(ExportCmd),
+    /// Turn a Hugging Face Marian (OPUS-MT) model folder into a bundle: any of the
+    /// Helsinki-NLP translators, decoded and fine-tuned by this engine.
+    Import(ImportCmd),
     /// Measure training and decoding speed on a synthetic workload.
     Bench(BenchCmd),
     /// Tune and compile a GPU run's every batch shape ahead, into the persistent GPU cache.
@@ -92,6 +96,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Score(cmd) => cmd::score::run(cmd),
         Command::Eval { metric } => cmd::eval::run(metric),
         Command::Export(cmd) => cmd::export::run(cmd),
+        Command::Import(cmd) => cmd::import::run(cmd),
         Command::Bench(cmd) => cmd::bench::run(cmd),
         Command::Warmup(cmd) => cmd::warmup::run(cmd),
         Command::Table3 => {

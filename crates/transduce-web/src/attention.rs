@@ -74,7 +74,7 @@ pub async fn maps(
         .flatten()
         .map(|rule| rule.tensor(&[source_ids], &[&tgt_in], &device));
     let maps = bundle.model.attention_maps(
-        token_tensor(&[source_ids.to_vec()], &device)?,
+        token_tensor(&[bundle.config.model.source_row(source_ids)], &device)?,
         token_tensor(&[tgt_in], &device)?,
         focus,
     );

@@ -601,7 +601,8 @@ impl Engine {
         let mut target_tokens = self.token_strings(&target_ids);
         target_tokens.push("</s>".to_string());
         to_js(&attention::Attention {
-            source_tokens: self.token_strings(&source_ids),
+            // The encoder's positions: the source closed by EOS where the model reads it so.
+            source_tokens: self.token_strings(&self.bundle.config.model.source_row(&source_ids)),
             target_tokens,
             encoder_self: maps.0,
             decoder_self: maps.1,

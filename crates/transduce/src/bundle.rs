@@ -61,6 +61,13 @@ pub struct Provenance {
     pub training_seconds: f64,
     /// Free-form notes (hardware, averaging, ...).
     pub notes: String,
+    /// The model these weights were imported from (e.g. `Helsinki-NLP/opus-mt-en-de`).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub imported_from: String,
+    /// The weights' licence (an SPDX id such as `cc-by-4.0`), where it is not this
+    /// project's: what a site that ships the bundle must honour.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub licence: String,
 }
 
 /// Contents of `config.json`.

@@ -217,6 +217,8 @@ fn eval_ppl(
     if ids.is_empty() {
         return Err(CliError::Usage("nothing to score: no usable pairs".into()));
     }
+    let mut ids = ids;
+    ids.close_sources(&bundle.config.model);
     let focus = train::focus_rule(&bundle.config.model, &bundle.tokenizer)?;
     let nll = train::evaluate_nll(
         &bundle.model,

@@ -7,6 +7,7 @@ pub mod average;
 pub mod bench;
 pub mod eval;
 pub mod export;
+pub mod import;
 pub mod parse;
 pub mod prepare;
 pub mod score;

@@ -192,6 +192,11 @@ pub fn run(cmd: TrainCmd) -> Result<()> {
         config.options.max_epochs = cmd.max_epochs.or(config.options.max_epochs);
         config.options.max_minutes = cmd.max_minutes.or(config.options.max_minutes);
     }
+    let mut prepared = prepared;
+    prepared.train.close_sources(&config.model);
+    if let Some(valid) = &mut prepared.valid {
+        valid.close_sources(&config.model);
+    }
     let focus = train::focus_rule(&config.model, &prepared.tokenizer)?;
     std::fs::create_dir_all(&cmd.out).map_err(io(&cmd.out))?;
     fsutil::write_atomic(

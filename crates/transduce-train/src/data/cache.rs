@@ -29,6 +29,14 @@ impl Pairs {
         self.src.push(src);
         self.tgt.push(tgt);
     }
+
+    /// The sources as `model`'s encoder reads them: closed by EOS where its sources end
+    /// with it (imported Marian models, [`transduce::ModelConfig::source_row`]).
+    pub fn close_sources(&mut self, model: &transduce::ModelConfig) {
+        if model.source_eos {
+            self.src = model.source_rows(&self.src);
+        }
+    }
 }
 
 pub fn write(path: &Path, pairs: &Pairs) -> Result<()> {

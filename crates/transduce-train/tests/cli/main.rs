@@ -7,6 +7,7 @@ mod harness;
 mod adapt;
 mod bench;
 mod eval;
+mod import;
 mod options;
 mod parse;
 mod prepare;

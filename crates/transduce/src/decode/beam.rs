@@ -5,10 +5,14 @@
 //! (so k = 1 is exactly greedy). A sentence is done when k hypotheses have finished, or
 //! when no live beam can still beat the best finished one: log-probabilities are ≤ 0 and
 //! lp grows with length, so a live beam's best possible final score is
-//! `log_prob / lp(max_len)`.
+//! `log_prob / lp(max_len)`. With |Y|^α normalisation ([`LengthNorm::Power`], imported
+//! Marian models) the search stops where transformers' `generate` stops instead, so their
+//! outputs agree ([`Search::generate_would_stop`]).
 
 use super::ensemble::Scores;
-use super::{Constraint, DecodeOptions, Ensemble, Hypothesis, Penalty, allowed_tokens};
+use super::{
+    Constraint, DecodeOptions, Ensemble, Hypothesis, LengthNorm, Penalty, allowed_tokens,
+};
 use crate::error::{Error, Result};
 use crate::host::rows;
 use crate::tokenizer::{BOS, EOS};
@@ -38,6 +42,23 @@ impl Search {
         // lp is monotone in length; its largest value over the remaining lengths.
         let lp = penalty.of(next).max(penalty.of(self.limit));
         best / lp
+    }
+
+    /// transformers' `generate` stopping rule (`early_stopping=False`,
+    /// `_check_early_stop_heuristic`), so that |Y|^α searches end where it ends: once k
+    /// hypotheses have finished and the best live beam, normalised by its length so far
+    /// (no further token assumed), does not beat the k-th best finished one. A heuristic:
+    /// a longer live beam could still have won.
+    fn generate_would_stop(&self, k: usize, penalty: Penalty) -> bool {
+        if self.finished.len() < k {
+            return false;
+        }
+        let mut scores: Vec<f64> = self.finished.iter().map(|h| h.score).collect();
+        scores.sort_by(|a, b| b.total_cmp(a));
+        let worst_kept = scores[k - 1];
+        let best_live = self.live[0].log_prob;
+        let len = self.live[0].tokens.len().max(1);
+        best_live / penalty.of(len) <= worst_kept
     }
 
     fn best_finished(&self) -> f64 {
@@ -310,9 +331,14 @@ impl BeamSearch {
             }
             search.live = live.iter().map(|(beam, _)| beam.clone()).collect();
             search.done = search.live.is_empty()
-                || search.finished.len() >= k
-                || (!search.finished.is_empty()
-                    && search.best_finished() >= search.live_bound(penalty));
+                || match penalty.norm {
+                    LengthNorm::Gnmt => {
+                        search.finished.len() >= k
+                            || (!search.finished.is_empty()
+                                && search.best_finished() >= search.live_bound(penalty))
+                    }
+                    LengthNorm::Power => search.generate_would_stop(k, penalty),
+                };
             if !search.done {
                 for (i, (beam, parent)) in live.into_iter().enumerate() {
                     next_rows.push((s, i));

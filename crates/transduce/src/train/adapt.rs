@@ -412,7 +412,8 @@ fn encode_pair(
             message: "a side has no tokens the model knows".into(),
         });
     }
-    Ok((src, tgt))
+    // The encoder reads the source closed by EOS where the model's sources end with it.
+    Ok((config.model.source_row(&src), tgt))
 }
 
 #[cfg(test)]

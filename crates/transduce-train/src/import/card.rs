@@ -1,0 +1,105 @@
+//! What an imported model's own card says (its README's YAML header), and the model card we
+//! write beside the bundle.
+
+use transduce::BundleConfig;
+
+/// The fields of a Hugging Face model card's YAML header that the import reads.
+#[derive(Debug, Default, PartialEq)]
+pub struct Header {
+    /// `license:` (an SPDX-like id, e.g. `cc-by-4.0`, `apache-2.0`).
+    pub licence: Option<String>,
+}
+
+/// Reads the YAML header (between a first line `---` and the next `---`): only the plain
+/// `key: value` lines it needs, so no YAML parser is involved.
+pub fn header(readme: &str) -> Header {
+    let mut lines = readme.lines();
+    if lines.next().map(str::trim) != Some("---") {
+        return Header::default();
+    }
+    let mut header = Header::default();
+    for line in lines {
+        if line.trim() == "---" {
+            break;
+        }
+        if let Some((key, value)) = line.split_once(':') {
+            let value = value.trim().trim_matches(|c| c == '"' || c == '\'');
+            if matches!(key.trim(), "license" | "licence") && !value.is_empty() {
+                header.licence = Some(value.to_string());
+            }
+        }
+    }
+    header
+}
+
+/// What a licence asks of a site that ships the weights, where we know it.
+pub fn licence_terms(licence: &str, source: &str) -> String {
+    match licence.to_ascii_lowercase().as_str() {
+        "cc-by-4.0" => format!(
+            "CC-BY 4.0: any use, commercial included, provided you credit the source and \
+             link the licence, e.g. \"Translation model {source} (CC-BY 4.0, \
+             https://creativecommons.org/licenses/by/4.0/), run by transduce\", and say that \
+             it was converted."
+        ),
+        "apache-2.0" => format!(
+            "Apache-2.0: any use; keep the licence text and the source's notices ({source}) \
+             with the weights, and say that they were converted."
+        ),
+        "mit" => format!("MIT: any use; keep the copyright notice of {source} with the weights."),
+        other => format!(
+            "{other}: read the licence of {source} before shipping; this import does not change it."
+        ),
+    }
+}
+
+/// The bundle's README.md: where the weights came from, their licence, and how they run here.
+pub fn model_card(config: &BundleConfig, source: &str, bundle_bytes: usize, notes: &[String]) -> String {
+    let m = &config.model;
+    let p = &config.provenance;
+    let d = &config.decoding;
+    let mut card = format!(
+        "# {source}, imported\n\n\
+         A Marian (OPUS-MT) translation model converted into a transduce bundle by \
+         `transduce import`. The weights are the original's, renamed and reordered: the \
+         network computes the same function (transduce's docs/GUIDE.md, \"OPUS-MT models\", says how this is checked).\n\n\
+         | | |\n|---|---|\n\
+         | **licence** | **{licence}**. {terms} |\n\
+         | source | {source} |\n\
+         | model | N = {n}, d_model {dm}, d_ff {dff}, h {h}, {act} FFN, attention and output \
+         biases, sources closed by EOS, {params} parameters, vocabulary {v} (Marian's plus our `<s>`) |\n\
+         | weights | {weights:?}, {mb:.1} MB in all |\n\
+         | decoding | beam {beam}, α {alpha} over \\|Y\\|^α (transformers' `generate` defaults of the source) |\n\
+         | command | `{command}` |\n",
+        licence = p.licence,
+        terms = licence_terms(&p.licence, source),
+        n = m.n_layers,
+        dm = m.d_model,
+        dff = m.d_ff,
+        h = m.n_heads,
+        act = format!("{:?}", m.activation).to_lowercase(),
+        params = m.num_params(),
+        v = m.vocab_size,
+        weights = config.weights.unwrap_or(transduce::WeightDtype::F32),
+        mb = bundle_bytes as f64 / 1e6,
+        beam = d.beam,
+        alpha = d.alpha,
+        command = p.commands.join(" && "),
+    );
+    for note in notes {
+        card.push_str(&format!("\nNote: {note}.\n"));
+    }
+    card
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_licence_of_a_hub_card() {
+        let readme = "---\nlanguage:\n- en\n- de\ntags:\n- translation\nlicense: cc-by-4.0\n---\n# opus-mt-en-de\n";
+        assert_eq!(header(readme).licence.as_deref(), Some("cc-by-4.0"));
+        assert_eq!(header("# no header\nlicense: mit\n"), Header::default());
+        assert_eq!(header("---\nlicense: \"apache-2.0\"\n---\n").licence.as_deref(), Some("apache-2.0"));
+    }
+}
