@@ -663,9 +663,9 @@ fn unknown_stretches(source: &SentencePiece, vocab: &[String]) -> Result<Replace
         .iter()
         .map(|p| p.chars().map(escape).collect())
         .collect();
-    // At the start of a stretch (no unknown character before it, one at it: checked
-    // first, as most positions fail there), unless the stretch is one of those pieces,
-    // the whole stretch.
+    // At the start of a stretch (no unknown character before it, one at it; the cheap
+    // checks come first, as most positions fail them), unless the stretch is one of those
+    // pieces, the whole stretch.
     let pattern = if pieces.is_empty() {
         format!("[^{class}]+")
     } else {
