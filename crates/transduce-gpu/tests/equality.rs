@@ -8,12 +8,12 @@
 use std::path::PathBuf;
 
 use transduce::bundle::{WeightDtype, load_weights, save_weights};
-use transduce::burn::prelude::*;
-use transduce::decode::{self, DecodeOptions, LengthNorm};
-use transduce::task::Parser;
 use transduce::burn::module::Param;
+use transduce::burn::prelude::*;
 use transduce::burn::tensor::Distribution;
 use transduce::config::Activation;
+use transduce::decode::{self, DecodeOptions, LengthNorm};
+use transduce::task::Parser;
 use transduce::{Bundle, BundleFiles, HostModel, ModelConfig, Positional, Transformer};
 use transduce_gpu::{Gpu, GpuModel, WeightStorage};
 

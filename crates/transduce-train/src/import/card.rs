@@ -53,7 +53,12 @@ pub fn licence_terms(licence: &str, source: &str) -> String {
 }
 
 /// The bundle's README.md: where the weights came from, their licence, and how they run here.
-pub fn model_card(config: &BundleConfig, source: &str, bundle_bytes: usize, notes: &[String]) -> String {
+pub fn model_card(
+    config: &BundleConfig,
+    source: &str,
+    bundle_bytes: usize,
+    notes: &[String],
+) -> String {
     let m = &config.model;
     let p = &config.provenance;
     let d = &config.decoding;
@@ -100,6 +105,11 @@ mod tests {
         let readme = "---\nlanguage:\n- en\n- de\ntags:\n- translation\nlicense: cc-by-4.0\n---\n# opus-mt-en-de\n";
         assert_eq!(header(readme).licence.as_deref(), Some("cc-by-4.0"));
         assert_eq!(header("# no header\nlicense: mit\n"), Header::default());
-        assert_eq!(header("---\nlicense: \"apache-2.0\"\n---\n").licence.as_deref(), Some("apache-2.0"));
+        assert_eq!(
+            header("---\nlicense: \"apache-2.0\"\n---\n")
+                .licence
+                .as_deref(),
+            Some("apache-2.0")
+        );
     }
 }

@@ -158,7 +158,11 @@ fn assert_generate_outputs(
         let got = decode(&sources, &options);
         for (i, (case, (tokens, score))) in cases.iter().zip(&got).enumerate() {
             let want = output(&ids(&case[key]["ids"]), map);
-            assert_eq!(tokens, &want, "{what}, {key}, sentence {i}: {}", case["text"]);
+            assert_eq!(
+                tokens, &want,
+                "{what}, {key}, sentence {i}: {}",
+                case["text"]
+            );
             if let Some(theirs) = case[key]["score"].as_f64() {
                 worst_score = worst_score.max((score - theirs).abs());
             }
@@ -275,8 +279,10 @@ fn int8_keeps_most_outputs() {
                 beam,
                 ..f32_bundle.config.decoding.clone()
             };
-            let a = decode::best_outputs(f32_bundle.host().unwrap(), &sources, &options, None).unwrap();
-            let b = decode::best_outputs(int8_bundle.host().unwrap(), &sources, &options, None).unwrap();
+            let a =
+                decode::best_outputs(f32_bundle.host().unwrap(), &sources, &options, None).unwrap();
+            let b = decode::best_outputs(int8_bundle.host().unwrap(), &sources, &options, None)
+                .unwrap();
             same += a.iter().zip(&b).filter(|(x, y)| x == y).count();
             total += a.len();
         }

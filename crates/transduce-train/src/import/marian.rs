@@ -142,7 +142,9 @@ pub fn import_config(
         if decoder_vocab.as_u64() != Some(vocab as u64) {
             return Err(Refusal::new(
                 "decoder_vocab_size",
-                format!("{decoder_vocab} differs from vocab_size {vocab}: one shared vocabulary is supported"),
+                format!(
+                    "{decoder_vocab} differs from vocab_size {vocab}: one shared vocabulary is supported"
+                ),
             ));
         }
     }
@@ -304,7 +306,14 @@ mod tests {
         let imported = import_config(&opus_mt_en_de(), None).unwrap();
         let m = &imported.model;
         assert_eq!(
-            (m.vocab_size, m.n_layers, m.d_model, m.d_ff, m.n_heads, m.d_k),
+            (
+                m.vocab_size,
+                m.n_layers,
+                m.d_model,
+                m.d_ff,
+                m.n_heads,
+                m.d_k
+            ),
             (58_102, 6, 512, 2048, 8, 64)
         );
         assert_eq!(m.activation, Activation::Swish);
@@ -322,16 +331,36 @@ mod tests {
     #[test]
     fn what_we_cannot_represent_is_refused_by_field() {
         let cases: &[(&str, Value, &str)] = &[
-            ("share_encoder_decoder_embeddings", Value::Bool(false), "share_encoder_decoder_embeddings"),
+            (
+                "share_encoder_decoder_embeddings",
+                Value::Bool(false),
+                "share_encoder_decoder_embeddings",
+            ),
             ("decoder_layers", Value::from(3), "decoder_layers"),
             ("decoder_ffn_dim", Value::from(1024), "decoder_ffn_dim"),
             ("normalize_before", Value::Bool(true), "normalize_before"),
-            ("layernorm_embedding", Value::Bool(true), "layernorm_embedding"),
-            ("activation_function", Value::from("gelu"), "activation_function"),
+            (
+                "layernorm_embedding",
+                Value::Bool(true),
+                "layernorm_embedding",
+            ),
+            (
+                "activation_function",
+                Value::from("gelu"),
+                "activation_function",
+            ),
             ("scale_embedding", Value::Bool(false), "scale_embedding"),
-            ("decoder_start_token_id", Value::from(0), "decoder_start_token_id"),
+            (
+                "decoder_start_token_id",
+                Value::from(0),
+                "decoder_start_token_id",
+            ),
             ("model_type", Value::from("bart"), "model_type"),
-            ("decoder_vocab_size", Value::from(1000), "decoder_vocab_size"),
+            (
+                "decoder_vocab_size",
+                Value::from(1000),
+                "decoder_vocab_size",
+            ),
             ("bad_words_ids", serde_json::json!([[5]]), "bad_words_ids"),
         ];
         for (field, value, named) in cases {

@@ -63,7 +63,11 @@ fn json_object(path: &Path, bytes: &[u8]) -> Result<Map<String, Value>> {
     serde_json::from_slice(bytes).map_err(|e| {
         format_error(
             path,
-            format!("line {} column {}: {e} (expected a JSON object)", e.line(), e.column()),
+            format!(
+                "line {} column {}: {e} (expected a JSON object)",
+                e.line(),
+                e.column()
+            ),
         )
     })
 }
@@ -101,7 +105,10 @@ fn languages(name: &str) -> Option<(String, String)> {
 /// field; nothing is written here.
 pub fn import(dir: &Path, options: &ImportOptions) -> Result<Imported> {
     if !dir.is_dir() {
-        return Err(format_error(dir, "not a folder (expected a Hugging Face Marian model folder)"));
+        return Err(format_error(
+            dir,
+            "not a folder (expected a Hugging Face Marian model folder)",
+        ));
     }
     let (config_path, config_bytes) = read(dir, "config.json")?;
     let config = json_object(&config_path, &config_bytes)?;
@@ -113,7 +120,10 @@ pub fn import(dir: &Path, options: &ImportOptions) -> Result<Imported> {
         None
     };
     let mapped = marian::import_config(&config, generation.as_ref()).map_err(|r| {
-        let path = if generation.as_ref().is_some_and(|g| g.contains_key(&r.field)) {
+        let path = if generation
+            .as_ref()
+            .is_some_and(|g| g.contains_key(&r.field))
+        {
             &generation_path
         } else {
             &config_path
@@ -164,8 +174,8 @@ pub fn import(dir: &Path, options: &ImportOptions) -> Result<Imported> {
     let order = vocab::renumber(&vocab, mapped.pad, mapped.eos, unk)
         .map_err(|e| format_error(&vocab_path, e))?;
 
-    let (spm_path, spm_bytes) = read(dir, "source.spm")?;
-    let source_spm = spm::SentencePiece::parse(&spm_bytes, &spm_path)?;
+    let spm_path = dir.join("source.spm");
+    let source_spm = spm::SentencePiece::read(&spm_path)?;
     let tokenizer = spm::marian_tokenizer(&source_spm, &order.pieces, transduce::tokenizer::UNK)?;
     let tokenizer_json = tokenizer
         .to_string(false)
@@ -220,8 +230,8 @@ fn read_tensors(dir: &Path) -> Result<(PathBuf, weights::Tensors)> {
     let safetensors = dir.join("model.safetensors");
     if safetensors.exists() {
         let bytes = std::fs::read(&safetensors).map_err(io(&safetensors))?;
-        let tensors =
-            weights::Tensors::from_safetensors(&bytes).map_err(|e| format_error(&safetensors, e))?;
+        let tensors = weights::Tensors::from_safetensors(&bytes)
+            .map_err(|e| format_error(&safetensors, e))?;
         return Ok((safetensors, tensors));
     }
     let bin = dir.join("pytorch_model.bin");

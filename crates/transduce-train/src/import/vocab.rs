@@ -48,13 +48,23 @@ pub fn parse_vocab(bytes: &[u8]) -> Result<Vec<(String, u32)>, VocabError> {
     Ok(by_id
         .into_iter()
         .enumerate()
-        .map(|(id, piece)| (piece.expect("n distinct ids in 0..n fill every slot"), id as u32))
+        .map(|(id, piece)| {
+            (
+                piece.expect("n distinct ids in 0..n fill every slot"),
+                id as u32,
+            )
+        })
         .collect())
 }
 
 /// Our id order for a Marian vocabulary whose padding (and decoder start), end and unknown
 /// entries have ids `pad`, `eos` and `unk`.
-pub fn renumber(vocab: &[(String, u32)], pad: u32, eos: u32, unk: u32) -> Result<Renumbering, VocabError> {
+pub fn renumber(
+    vocab: &[(String, u32)],
+    pad: u32,
+    eos: u32,
+    unk: u32,
+) -> Result<Renumbering, VocabError> {
     let piece_of = |id: u32, what: &str| {
         vocab
             .iter()
@@ -62,8 +72,11 @@ pub fn renumber(vocab: &[(String, u32)], pad: u32, eos: u32, unk: u32) -> Result
             .map(|(p, _)| p.clone())
             .ok_or_else(|| format!("the {what} id {id} is not in the vocabulary"))
     };
-    let (pad_piece, eos_piece, unk_piece) =
-        (piece_of(pad, "padding")?, piece_of(eos, "end")?, piece_of(unk, "unknown")?);
+    let (pad_piece, eos_piece, unk_piece) = (
+        piece_of(pad, "padding")?,
+        piece_of(eos, "end")?,
+        piece_of(unk, "unknown")?,
+    );
     if pad == eos || pad == unk || eos == unk {
         return Err(format!(
             "padding ({pad}), end ({eos}) and unknown ({unk}) must be three entries"
@@ -99,7 +112,10 @@ mod tests {
         let r = renumber(&vocab, 4, 0, 1).unwrap();
         assert_eq!(r.pieces, ["<pad>", "<s>", "</s>", "<unk>", "a", "b"]);
         // <s> takes the decoder start's (= padding's) rows; a and b move up by two.
-        assert_eq!(r.marian, [None, Some(4), Some(0), Some(1), Some(2), Some(3)]);
+        assert_eq!(
+            r.marian,
+            [None, Some(4), Some(0), Some(1), Some(2), Some(3)]
+        );
     }
 
     #[test]
@@ -112,6 +128,10 @@ mod tests {
         let e = renumber(&vocab, 3, 0, 1).unwrap_err();
         assert!(e.contains("\"<s>\""), "{e}");
         let vocab = parse_vocab(br#"{"</s>": 0, "<unk>": 1}"#).unwrap();
-        assert!(renumber(&vocab, 7, 0, 1).unwrap_err().contains("padding id 7"));
+        assert!(
+            renumber(&vocab, 7, 0, 1)
+                .unwrap_err()
+                .contains("padding id 7")
+        );
     }
 }

@@ -38,7 +38,8 @@ impl Tensors {
     /// format) through burn-store's reader: no Python involved.
     pub fn from_pytorch(path: &std::path::Path) -> Result<Tensors, WeightError> {
         use pytorch_reader::{DType, PytorchReader};
-        let reader = PytorchReader::new(path).map_err(|e| format!("not a PyTorch checkpoint: {e}"))?;
+        let reader =
+            PytorchReader::new(path).map_err(|e| format!("not a PyTorch checkpoint: {e}"))?;
         let mut tensors = HashMap::new();
         for (name, tensor) in reader.into_tensors() {
             let dtype = match tensor.dtype() {
@@ -63,7 +64,9 @@ impl Tensors {
             .find_map(|n| self.tensors.get(n).map(|t| (n, t)))
             .ok_or_else(|| format!("tensor {} is missing", names[0]))?;
         if found != shape {
-            return Err(format!("tensor {name} has shape {found:?}, expected {shape:?}"));
+            return Err(format!(
+                "tensor {name} has shape {found:?}, expected {shape:?}"
+            ));
         }
         Ok(values)
     }
@@ -141,11 +144,19 @@ pub fn to_ours(marian: &Tensors, layout: &Layout) -> Result<Vec<u8>, WeightError
     .map(|s| s.to_string())
     .collect();
     let shared = marian.take(&shared_names, &[marian_vocab, d])?;
-    out.push(("embedding.weight".into(), vec![ours_vocab, d], table(shared)));
+    out.push((
+        "embedding.weight".into(),
+        vec![ours_vocab, d],
+        table(shared),
+    ));
     if !layout.tied {
         // Untied output: our three tables (§3.4 untied) — source and target embedding are
         // still Marian's one shared matrix; the projection is lm_head.
-        out.push(("src_embedding.weight".into(), vec![ours_vocab, d], table(shared)));
+        out.push((
+            "src_embedding.weight".into(),
+            vec![ours_vocab, d],
+            table(shared),
+        ));
         let head = marian.take(&["lm_head.weight".to_string()], &[marian_vocab, d])?;
         out.push(("output.weight".into(), vec![ours_vocab, d], table(head)));
     }
@@ -153,10 +164,20 @@ pub fn to_ours(marian: &Tensors, layout: &Layout) -> Result<Vec<u8>, WeightError
     // the softmax's sum as it is not in Marian's (`<s>` already carries Marian's padding
     // logit), so its bias is far below any logit: e^(−10⁴) is 0 in f32.
     let bias = marian
-        .take(&["final_logits_bias".to_string(), "model.final_logits_bias".to_string()], &[1, marian_vocab])
+        .take(
+            &[
+                "final_logits_bias".to_string(),
+                "model.final_logits_bias".to_string(),
+            ],
+            &[1, marian_vocab],
+        )
         .map(<[f32]>::to_vec)
         .or_else(|e| {
-            if marian.tensors.keys().any(|k| k.ends_with("final_logits_bias")) {
+            if marian
+                .tensors
+                .keys()
+                .any(|k| k.ends_with("final_logits_bias"))
+            {
                 Err(e)
             } else {
                 Ok(vec![0.0; marian_vocab])
@@ -191,12 +212,20 @@ pub fn to_ours(marian: &Tensors, layout: &Layout) -> Result<Vec<u8>, WeightError
                 for (m, o) in [("q_proj", "q"), ("k_proj", "k"), ("v_proj", "v")] {
                     let w = marian.get(&at(&format!("{marian_name}.{m}.weight")), &[d, d])?;
                     let b = marian.get(&at(&format!("{marian_name}.{m}.bias")), &[d])?;
-                    out.push((at(&format!("{ours}.{o}.weight")), vec![d, d], cols_permuted(w, d)));
+                    out.push((
+                        at(&format!("{ours}.{o}.weight")),
+                        vec![d, d],
+                        cols_permuted(w, d),
+                    ));
                     out.push((at(&format!("{ours}.{o}.bias")), vec![d], b.to_vec()));
                 }
                 let w = marian.get(&at(&format!("{marian_name}.out_proj.weight")), &[d, d])?;
                 let b = marian.get(&at(&format!("{marian_name}.out_proj.bias")), &[d])?;
-                out.push((at(&format!("{ours}.o.weight")), vec![d, d], rows_permuted(w, d)));
+                out.push((
+                    at(&format!("{ours}.o.weight")),
+                    vec![d, d],
+                    rows_permuted(w, d),
+                ));
                 out.push((at(&format!("{ours}.o.bias")), vec![d], vector(b)));
                 Ok(())
             };
@@ -261,7 +290,9 @@ fn check_positions(marian: &Tensors, d: usize) -> Result<(), WeightError> {
             continue;
         };
         if shape.len() != 2 || shape[1] != d {
-            return Err(format!("tensor {name} has shape {shape:?}, expected [positions, {d}]"));
+            return Err(format!(
+                "tensor {name} has shape {shape:?}, expected [positions, {d}]"
+            ));
         }
         let rows = shape[0].min(64);
         let ours = transduce::embedding::sinusoid_table(0, rows, d);

@@ -9,7 +9,9 @@ use serde_json::Value;
 use crate::harness::*;
 
 fn fixture(model: &str) -> PathBuf {
-    manifest_dir().join("../../tests/fixtures/marian").join(model)
+    manifest_dir()
+        .join("../../tests/fixtures/marian")
+        .join(model)
 }
 
 /// A copy of a fixture folder, to alter.
@@ -63,11 +65,19 @@ fn a_marian_folder_translates_as_transformers_after_import() {
         let out = tmp.path().join(format!("{model}-bundle"));
         let said = import(&fixture(model), &out, &["--source", "en", "--target", "de"]);
         assert!(said.contains("imported"), "{said}");
-        for file in ["config.json", "tokenizer.json", "model.safetensors", "README.md"] {
+        for file in [
+            "config.json",
+            "tokenizer.json",
+            "model.safetensors",
+            "README.md",
+        ] {
             assert!(out.join(file).exists(), "{model}: {file}");
         }
         let card = std::fs::read_to_string(out.join("README.md")).unwrap();
-        assert!(card.contains("cc-by-4.0") && card.contains("CC-BY 4.0"), "{card}");
+        assert!(
+            card.contains("cc-by-4.0") && card.contains("CC-BY 4.0"),
+            "{card}"
+        );
         let config: Value =
             serde_json::from_slice(&std::fs::read(out.join("config.json")).unwrap()).unwrap();
         assert_eq!(config["provenance"]["licence"], "cc-by-4.0");
@@ -99,13 +109,34 @@ fn int8_bundles_import_and_need_a_licence_when_the_card_has_none() {
     let dir = copy_of("swish", tmp.path());
     std::fs::write(dir.join("README.md"), "# a model without a header\n").unwrap();
     let out = tmp.path().join("bundle");
-    let err = fail(&["import", s(&dir), "--out", s(&out), "--source", "en", "--target", "de"]);
-    assert!(err.contains("--licence") && err.contains("README.md"), "{err}");
+    let err = fail(&[
+        "import",
+        s(&dir),
+        "--out",
+        s(&out),
+        "--source",
+        "en",
+        "--target",
+        "de",
+    ]);
+    assert!(
+        err.contains("--licence") && err.contains("README.md"),
+        "{err}"
+    );
     assert!(!out.exists(), "nothing is written on a refusal");
     import(
         &dir,
         &out,
-        &["--licence", "cc-by-4.0", "--weights", "int8", "--source", "en", "--target", "de"],
+        &[
+            "--licence",
+            "cc-by-4.0",
+            "--weights",
+            "int8",
+            "--source",
+            "en",
+            "--target",
+            "de",
+        ],
     );
     let config: Value =
         serde_json::from_slice(&std::fs::read(out.join("config.json")).unwrap()).unwrap();
@@ -116,7 +147,11 @@ fn int8_bundles_import_and_need_a_licence_when_the_card_has_none() {
 fn what_cannot_be_represented_is_refused_by_file_and_field() {
     let tmp = tempfile::tempdir().unwrap();
     let cases: &[(&str, &str, Value)] = &[
-        ("config.json", "share_encoder_decoder_embeddings", Value::Bool(false)),
+        (
+            "config.json",
+            "share_encoder_decoder_embeddings",
+            Value::Bool(false),
+        ),
         ("config.json", "decoder_layers", Value::from(3)),
         ("config.json", "decoder_attention_heads", Value::from(2)),
         ("config.json", "normalize_before", Value::Bool(true)),
@@ -125,7 +160,11 @@ fn what_cannot_be_represented_is_refused_by_file_and_field() {
         ("config.json", "scale_embedding", Value::Bool(false)),
         ("config.json", "decoder_start_token_id", Value::from(0)),
         ("config.json", "model_type", Value::from("t5")),
-        ("generation_config.json", "bad_words_ids", serde_json::json!([[5], [552]])),
+        (
+            "generation_config.json",
+            "bad_words_ids",
+            serde_json::json!([[5], [552]]),
+        ),
     ];
     for (i, (file, field, value)) in cases.iter().enumerate() {
         let dir = copy_of("swish", &tmp.path().join(i.to_string()));
@@ -146,18 +185,68 @@ fn what_cannot_be_represented_is_refused_by_file_and_field() {
     // A missing file, a broken one, and a vocabulary that disagrees with the config.
     let dir = copy_of("swish", &tmp.path().join("missing"));
     std::fs::remove_file(dir.join("vocab.json")).unwrap();
-    let err = fail(&["import", s(&dir), "--out", s(&tmp.path().join("o1")), "--source", "en", "--target", "de"]);
+    let err = fail(&[
+        "import",
+        s(&dir),
+        "--out",
+        s(&tmp.path().join("o1")),
+        "--source",
+        "en",
+        "--target",
+        "de",
+    ]);
     assert!(err.contains("vocab.json"), "{err}");
     let dir = copy_of("swish", &tmp.path().join("broken"));
-    std::fs::write(dir.join("config.json"), "{\"model_type\": \"marian\",\n  oops}").unwrap();
-    let err = fail(&["import", s(&dir), "--out", s(&tmp.path().join("o2")), "--source", "en", "--target", "de"]);
-    assert!(err.contains("config.json") && err.contains("line 2"), "{err}");
+    std::fs::write(
+        dir.join("config.json"),
+        "{\"model_type\": \"marian\",\n  oops}",
+    )
+    .unwrap();
+    let err = fail(&[
+        "import",
+        s(&dir),
+        "--out",
+        s(&tmp.path().join("o2")),
+        "--source",
+        "en",
+        "--target",
+        "de",
+    ]);
+    assert!(
+        err.contains("config.json") && err.contains("line 2"),
+        "{err}"
+    );
     let dir = copy_of("swish", &tmp.path().join("short"));
-    std::fs::write(dir.join("vocab.json"), r#"{"</s>": 0, "<unk>": 1, "<pad>": 2}"#).unwrap();
-    let err = fail(&["import", s(&dir), "--out", s(&tmp.path().join("o3")), "--source", "en", "--target", "de"]);
-    assert!(err.contains("vocab.json") && err.contains("3 entries"), "{err}");
+    std::fs::write(
+        dir.join("vocab.json"),
+        r#"{"</s>": 0, "<unk>": 1, "<pad>": 2}"#,
+    )
+    .unwrap();
+    let err = fail(&[
+        "import",
+        s(&dir),
+        "--out",
+        s(&tmp.path().join("o3")),
+        "--source",
+        "en",
+        "--target",
+        "de",
+    ]);
+    assert!(
+        err.contains("vocab.json") && err.contains("3 entries"),
+        "{err}"
+    );
     let dir = copy_of("swish", &tmp.path().join("noweights"));
     std::fs::remove_file(dir.join("model.safetensors")).unwrap();
-    let err = fail(&["import", s(&dir), "--out", s(&tmp.path().join("o4")), "--source", "en", "--target", "de"]);
+    let err = fail(&[
+        "import",
+        s(&dir),
+        "--out",
+        s(&tmp.path().join("o4")),
+        "--source",
+        "en",
+        "--target",
+        "de",
+    ]);
     assert!(err.contains("pytorch_model.bin"), "{err}");
 }

@@ -10,9 +10,7 @@
 //! outputs agree ([`Search::generate_would_stop`]).
 
 use super::ensemble::Scores;
-use super::{
-    Constraint, DecodeOptions, Ensemble, Hypothesis, LengthNorm, Penalty, allowed_tokens,
-};
+use super::{Constraint, DecodeOptions, Ensemble, Hypothesis, LengthNorm, Penalty, allowed_tokens};
 use crate::error::{Error, Result};
 use crate::host::rows;
 use crate::tokenizer::{BOS, EOS};

@@ -4,15 +4,15 @@
 //! variant of the model (tied or untied embeddings, sinusoid or learned positions).
 
 use crate::common::*;
+use transduce::burn::module::Param;
+use transduce::burn::tensor::Distribution;
 use transduce::burn::tensor::activation::log_softmax;
+use transduce::config::Activation;
 use transduce::decode::{DecodeOptions, Ensemble, beam_search, greedy};
 use transduce::task::TreeConstraint;
 use transduce::task::focus::WordFocus;
 use transduce::task::parse::ParseConstraint;
 use transduce::tokenizer::{BOS, EOS};
-use transduce::burn::module::Param;
-use transduce::burn::tensor::Distribution;
-use transduce::config::Activation;
 use transduce::{HostModel, ModelConfig, Positional, Transformer};
 
 fn model(config: ModelConfig, seed: u64) -> Transformer {
