@@ -132,6 +132,22 @@ class Bundle:
             if self.tokens[i] != t:
                 sys.exit(f"expected {t} at id {i}, found {self.tokens[i]!r}")
         self.token_id = {t: i for i, t in enumerate(self.tokens)}
+        # Imported Marian bundles (`transduce import`): sources closed by EOS, beams ranked
+        # by |Y|^α. Their CT2 model comes from the original folder (ct2-transformers-converter).
+        self.source_eos = self.model.get("source_eos", False)
+        self.length_norm = self.decoding.get("lengthNorm", "gnmt")
+
+    def imported_layout(self):
+        """The fields of an imported Marian layout this bundle has (none for our own)."""
+        m = self.model
+        return [f for f, on in [("activation", m.get("activation", "relu") != "relu"),
+                                ("attention_bias", m.get("attention_bias", False)),
+                                ("output_bias", m.get("output_bias", False)),
+                                ("source_eos", self.source_eos)] if on]
+
+    def lp(self, length, alpha):
+        """The bundle's length penalty of an output of `length` tokens, EOS included."""
+        return length ** alpha if self.length_norm == "power" else gnmt(length, alpha)
 
     def encode(self, line):
         """Token strings of a line, as transduce encodes it (trimmed, no BOS/EOS)."""
@@ -162,6 +178,10 @@ def cmd_export(args):
     bundle = Bundle(args.bundle)
     m = bundle.model
     problems = []
+    if bundle.imported_layout():
+        sys.exit(f"{args.bundle}: an imported Marian bundle ({', '.join(bundle.imported_layout())}); "
+                 "convert the original Hugging Face folder with CTranslate2's own converter instead: "
+                 "ct2-transformers-converter --model DIR --quantization int8 --output_dir OUT")
     if m.get("positional", "sinusoid") != "sinusoid":
         problems.append(f"positional {m['positional']!r} (only sinusoid is exported)")
     if not m.get("share_embeddings", True):
@@ -306,9 +326,13 @@ class Ct2:
         for chunk in chunks:
             src = [sources[i] for i in chunk]
             longest = max(len(s) for s in src)
+            if b.source_eos:
+                src = [s + [EOS] for s in src]
             limit = longest + max(max_extra, 1)  # transduce: output tokens, EOS included
             mean_len = sum(len(s) for s in src) / len(src) + 1
             ct2_penalty = alpha * mean_len / (5.0 + mean_len) if beam > 1 else 0.0
+            if b.length_norm == "power" and beam > 1:
+                ct2_penalty = alpha  # CT2's own normalisation is |Y|^L: no rescoring needed
 
             def search(penalty):
                 return self.translator.translate_batch(
@@ -346,7 +370,7 @@ class Ct2:
                         for hyp, score in zip(run[j].hypotheses, run[j].scores):
                             n = len(hyp)  # EOS included (unless stopped by the limit)
                             raw = score * n ** penalty
-                            scored.setdefault(tuple(hyp), (raw / gnmt(n, alpha), hyp, raw))
+                            scored.setdefault(tuple(hyp), (raw / b.lp(n, alpha), hyp, raw))
                     best.append(max(scored.values(), key=lambda s: s[0]))
             else:
                 best = [(None, r.hypotheses[0], None) for r in results]

@@ -33,8 +33,9 @@ import * as auto from "./features/auto.mjs";
 import * as embed from "./features/embed.mjs";
 import * as translator from "./features/translator.mjs";
 import * as adapt from "./features/adapt.mjs";
+import * as imported from "./features/imported.mjs";
 
-const features = [cpu, parse, bundles, api, webgpu, auto, embed, translator, adapt];
+const features = [cpu, parse, bundles, api, webgpu, auto, embed, translator, adapt, imported];
 
 // Chromium has its own Translator (with Google's on-device models); switched off, the page
 // is what Firefox and Safari users get: install() defines the polyfill.
@@ -49,13 +50,13 @@ const sessions = [
   // Forced CPU.
   { page: "backend=cpu", backend: "cpu", steps: [cpu.translate, parse.onCpu, bundles.pageErrors, cpu.stress] },
   // The JavaScript API given bad input.
-  { page: "backend=cpu", steps: [api.badInput] },
+  { page: "backend=cpu", steps: [api.badInput, imported.onCpu] },
   // Forced WebGPU (SwiftShader), and auto where the only adapter is SwiftShader.
   {
     flags: ["--enable-unsafe-webgpu"],
     page: "backend=webgpu",
     backend: "webgpu",
-    steps: [webgpu.translate, parse.onWebgpu, webgpu.deviceLost, auto.onSwiftShader],
+    steps: [webgpu.translate, parse.onWebgpu, imported.onWebgpu, webgpu.deviceLost, auto.onSwiftShader],
   },
   // Without WebGPU.
   { page: "backend=auto", backend: "cpu", steps: [auto.withoutWebgpu, webgpu.forcedWithoutWebgpu] },

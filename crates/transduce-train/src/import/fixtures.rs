@@ -135,6 +135,9 @@ fn teacher_forced_logits_equal_transformers() {
     }
 }
 
+/// A decoder under test: each source's best output and its score.
+type Decode<'a> = &'a dyn Fn(&[Vec<u32>], &DecodeOptions) -> Vec<(Vec<u32>, f64)>;
+
 /// Greedy and beam 4 through `models`, against `generate`'s outputs; returns the beam
 /// scores' largest difference from `sequences_scores`.
 fn assert_generate_outputs(
@@ -142,7 +145,7 @@ fn assert_generate_outputs(
     reference: &Value,
     map: &HashMap<u32, u32>,
     decoding: &DecodeOptions,
-    decode: &dyn Fn(&[Vec<u32>], &DecodeOptions) -> Vec<(Vec<u32>, f64)>,
+    decode: Decode<'_>,
 ) -> f64 {
     let cases = reference["generate"].as_array().unwrap();
     let sources: Vec<Vec<u32>> = cases

@@ -138,15 +138,15 @@ pub fn import_config(
         ));
     }
     let vocab = usize_field(config, "vocab_size", 58_101)?;
-    if let Some(decoder_vocab) = get(config, "decoder_vocab_size") {
-        if decoder_vocab.as_u64() != Some(vocab as u64) {
-            return Err(Refusal::new(
-                "decoder_vocab_size",
-                format!(
-                    "{decoder_vocab} differs from vocab_size {vocab}: one shared vocabulary is supported"
-                ),
-            ));
-        }
+    if let Some(decoder_vocab) = get(config, "decoder_vocab_size")
+        && decoder_vocab.as_u64() != Some(vocab as u64)
+    {
+        return Err(Refusal::new(
+            "decoder_vocab_size",
+            format!(
+                "{decoder_vocab} differs from vocab_size {vocab}: one shared vocabulary is supported"
+            ),
+        ));
     }
     let d_model = usize_field(config, "d_model", 1024)?;
     let n_layers = same(config, "encoder_layers", "decoder_layers", 12)?;
