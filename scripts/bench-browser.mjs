@@ -11,6 +11,7 @@
 import { chromium } from "playwright-core";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { spawnSync } from "node:child_process";
+import { readdirSync, readFileSync, statSync } from "node:fs";
 import { gunzipSync } from "node:zlib";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
@@ -87,6 +88,27 @@ const stats = (xs) => {
 };
 const wps = (ms) => (words / (ms / 1000)).toFixed(0);
 
+/** Resident memory (MB) of this Chromium's processes (its profile folder is in their command lines). */
+function chromiumResidentMb() {
+  let kb = 0;
+  for (const pid of readdirSync("/proc").filter((d) => /^\d+$/.test(d))) {
+    try {
+      if (!readFileSync(`/proc/${pid}/cmdline`, "utf8").includes(userDataDir)) continue;
+      kb += Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1] ?? 0);
+    } catch {
+      // The process ended meanwhile.
+    }
+  }
+  return kb / 1024;
+}
+
+// Memory: Chromium with a blank page, then with the model loaded (the worker's wasm memory
+// is most of the difference).
+const blank = await context.newPage();
+await blank.goto(`${base}/bench/`);
+const residentBefore = chromiumResidentMb();
+await blank.close();
+
 // Load + first translation: the first page fills the Cache API, the later ones read it.
 const loads = [];
 let { page } = await open();
@@ -115,6 +137,11 @@ for (const s of settings) {
   const [bs, ns] = [stats(b), stats(n)];
   console.log(`| ${s.name} | ${wps(bs.best)} / ${wps(bs.median)} | ${s.batch} | ${wps(ns.best)} / ${wps(ns.median)} | ${(ns.median / bs.median).toFixed(2)} |`);
 }
+const residentLoaded = chromiumResidentMb();
+const bundleMb = ["config.json", "tokenizer.json", "model.safetensors"]
+  .map((f) => statSync(join(repo, model, f)).size)
+  .reduce((a, b) => a + b, 0) / 1e6;
+console.log(`\nChromium resident memory: ${residentBefore.toFixed(0)} MB with a blank page, ${residentLoaded.toFixed(0)} MB with the model loaded (+${(residentLoaded - residentBefore).toFixed(0)} MB; the bundle is ${bundleMb.toFixed(1)} MB)`);
 const l = stats(loads);
 console.log(`\nload + first translation (bundle in the Cache API): best ${l.best.toFixed(0)} ms, median ${l.median.toFixed(0)} ms`);
 console.log("(native times include process start and model load)");
