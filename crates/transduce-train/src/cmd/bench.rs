@@ -32,7 +32,8 @@ pub struct BenchCmd {
     #[arg(long)]
     pub no_fusion: bool,
     /// Run the layer norms, attention and loss as burn's primitives instead of the fused
-    /// kernels (GPU backends; the same values to rounding), to measure what they give.
+    /// kernels (GPU backends; the same values to rounding), to measure what they give; in
+    /// replayed steps Adam and the finite check too (as `train --no-fused-layers`).
     #[arg(long)]
     pub no_fused_layers: bool,
     /// Dropout of the trained model (default: the preset's). 0 makes the loss after N
@@ -96,7 +97,6 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
         return decoding(cmd);
     }
     crate::backend::set_fusion(!cmd.no_fusion)?;
-    transduce::ops::set_fused(!cmd.no_fused_layers);
     let device = cmd.backend.device()?;
     crate::train::engine::loss_scale::check(cmd.precision, std::slice::from_ref(&device))?;
     let mut config = ModelConfig::preset(&cmd.preset)?;
@@ -114,6 +114,7 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
         precision: cmd.precision,
         training_only: cmd.training_only,
         graph: super::train::replays(cmd.backend, cmd.eager, cmd.graph),
+        fused: !cmd.no_fused_layers,
         exchange: cmd.exchange.clone(),
         init: cmd.init.clone(),
     };
