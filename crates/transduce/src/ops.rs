@@ -68,6 +68,8 @@ pub fn layer_norm(norm: &LayerNorm, x: Tensor<3>, allowed: bool) -> Tensor<3> {
     {
         return y;
     }
+    #[cfg(target_arch = "wasm32")]
+    let _ = allowed;
     let dtype = x.dtype();
     norm.forward(x.cast(FloatDType::F32)).cast(dtype)
 }
@@ -91,7 +93,7 @@ pub fn fused_attention(
         return transduce_kernels::attention::try_attention(q, k, v, blocked, heads);
     }
     #[cfg(target_arch = "wasm32")]
-    let _ = (k, v, blocked, heads, allowed);
+    let _ = (q, k, v, blocked, heads, allowed);
     None
 }
 
