@@ -13,7 +13,7 @@
 # and the tables come back under $OUT: SUMMARY.md (every table, in order) and one file per
 # part with its raw output. Each part has its own time budget (seconds, environment
 # variables below), so a part that hangs or tunes for too long costs its budget, not the
-# visit; the defaults add up to 540 s of the 600 a call may run.
+# visit; the defaults add up to 580 s of the 600 a call may run.
 #
 # The parts, in order of how much the docs need them:
 #   1. side   the training step against PyTorch (scripts/bench-gpu.sh): base at 25,000
@@ -26,7 +26,10 @@
 #                                                                         BUDGET_DECODE=120
 #   4. equal  the decoders' equality (scripts/gpu-agreement.sh): 1,000 test2016 lines, GPU
 #             against CPU decoder, greedy and beam 4                      BUDGET_EQUAL=60
-# PARTS picks some (default "side start decode equal").
+#   5. kernels each fused training kernel family against its unfused oracle (`transduce
+#             bench kernels`): small at 4,096 tokens, f32/f16/bf16, time and launches per
+#             call (docs/BENCHMARKS.md, "The training kernels")          BUDGET_KERNELS=40
+# PARTS picks some (default "side start decode equal kernels").
 #
 # Rehearsal (REHEARSAL=1): the debug binary of this checkout, wgpu on lavapipe instead of
 # CUDA, tiny sizes (it proves the plumbing and the tables, not the speed).
@@ -102,7 +105,7 @@ measure() {
     local input=.dev/test2016.en.gz
     [ -r "$input" ] || input=../shared/data/multi30k/test2016.en.gz
     [ -r "$input" ] || input=tests/fixtures/browser-sentences.en
-    local parts=${PARTS:-side start decode equal}
+    local parts=${PARTS:-side start decode equal kernels}
     for p in $parts; do
         case $p in
             side)
@@ -132,7 +135,15 @@ measure() {
             equal)
                 part equal "${BUDGET_EQUAL:-60}" bash scripts/gpu-agreement.sh web/models/en-de \
                     "$input" "$lines" "$bin" ;;
-            *) echo "gpu-lease.sh: unknown part $p (side start decode equal)" >&2; exit 2 ;;
+            kernels)
+                if [ -n "${REHEARSAL:-}" ]; then
+                    part kernels "${BUDGET_KERNELS:-40}" "$bin" bench kernels --backend wgpu \
+                        --preset tiny --batch-tokens 256 --precisions f32 --calls 2
+                else
+                    part kernels "${BUDGET_KERNELS:-40}" env CUBECL_AUTOTUNE_LEVEL=minimal \
+                        "$bin" bench kernels --backend cuda --preset small --batch-tokens 4096
+                fi ;;
+            *) echo "gpu-lease.sh: unknown part $p (side start decode equal kernels)" >&2; exit 2 ;;
         esac
     done
     cat "$OUT/SUMMARY.md"

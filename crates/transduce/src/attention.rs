@@ -150,17 +150,19 @@ impl MultiHeadAttention {
         }
     }
 
-    /// Queries `[b, tq, d_model]` attend over cached keys and values.
+    /// Queries `[b, tq, d_model]` attend over cached keys and values: through the fused
+    /// kernels where `fused` allows them and they apply, else burn's primitives.
     pub fn attend(
         &self,
         query: Tensor<3>,
         kv: &KvCache,
         blocked: Option<Tensor<4, Bool>>,
         need_weights: bool,
+        fused: bool,
     ) -> Attended {
         let [b, tq, _] = query.dims();
         let q = positionwise(query, |q| apply_linear(&self.q, q));
-        if let Some(attended) = self.attend_fused(&q, kv, blocked.as_ref(), need_weights) {
+        if let Some(attended) = self.attend_fused(&q, kv, blocked.as_ref(), need_weights, fused) {
             return attended;
         }
         let q = self.split_heads(q, self.d_k);
@@ -178,14 +180,15 @@ impl MultiHeadAttention {
 
 impl MultiHeadAttention {
     /// [`MultiHeadAttention::attend`] through the fused kernels ([`crate::ops::fused_attention`])
-    /// where they apply: training on a cubecl device, no dropout on the weights. The heads
-    /// stay where the projections wrote them.
+    /// where `fused` allows them and they apply: training on a cubecl device, no dropout on
+    /// the weights. The heads stay where the projections wrote them.
     fn attend_fused(
         &self,
         q: &Tensor<3>,
         kv: &KvCache,
         blocked: Option<&Tensor<4, Bool>>,
         need_weights: bool,
+        fused: bool,
     ) -> Option<Attended> {
         let [b, _, _] = q.dims();
         if self.dropout.prob() > 0.0 || kv.k.dims()[0] != b {
@@ -195,8 +198,14 @@ impl MultiHeadAttention {
             let [b, h, n, d] = t.dims();
             t.clone().swap_dims(1, 2).reshape([b, n, h * d])
         };
-        let (context, weights) =
-            crate::ops::fused_attention(q, &merged(&kv.k), &merged(&kv.v), blocked, self.n_heads)?;
+        let (context, weights) = crate::ops::fused_attention(
+            q,
+            &merged(&kv.k),
+            &merged(&kv.v),
+            blocked,
+            self.n_heads,
+            fused,
+        )?;
         Some(Attended {
             output: positionwise(context, |m| apply_linear(&self.o, m)),
             weights: need_weights.then_some(weights),

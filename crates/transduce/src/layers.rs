@@ -13,9 +13,16 @@ use crate::positionwise::positionwise;
 use crate::precision::apply_linear;
 
 /// The residual connection around a sub-layer: LayerNorm(x + Dropout(Sublayer(x)))
-/// (§3.1, with the dropout of §5.4), the norm in f32 ([`layer_norm`]).
-fn residual(norm: &LayerNorm, dropout: &Dropout, x: Tensor<3>, sublayer: Tensor<3>) -> Tensor<3> {
-    layer_norm(norm, x + dropout.forward(sublayer))
+/// (§3.1, with the dropout of §5.4), the norm in f32 ([`layer_norm`], fused where `fused`
+/// allows it).
+fn residual(
+    norm: &LayerNorm,
+    dropout: &Dropout,
+    x: Tensor<3>,
+    sublayer: Tensor<3>,
+    fused: bool,
+) -> Tensor<3> {
+    layer_norm(norm, x + dropout.forward(sublayer), fused)
 }
 
 /// FFN(x) = max(0, xW1 + b1)W2 + b2 (§3.3), or with swish in place of max(0, ·) for
@@ -93,20 +100,28 @@ impl EncoderLayer {
         }
     }
 
-    /// `x`: `[b, s, d_model]`; `blocked`: source padding, `[b, 1, 1, s]`.
+    /// `x`: `[b, s, d_model]`; `blocked`: source padding, `[b, 1, 1, s]`; `fused`: the
+    /// fused kernels allowed ([`crate::ops::fused`]).
     pub fn forward(
         &self,
         x: Tensor<3>,
         blocked: &Tensor<4, Bool>,
         need_weights: bool,
+        fused: bool,
     ) -> (Tensor<3>, Option<Tensor<4>>) {
         let kv = self.self_attn.project_kv(x.clone());
-        let attended = self
-            .self_attn
-            .attend(x.clone(), &kv, Some(blocked.clone()), need_weights);
-        let x = residual(&self.self_attn_norm, &self.dropout, x, attended.output);
+        let attended =
+            self.self_attn
+                .attend(x.clone(), &kv, Some(blocked.clone()), need_weights, fused);
+        let x = residual(
+            &self.self_attn_norm,
+            &self.dropout,
+            x,
+            attended.output,
+            fused,
+        );
         let ffn = self.ffn.forward(x.clone());
-        let x = residual(&self.ffn_norm, &self.dropout, x, ffn);
+        let x = residual(&self.ffn_norm, &self.dropout, x, ffn, fused);
         (x, attended.weights)
     }
 }
@@ -144,7 +159,9 @@ impl DecoderLayer {
 
     /// One decoder layer over target positions `y` `[b, t, d_model]`, given the keys and
     /// values its self-attention may see (`self_kv`: this and earlier positions) and the
-    /// encoder's (`cross_kv`). The full pass and the cached step both go through here.
+    /// encoder's (`cross_kv`). The full pass and the cached step both go through here;
+    /// `fused`: the fused kernels allowed ([`crate::ops::fused`]).
+    #[allow(clippy::too_many_arguments)]
     pub fn forward(
         &self,
         y: Tensor<3>,
@@ -153,20 +170,22 @@ impl DecoderLayer {
         cross_kv: &KvCache,
         cross_blocked: &Tensor<4, Bool>,
         need_weights: bool,
+        fused: bool,
     ) -> (Tensor<3>, Option<DecoderWeights>) {
         let own = self
             .self_attn
-            .attend(y.clone(), self_kv, self_blocked, need_weights);
-        let y = residual(&self.self_attn_norm, &self.dropout, y, own.output);
+            .attend(y.clone(), self_kv, self_blocked, need_weights, fused);
+        let y = residual(&self.self_attn_norm, &self.dropout, y, own.output, fused);
         let cross = self.cross_attn.attend(
             y.clone(),
             cross_kv,
             Some(cross_blocked.clone()),
             need_weights,
+            fused,
         );
-        let y = residual(&self.cross_attn_norm, &self.dropout, y, cross.output);
+        let y = residual(&self.cross_attn_norm, &self.dropout, y, cross.output, fused);
         let ffn = self.ffn.forward(y.clone());
-        let y = residual(&self.ffn_norm, &self.dropout, y, ffn);
+        let y = residual(&self.ffn_norm, &self.dropout, y, ffn, fused);
         let weights = match (own.weights, cross.weights) {
             (Some(self_attn), Some(cross_attn)) => Some(DecoderWeights {
                 self_attn,

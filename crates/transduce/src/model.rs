@@ -54,6 +54,12 @@ pub struct Transformer {
     /// asks for half precision.
     #[module(skip)]
     precision: Precision,
+    /// Whether the fused kernels may run (the norms, the attention, the loss; see
+    /// [`crate::ops::fused`]): on unless the trainer turns them off to compare
+    /// (`--no-fused-layers`). Carried by the model, not the process, so that every call
+    /// that chooses is handed it.
+    #[module(skip)]
+    fused: bool,
 }
 
 /// The encoder's output for a batch, with its padding mask.
@@ -209,6 +215,7 @@ impl Transformer {
             dropout: Dropout::new(config.dropout),
             config: config.clone(),
             precision: Precision::F32,
+            fused: true,
         };
         Ok(model)
     }
@@ -246,6 +253,20 @@ impl Transformer {
     /// The precision of the activations.
     pub fn precision(&self) -> Precision {
         self.precision
+    }
+
+    /// The same model with the fused kernels allowed (the default) or not: without them the
+    /// norms, the attention and the loss run as burn's primitives (the same values to
+    /// rounding), to measure what the kernels give or rule them out.
+    pub fn with_fused(mut self, fused: bool) -> Self {
+        self.fused = fused;
+        self
+    }
+
+    /// Whether the fused kernels may run ([`Transformer::with_fused`]); the loss
+    /// ([`crate::train::loss::label_smoothed`]) is handed it by the caller.
+    pub fn fused(&self) -> bool {
+        self.fused
     }
 
     /// The device holding the weights.
@@ -328,7 +349,7 @@ impl Transformer {
         let mut x = self.dropout.forward(x);
         let mut weights = Vec::new();
         for layer in &self.encoder.layers {
-            let (y, w) = layer.forward(x, &blocked, need_weights);
+            let (y, w) = layer.forward(x, &blocked, need_weights, self.fused);
             x = y;
             weights.extend(w);
         }
@@ -390,6 +411,7 @@ impl Transformer {
                 &cross_kv,
                 &memory.blocked,
                 need_weights,
+                self.fused,
             );
             y = out;
             if let Some(w) = w {
@@ -477,7 +499,15 @@ impl Transformer {
                 None => new,
             };
             // The newest position may see every cached one: no mask needed.
-            let (out, _) = layer.forward(y, &kv, None, &state.cross_kv[i], &state.blocked, false);
+            let (out, _) = layer.forward(
+                y,
+                &kv,
+                None,
+                &state.cross_kv[i],
+                &state.blocked,
+                false,
+                self.fused,
+            );
             state.self_kv[i] = Some(kv);
             y = out;
         }

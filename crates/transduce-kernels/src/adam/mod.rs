@@ -1,7 +1,7 @@
 //! Adam's update (§5.3) as one kernel per [`GROUP`] parameters (a multi-tensor update, as
 //! PyTorch's fused Adam), writing each parameter and its two moments in place.
 //!
-//! As tensor operations (the trainer's `DeviceAdam` by operations, the oracle) an update is a fused
+//! As tensor operations ([`reference`]: the trainer's `DeviceAdam` by operations, the oracle) an update is a fused
 //! kernel writing new buffers, then three copies back into the buffers a replayed graph
 //! reads: four kernels per parameter, three of them copies. This kernel reads the gradients
 //! and the step's scalars and rewrites the buffers where they are: one kernel for four
@@ -19,6 +19,9 @@
 
 mod forward;
 mod kernel;
+pub mod reference;
+#[cfg(test)]
+mod tests;
 
 pub use forward::AdamKernel;
 

@@ -1,5 +1,5 @@
 //! The fused attention against burn's primitives ([`super::reference`]): forward and
-//! backward, in f32 and in f16, and what each launches.
+//! backward, in f32, f16 and bf16, and what each launches.
 
 use burn::tensor::{Bool, Device, FloatDType, Tensor, TensorData};
 
@@ -203,29 +203,27 @@ fn fused_attention_launches_a_few_kernels() {
     assert!(fused + 10 <= burn, "fused {fused}, burn's {burn}");
 }
 
-/// In half precision the fused kernels read and write f16 and compute in f32: the
-/// context and the gradients are the f32 primitives' (inputs f16 holds exactly) to
-/// f16's rounding, the weights (f32 either way) to f32's; and they are the f32 kernels
-/// between casts, bit for bit.
-#[test]
-fn fused_attention_in_f16_is_the_f32_primitives_to_f16_rounding() {
+/// In half precision the fused kernels read and write f16 or bf16 and compute in f32: the
+/// context and the gradients are the f32 primitives' (inputs the type holds exactly) to
+/// the type's rounding (`tolerance` × the largest), the weights (f32 either way) to f32's;
+/// and they are the f32 kernels between casts, bit for bit.
+fn half_precision_is_the_f32_primitives(test: &str, name: &str, dtype: FloatDType, tolerance: f32) {
     let _serial = gpu_lock();
-    let Some(device) = wgpu_device("fused_attention_in_f16_is_the_f32_primitives_to_f16_rounding")
-    else {
+    let Some(device) = wgpu_device(test) else {
         return;
     };
-    if !device.supports_dtype(FloatDType::F16) {
-        println!("skipped: the adapter has no f16");
+    if !device.supports_dtype(dtype) {
+        println!("SKIP: {test}: the adapter has no {name}");
         return;
     }
     let device = device.autodiff();
     for (n, case) in cases().iter().enumerate() {
-        let half = run(case, How::Fused, FloatDType::F16, &device);
+        let half = run(case, How::Fused, dtype, &device);
         let burn = run(case, How::Primitives, FloatDType::F32, &device);
-        // Reading and writing f16 is the f32 kernels between casts, bit for bit: the
-        // same f32 values inside, the same roundings at the edges.
-        let around = run(case, How::FusedInF32, FloatDType::F16, &device);
-        for (name, a, b) in [
+        // Reading and writing the half type is the f32 kernels between casts, bit for
+        // bit: the same f32 values inside, the same roundings at the edges.
+        let around = run(case, How::FusedInF32, dtype, &device);
+        for (part, a, b) in [
             ("context", &half.context, &around.context),
             ("weights", &half.weights, &around.weights),
             ("dq", &half.dq, &around.dq),
@@ -234,17 +232,38 @@ fn fused_attention_in_f16_is_the_f32_primitives_to_f16_rounding() {
         ] {
             assert_eq!(
                 a, b,
-                "case {n} {name}: f16 kernels against f32 between casts"
+                "{name} case {n} {part}: kernels against f32 between casts"
             );
         }
-        let what = |name: &str| format!("case {n} {name}");
-        let f16 = |what: &str, got: &[f32], want: &[f32]| {
-            crate::testing::assert_close(what, got, want, 2e-3)
+        let what = |part: &str| format!("{name} case {n} {part}");
+        let half_close = |what: &str, got: &[f32], want: &[f32]| {
+            crate::testing::assert_close(what, got, want, tolerance)
         };
-        f16(&what("context"), &half.context, &burn.context);
+        half_close(&what("context"), &half.context, &burn.context);
         assert_close(&what("weights"), &half.weights, &burn.weights);
-        f16(&what("dq"), &half.dq, &burn.dq);
-        f16(&what("dk"), &half.dk, &burn.dk);
-        f16(&what("dv"), &half.dv, &burn.dv);
+        half_close(&what("dq"), &half.dq, &burn.dq);
+        half_close(&what("dk"), &half.dk, &burn.dk);
+        half_close(&what("dv"), &half.dv, &burn.dv);
     }
+}
+
+#[test]
+fn fused_attention_in_f16_is_the_f32_primitives_to_f16_rounding() {
+    half_precision_is_the_f32_primitives(
+        "fused_attention_in_f16_is_the_f32_primitives_to_f16_rounding",
+        "f16",
+        FloatDType::F16,
+        2e-3,
+    );
+}
+
+/// bf16 keeps 8 significant bits to f16's 11: eight times the tolerance.
+#[test]
+fn fused_attention_in_bf16_is_the_f32_primitives_to_bf16_rounding() {
+    half_precision_is_the_f32_primitives(
+        "fused_attention_in_bf16_is_the_f32_primitives_to_bf16_rounding",
+        "bf16",
+        FloatDType::BF16,
+        1.6e-2,
+    );
 }

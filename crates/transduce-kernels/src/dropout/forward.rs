@@ -10,6 +10,7 @@ use burn_cubecl::ops::numeric::empty_device_dtype;
 use burn_cubecl::tensor::CubeTensor;
 
 use super::kernel::mask_kernel;
+use crate::args::float_elem;
 
 #[backend_extension(Cube: cfg(all()), Fusion: cfg(all()))]
 pub trait DropoutMask: Backend {
@@ -48,7 +49,9 @@ impl DropoutMask for CubeBackend {
         // An element survives when its 32 bits fall below keep · 2³² (as the CPU's masks).
         let threshold = (keep * 4_294_967_296.0).min(u32::MAX as f64) as u32;
         let u32_type = cubecl::ir::ElemType::UInt(cubecl::ir::UIntKind::U32);
-        // SAFETY: the mask is written within its length; the step holds one value.
+        let dtype = float_elem(mask.dtype);
+        // SAFETY: the mask is written within its length, in its own type; the step holds
+        // one value.
         unsafe {
             mask_kernel::launch_unchecked(
                 &client,
@@ -63,6 +66,7 @@ impl DropoutMask for CubeBackend {
                     (1.0 / keep) as f32,
                     cubecl::ir::ElemType::Float(cubecl::ir::FloatKind::F32),
                 ),
+                dtype,
             );
         }
         mask

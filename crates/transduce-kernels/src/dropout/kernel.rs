@@ -16,14 +16,17 @@ fn mix(x: u32) -> u32 {
     x
 }
 
+/// Element `i` of the mask, in the mask's type `F` (the activations': f32, f16 or bf16), so
+/// that a half-precision step's mask holds half-precision values (1/keep rounded to `F`).
 #[cube(launch_unchecked)]
-pub(crate) fn mask_kernel(
-    mask: &mut LinearViewMut<'_, f32>,
+pub(crate) fn mask_kernel<F: Float>(
+    mask: &mut LinearViewMut<'_, F>,
     step: &LinearView<'_, f32>,
     seed: InputScalar,
     site: InputScalar,
     threshold: InputScalar,
     scale: InputScalar,
+    #[define(F)] _dtype: ElemType,
 ) {
     let i = ABSOLUTE_POS;
     if !mask.is_in_bounds(i) {
@@ -33,5 +36,5 @@ pub(crate) fn mask_kernel(
     let stream = mix(mix(seed.get::<u32>() ^ mix(step)) ^ (site.get::<u32>() * 0x9e3779b9));
     let bits = mix(mix(u32::cast_from(i) ^ stream) + stream);
     let keep = bits < threshold.get::<u32>();
-    mask.write(i, select(keep, scale.get::<f32>(), 0.0f32));
+    mask.write(i, F::cast_from(select(keep, scale.get::<f32>(), 0.0f32)));
 }

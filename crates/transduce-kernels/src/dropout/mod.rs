@@ -10,6 +10,8 @@
 mod dispatch;
 mod forward;
 mod kernel;
+#[cfg(test)]
+mod tests;
 
 pub use dispatch::step_masks;
 pub use forward::DropoutMask;

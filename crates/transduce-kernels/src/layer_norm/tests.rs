@@ -1,5 +1,5 @@
-//! The fused norm against burn's `LayerNorm`: forward and backward, in f32 and in f16, and
-//! what each launches.
+//! The fused norm against burn's `LayerNorm` (the unfused path): forward and backward, in
+//! f32, f16 and bf16, and what each launches.
 
 use burn::nn::{LayerNorm, LayerNormConfig};
 use burn::tensor::{DType, Device, FloatDType, Tensor};
@@ -104,42 +104,83 @@ fn fused_norm_is_burns_norm_forward_and_backward() {
     assert_close("inference", &vec(fused), &vec(norm.forward(x)), 1e-5);
 }
 
-/// [`run_with`] in f16 through the kernel reading and writing f16 (`direct`), or
+/// The half-precision types, each with its name, and the tolerance (× the largest value)
+/// of a result rounded to it against f32's: a few units of its last place (f16 keeps 11
+/// significant bits, bf16 8).
+const HALVES: [(&str, FloatDType, f32); 2] = [
+    ("f16", FloatDType::F16, 2e-3),
+    ("bf16", FloatDType::BF16, 1.6e-2),
+];
+
+/// [`run_with`] in `dtype` through the kernel reading and writing it (`direct`), or
 /// through the f32 kernel between casts.
-fn run_half(direct: bool, dims: [usize; 3], device: &Device) -> Grads {
+fn run_half(direct: bool, dims: [usize; 3], dtype: FloatDType, device: &Device) -> Grads {
     let epsilon = EPSILON;
-    run_with(dims, FloatDType::F16, device, |norm, half| {
+    run_with(dims, dtype, device, |norm, half| {
         let fused = |x: &Tensor<3>| try_layer_norm(norm, x, epsilon).expect("fused path applies");
         match direct {
             true => fused(half),
-            false => fused(&half.clone().cast(FloatDType::F32)).cast(FloatDType::F16),
+            false => fused(&half.clone().cast(FloatDType::F32)).cast(dtype),
         }
     })
 }
 
-/// In half precision the kernel reads and writes f16 and computes in f32: the same bits
-/// as the f32 kernel between casts (the casts' rounding is the kernel's, and every
+/// In half precision the kernel reads and writes f16 or bf16 and computes in f32: the same
+/// bits as the f32 kernel between casts (the casts' rounding is the kernel's, and every
 /// intermediate value is the same f32), forward and backward.
 #[test]
-fn fused_norm_in_f16_is_the_f32_kernel_between_casts() {
+fn fused_norm_in_half_precision_is_the_f32_kernel_between_casts() {
     let _serial = gpu_lock();
-    let Some(device) = wgpu_device("fused_norm_in_f16_is_the_f32_kernel_between_casts") else {
+    let test = "fused_norm_in_half_precision_is_the_f32_kernel_between_casts";
+    let Some(device) = wgpu_device(test) else {
         return;
     };
-    if !device.supports_dtype(FloatDType::F16) {
-        println!("SKIP: fused_norm_in_f16_is_the_f32_kernel_between_casts: no f16");
-        return;
-    }
     let device = device.autodiff();
-    for dims in [[2, 5, 40], [1, 1, 7]] {
-        let (direct, around) = (
-            run_half(true, dims, &device),
-            run_half(false, dims, &device),
-        );
-        assert_eq!(direct.y, around.y, "{dims:?} y");
-        assert_eq!(direct.x, around.x, "{dims:?} dx");
-        assert_eq!(direct.gamma, around.gamma, "{dims:?} dγ");
-        assert_eq!(direct.beta, around.beta, "{dims:?} dβ");
+    for (name, dtype, _) in HALVES {
+        if !device.supports_dtype(dtype) {
+            println!("SKIP: {test} in {name}: the adapter has no {name}");
+            continue;
+        }
+        for dims in [[2, 5, 40], [1, 1, 7]] {
+            let (direct, around) = (
+                run_half(true, dims, dtype, &device),
+                run_half(false, dims, dtype, &device),
+            );
+            assert_eq!(direct.y, around.y, "{name} {dims:?} y");
+            assert_eq!(direct.x, around.x, "{name} {dims:?} dx");
+            assert_eq!(direct.gamma, around.gamma, "{name} {dims:?} dγ");
+            assert_eq!(direct.beta, around.beta, "{name} {dims:?} dβ");
+        }
+    }
+}
+
+/// In half precision the fused norm is the unfused path (`transduce::ops::layer_norm`
+/// without the kernel: burn's norm on the input cast to f32, the output cast back) to the
+/// type's rounding: the output and the gradients of x, γ and β.
+#[test]
+fn fused_norm_in_half_precision_is_burns_norm_in_f32() {
+    let _serial = gpu_lock();
+    let test = "fused_norm_in_half_precision_is_burns_norm_in_f32";
+    let Some(device) = wgpu_device(test) else {
+        return;
+    };
+    let device = device.autodiff();
+    for (name, dtype, tolerance) in HALVES {
+        if !device.supports_dtype(dtype) {
+            println!("SKIP: {test} in {name}: the adapter has no {name}");
+            continue;
+        }
+        for dims in [[2, 5, 40], [3, 7, 256]] {
+            let fused = run_half(true, dims, dtype, &device);
+            let burn = run_with(dims, dtype, &device, |norm, x| {
+                norm.forward(x.clone().cast(FloatDType::F32)).cast(dtype)
+            });
+            let what = |part: &str| format!("{name} {dims:?} {part}");
+            assert_close(&what("y"), &fused.y, &burn.y, tolerance);
+            assert_close(&what("dx"), &fused.x, &burn.x, 2.0 * tolerance);
+            assert_close(&what("dγ"), &fused.gamma, &burn.gamma, tolerance);
+            assert_close(&what("dβ"), &fused.beta, &burn.beta, tolerance);
+        }
     }
 }
 

@@ -10,11 +10,14 @@ use transduce::{Bundle, HostModel, ModelConfig, Task, Transformer};
 
 use crate::backend::Backend;
 use crate::error::Result;
-use crate::measure::workload;
+use crate::measure::{kernels, workload};
 use crate::options;
 
 #[derive(Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct BenchCmd {
+    #[command(subcommand)]
+    pub what: Option<BenchWhat>,
     #[arg(long, default_value = "small")]
     pub preset: String,
     #[arg(long, value_enum, default_value = "cpu")]
@@ -32,7 +35,8 @@ pub struct BenchCmd {
     #[arg(long)]
     pub no_fusion: bool,
     /// Run the layer norms, attention and loss as burn's primitives instead of the fused
-    /// kernels (GPU backends; the same values to rounding), to measure what they give.
+    /// kernels (GPU backends; the same values to rounding), to measure what they give; in
+    /// replayed steps Adam and the finite check too (as `train --no-fused-layers`).
     #[arg(long)]
     pub no_fused_layers: bool,
     /// Dropout of the trained model (default: the preset's). 0 makes the loss after N
@@ -91,12 +95,72 @@ pub struct BenchCmd {
     pub profile: bool,
 }
 
+/// What else `bench` measures than the training step and decoding.
+#[derive(clap::Subcommand)]
+pub enum BenchWhat {
+    /// Each family of fused training kernels (attention, layer norm, loss, dropout, Adam)
+    /// against its unfused oracle, burn's primitives as --no-fused-layers runs them, on one
+    /// shape of a preset: a table of time and launches per call (wgpu, CUDA).
+    Kernels(KernelsCmd),
+}
+
+#[derive(Args)]
+pub struct KernelsCmd {
+    /// The preset whose widths, heads and vocabulary the shapes take.
+    #[arg(long, default_value = "small")]
+    pub preset: String,
+    /// wgpu or CUDA: the kernels run on cubecl devices only.
+    #[arg(long, value_enum, default_value = "wgpu")]
+    pub backend: Backend,
+    /// Tokens of the batch: rows of 26 positions, as many as fit.
+    #[arg(long, default_value_t = 4096, value_parser = options::count)]
+    pub batch_tokens: usize,
+    /// The precisions to run each family in (those the device lacks are skipped, and said).
+    #[arg(long, value_delimiter = ',', default_value = "f32,f16,bf16", value_parser = options::precision)]
+    pub precisions: Vec<transduce::Precision>,
+    /// Timed calls per row, after two warm-up calls and one counted.
+    #[arg(long, default_value_t = 10, value_parser = options::count)]
+    pub calls: usize,
+}
+
+/// `transduce bench kernels`.
+fn bench_kernels(cmd: KernelsCmd) -> Result<()> {
+    if !matches!(cmd.backend, Backend::Wgpu | Backend::Cuda) {
+        return Err(crate::error::CliError::Usage(
+            "bench kernels: the fused kernels run on --backend wgpu or cuda".into(),
+        ));
+    }
+    let device = cmd.backend.device()?;
+    let config = ModelConfig::preset(&cmd.preset)?;
+    let length = 26;
+    let shape = kernels::Shape {
+        rows: (cmd.batch_tokens / length).max(1),
+        length,
+        calls: cmd.calls,
+    };
+    eprintln!(
+        "device: {device:?}; preset {} (d_model {}, {} heads, vocabulary {}); {} rows × {} positions; {} timed calls a row",
+        cmd.preset,
+        config.d_model,
+        config.n_heads,
+        config.vocab_size,
+        shape.rows,
+        shape.length,
+        shape.calls
+    );
+    let rows = kernels::run(&config, &device, &shape, &cmd.precisions)?;
+    print!("{}", kernels::table(&rows));
+    Ok(())
+}
+
 pub fn run(cmd: BenchCmd) -> Result<()> {
+    if let Some(BenchWhat::Kernels(kernels)) = cmd.what {
+        return bench_kernels(kernels);
+    }
     if cmd.model.is_some() || cmd.random_decoder {
         return decoding(cmd);
     }
     crate::backend::set_fusion(!cmd.no_fusion)?;
-    transduce::ops::set_fused(!cmd.no_fused_layers);
     let device = cmd.backend.device()?;
     crate::train::engine::loss_scale::check(cmd.precision, std::slice::from_ref(&device))?;
     let mut config = ModelConfig::preset(&cmd.preset)?;
@@ -114,6 +178,7 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
         precision: cmd.precision,
         training_only: cmd.training_only,
         graph: super::train::replays(cmd.backend, cmd.eager, cmd.graph),
+        fused: !cmd.no_fused_layers,
         exchange: cmd.exchange.clone(),
         init: cmd.init.clone(),
     };

@@ -48,7 +48,9 @@ pub struct TrainCmd {
     #[arg(long)]
     pub no_fusion: bool,
     /// Run the layer norms, attention and loss as burn's primitives instead of the fused
-    /// kernels (GPU backends; the same values to rounding), to measure what they give.
+    /// kernels (GPU backends; the same values to rounding), to measure what they give. In
+    /// replayed steps Adam and the finite check then run as tensor operations too (the
+    /// accumulation of --accum stays a kernel); eager steps use burn's Adam either way.
     #[arg(long)]
     pub no_fused_layers: bool,
     /// Data-parallel training on these devices of --backend, e.g. `0,1,2,3` (the paper
@@ -114,27 +116,30 @@ pub struct TrainCmd {
     /// wgpu and CUDA, exact on the CPU (where padding only costs). Fixed for the run.
     #[arg(long, value_enum)]
     pub shapes: Option<Shapes>,
-    /// Take every step eagerly, op by op with burn's Adam, instead of replaying it (the
-    /// default on wgpu and CUDA; the CPU backend always steps eagerly).
+    /// Take every step eagerly, op by op with burn's Adam, instead of replaying it (replay
+    /// is the default on wgpu and CUDA; the CPU backend, which has no graphs, steps eagerly
+    /// with burn's Adam unless --graph says otherwise).
     #[arg(long, conflicts_with = "graph")]
     pub eager: bool,
     /// Capture each batch shape's step as a graph and replay it: the default on wgpu and
     /// CUDA (--eager turns it off). The host issues a few launches per step instead of
-    /// hundreds; dropout masks are drawn on the device from the step count (other masks than
-    /// an eager run's, as reproducible), and half precision checks its gradients and skips
-    /// overflowing steps on the device. With --accum N each batch shape's gradients and the
-    /// update are captured (N + 1 replays a step). Not with --devices (the devices exchange
-    /// gradients through the host every step) nor for word-focus models: their steps run
-    /// eagerly, and one line says why. On the CPU backend (no graphs) --graph takes the same
-    /// steps eagerly with the device-scalar Adam. Checkpoints are the same either way, so a
-    /// run may resume with or without replay.
+    /// hundreds; Adam's scalars live on the device, dropout masks are drawn there from the
+    /// step count (other masks than an eager run's, as reproducible), and half precision
+    /// checks its gradients and skips overflowing steps there. With --accum N each batch
+    /// shape's gradients and the update are captured (N + 1 replays a step). Steps stay
+    /// eager with burn's Adam, and one line says why, with --devices (the devices exchange
+    /// gradients through the host every step) and for word-focus models. The CPU backend
+    /// captures no graphs: there --graph takes eager steps with the device-scalar Adam only
+    /// for a model without dropout (--dropout 0); with dropout (every preset's default) its
+    /// masks come from the host and the steps stay eager with burn's Adam, as without
+    /// --graph. Checkpoints are the same either way, so a run may resume with or without
+    /// replay.
     #[arg(long)]
     pub graph: bool,
 }
 
 pub fn run(cmd: TrainCmd) -> Result<()> {
     crate::backend::set_fusion(!cmd.no_fusion)?;
-    transduce::ops::set_fused(!cmd.no_fused_layers);
     let devices = cmd.backend.devices(&cmd.devices)?;
     for device in &devices {
         eprintln!("device: {device:?}");
@@ -219,6 +224,7 @@ pub fn run(cmd: TrainCmd) -> Result<()> {
         progress: !cmd.quiet,
         log_every: cmd.log_every,
         graph: replays(cmd.backend, cmd.eager, cmd.graph),
+        fused: !cmd.no_fused_layers,
     }
     .run()?;
     eprintln!(

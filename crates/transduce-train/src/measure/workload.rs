@@ -36,6 +36,9 @@ pub struct BenchOptions {
     pub training_only: bool,
     /// Steps captured as graphs and replayed ([`crate::train::engine::replay`]).
     pub graph: bool,
+    /// The fused kernels allowed (`bench --no-fused-layers` turns them off): the model's
+    /// and, in replayed steps, Adam's.
+    pub fused: bool,
     /// Writes the initial weights (`init.safetensors`, the bundle's names) and the batch
     /// (`batch.safetensors`: `src`, `tgt_in`, `tgt_out` as I64) here, so that another
     /// framework (`scripts/bench-pytorch.py --exchange`) trains the same model from the
@@ -246,7 +249,7 @@ fn train(config: &ModelConfig, device: &Device, options: &BenchOptions) -> Resul
         }
         None => Transformer::new(config, &ad)?,
     };
-    let model = model.with_precision(precision);
+    let model = model.with_precision(precision).with_fused(options.fused);
     if let Some(dir) = &options.exchange {
         write_exchange(dir, &model, &pairs, &batch)?;
     }
@@ -380,7 +383,7 @@ fn train_graph(
     mut watch: StartWatch,
     tokens_per_step: usize,
 ) -> Result<BenchReport> {
-    let mut adam = DeviceAdam::new(device, 0, 1024);
+    let mut adam = DeviceAdam::new(device, 0, 1024).with_fused(options.fused);
     if let Some(scale) = LossScale::initial(options.precision) {
         adam = adam.with_loss_scale(&scale, options.precision);
     }

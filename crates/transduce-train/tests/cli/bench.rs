@@ -73,3 +73,57 @@ fn bench_exchange_starts_another_run_from_the_same_weights() {
     let other = bench(&["--init", s(&dir.join("init.safetensors"))]);
     assert_ne!(first["final_loss"], other["final_loss"]);
 }
+
+/// `bench kernels` refuses the CPU backends (the fused kernels run on cubecl devices), and on
+/// wgpu prints one row per family and variant whose launches show the fused path taken: fewer
+/// than the unfused oracle's for attention, the norm, the loss and Adam; as many for dropout
+/// (a mask and a product either way).
+#[test]
+fn bench_kernels_prints_each_family_against_its_oracle() {
+    let refused = fail(&["bench", "kernels", "--backend", "cpu"]);
+    assert!(refused.contains("--backend wgpu or cuda"), "{refused}");
+    let out = bin()
+        .args([
+            "bench",
+            "kernels",
+            "--backend",
+            "wgpu",
+            "--preset",
+            "tiny",
+            "--batch-tokens",
+            "52",
+            "--precisions",
+            "f32",
+            "--calls",
+            "1",
+        ])
+        .env("CUBECL_AUTOTUNE_LEVEL", "minimal")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if stderr.contains("no usable GPU adapter") {
+        println!("SKIP: bench_kernels_prints_each_family_against_its_oracle: {stderr}");
+        return;
+    }
+    assert!(out.status.success(), "{stderr}");
+    let table = String::from_utf8(out.stdout).unwrap();
+    let launches = |family: &str, variant: &str| -> u64 {
+        let row = table
+            .lines()
+            .find(|l| l.starts_with(family) && l.contains(&format!(" {variant} ")))
+            .unwrap_or_else(|| panic!("no {family} {variant} row:\n{table}"));
+        row.split_whitespace().last().unwrap().parse().unwrap()
+    };
+    for family in ["attention", "layer norm", "loss", "adam"] {
+        let (fused, unfused) = (launches(family, "fused"), launches(family, "unfused"));
+        assert!(
+            fused < unfused,
+            "{family}: {fused} fused, {unfused} unfused\n{table}"
+        );
+    }
+    assert_eq!(
+        launches("dropout", "fused"),
+        launches("dropout", "unfused"),
+        "{table}"
+    );
+}

@@ -320,10 +320,12 @@ impl Adapter {
             .model
             .take()
             .ok_or_else(|| Error::Input("adaptation failed earlier".into()))?;
+        let fused = model.fused();
         let sums = loss::label_smoothed(
             model.forward(src, tgt_in),
             tgt_out,
             self.config.model.label_smoothing,
+            fused,
         );
         let loss = sums.smoothed.div_scalar(tokens as f64);
         let value = loss

@@ -30,12 +30,18 @@ pub struct LossSums {
 /// gradient is exactly `p − q`; its value is swapped for the loss's own.
 ///
 /// On the CPU backend the softmax, the sums and `p − q` are one pass per row over the
-/// logits in host memory (a vectorizable exp, all cores); other backends run the same
-/// formulas as tensor operations on the device.
-pub fn label_smoothed(logits: Tensor<3>, targets: Tensor<2, Int>, epsilon: f64) -> LossSums {
+/// logits in host memory (a vectorizable exp, all cores); on wgpu and CUDA one kernel per
+/// row where `fused` allows it (the model's [`crate::Transformer::fused`]: see
+/// [`crate::ops::fused`]); elsewhere the same formulas as tensor operations on the device.
+pub fn label_smoothed(
+    logits: Tensor<3>,
+    targets: Tensor<2, Int>,
+    epsilon: f64,
+    fused: bool,
+) -> LossSums {
     let tracked = logits.is_require_grad() || logits.is_tracked();
     let device = logits.device();
-    let fused = crate::ops::fused(&device);
+    let fused = crate::ops::fused(fused, &device);
     // The softmax over the vocabulary and the sums need f32. The fused kernel reads
     // half-precision logits (mixed-precision training) as they are and computes in f32;
     // elsewhere they are cast up first. Either way the gradient, f32, flows back through a
@@ -298,13 +304,13 @@ mod tests {
             )
             .reshape([1, 2, 3]);
             let targets = Tensor::<2, Int>::from_data([[1i32, PAD as i32]], &device);
-            let sums = label_smoothed(logits.clone(), targets.clone(), 0.1);
+            let sums = label_smoothed(logits.clone(), targets.clone(), 0.1, true);
             assert!(
                 (scalar(sums.smoothed) - 0.762_462).abs() < 1e-5,
                 "{device:?}"
             );
             assert!((scalar(sums.nll) - std::f64::consts::LN_2).abs() < 1e-5);
-            let plain = label_smoothed(logits, targets, 0.0);
+            let plain = label_smoothed(logits, targets, 0.0, true);
             assert!((scalar(plain.smoothed) - std::f64::consts::LN_2).abs() < 1e-5);
         }
     }
@@ -350,7 +356,7 @@ mod tests {
                         .require_grad()
                 };
                 let (x, y) = (leaf(), leaf());
-                let fused = label_smoothed(x.clone(), targets.clone(), epsilon).smoothed;
+                let fused = label_smoothed(x.clone(), targets.clone(), epsilon, true).smoothed;
                 let expected = reference(y.clone(), targets.clone(), epsilon);
                 let (fused_value, expected_value) =
                     (scalar(fused.clone()), scalar(expected.clone()));
@@ -406,7 +412,7 @@ mod tests {
             } else {
                 half
             };
-            let sums = label_smoothed(logits, targets.clone(), 0.1);
+            let sums = label_smoothed(logits, targets.clone(), 0.1, true);
             let values = [sums.smoothed.clone(), sums.nll].map(scalar);
             let grads = sums.smoothed.mul_scalar(1024.0).backward();
             let grad = x.grad(&grads).unwrap().into_data();
@@ -424,7 +430,7 @@ mod tests {
         for device in devices() {
             let logits = Tensor::<1>::from_floats([200.0, 0.0, 0.0], &device).reshape([1, 1, 3]);
             let targets = Tensor::<2, Int>::from_data([[2i32]], &device);
-            let nll = scalar(label_smoothed(logits, targets, 0.1).nll);
+            let nll = scalar(label_smoothed(logits, targets, 0.1, true).nll);
             assert!((nll - 200.0).abs() < 1e-3, "{device:?}: {nll}");
         }
     }

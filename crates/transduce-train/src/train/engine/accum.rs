@@ -157,7 +157,7 @@ fn run_gradients(
         }
         _ => forward(),
     };
-    let sums = loss::label_smoothed(logits, inputs.tgt_out.clone(), epsilon);
+    let sums = loss::label_smoothed(logits, inputs.tgt_out.clone(), epsilon, model.fused());
     let loss = sums.smoothed.div(flags.clone().slice(0..1).autodiff());
     let scaled = match adam.loss_scale() {
         Some(scale) => loss.clone().mul(scale.autodiff()),

@@ -13,7 +13,7 @@ use transduce::burn::prelude::*;
 use transduce::burn::tensor::TensorData;
 use transduce::ops::is_cpu;
 use transduce::{Precision, Transformer};
-use transduce_kernels::adam::{AdamKernel, BETA_1, BETA_2, EPSILON, GROUP};
+use transduce_kernels::adam::{AdamKernel, BETA_1, BETA_2, EPSILON, GROUP, reference};
 
 use super::loss_scale::{GROWTH_INTERVAL, INITIAL_SCALE, LossScale};
 use super::params::{Put, Take, Taken, flat_grads, slots};
@@ -164,10 +164,13 @@ impl DeviceAdam {
         self.scale.as_ref().map(|s| s.state.clone().mul_scalar(1.0))
     }
 
-    /// Updates by tensor operations even on a GPU (the fused kernel's oracle).
-    #[cfg(test)]
-    pub fn by_operations(mut self) -> Self {
-        self.fused = false;
+    /// Updates (and under a loss scale checks the gradients) by the group kernels where
+    /// `fused` allows them and the device runs them (not the CPU), else by tensor
+    /// operations, the kernels' oracle (`--no-fused-layers`, to compare). The accumulation of
+    /// `--accum` stays a kernel either way: it has no tensor-operation form that writes the
+    /// sums in place, which a replay needs.
+    pub fn with_fused(mut self, fused: bool) -> Self {
+        self.fused = fused && !is_cpu(&self.device);
         self
     }
 
@@ -400,9 +403,9 @@ impl DeviceAdam {
     }
 
     /// [`AdamKernel::adam_group_in_place`]'s update as tensor operations (the CPU's path,
-    /// and the kernel's test oracle): burn's operations, then the results copied back into
-    /// the buffers. Under a loss scale, `scalars` also holds 1/scale and `ok`, and a step
-    /// that is not `ok` leaves every value as it was.
+    /// `--no-fused-layers`', and the kernel's oracle, [`reference::update`]), then the
+    /// results copied back into the buffers. Under a loss scale, `scalars` also holds
+    /// 1/scale and `ok`, and a step that is not `ok` leaves every value as it was.
     pub(super) fn update_by_operations(
         &self,
         flat: Tensor<1>,
@@ -412,35 +415,8 @@ impl DeviceAdam {
         scalars: &Tensor<1>,
     ) -> (Tensor<1>, Tensor<1>, Tensor<1>) {
         let n = flat.dims()[0];
-        let [lr, combined, epsilon] = [0, 1, 2].map(|i| scalars.clone().slice(i..i + 1));
-        let (grad, skipped) = match scalars.dims()[0] {
-            5 => (
-                grad.mul(scalars.clone().slice(3..4)),
-                Some(scalars.clone().slice(4..5).equal_elem(0.0).expand([n])),
-            ),
-            _ => (grad, None),
-        };
-        let m_next = m
-            .clone()
-            .mul_scalar(BETA_1)
-            .add(grad.clone().mul_scalar(1.0 - BETA_1));
-        let v_next = v
-            .clone()
-            .mul_scalar(BETA_2)
-            .add(grad.square().mul_scalar(1.0 - BETA_2));
-        let step = m_next
-            .clone()
-            .mul(combined)
-            .div(v_next.clone().sqrt().add(epsilon));
-        let next = flat.clone().sub(step.mul(lr));
-        let (next, m_next, v_next) = match skipped {
-            Some(skipped) => (
-                next.mask_where(skipped.clone(), flat.clone()),
-                m_next.mask_where(skipped.clone(), m.clone()),
-                v_next.mask_where(skipped, v.clone()),
-            ),
-            None => (next, m_next, v_next),
-        };
+        let (next, m_next, v_next) =
+            reference::update(flat.clone(), grad, m.clone(), v.clone(), scalars);
         // Written back in place (each is the only handle on its buffer here), so a replay
         // of the step reads what the last one wrote.
         (
@@ -489,8 +465,8 @@ impl DeviceAdam {
             return Tensor::ones([1], &self.device);
         }
         if !self.fused {
-            let sums = flat.into_iter().map(|(_, g)| g.sum()).collect();
-            return Tensor::cat(sums, 0).sum().is_finite().float();
+            let grads: Vec<Tensor<1>> = flat.into_iter().map(|(_, g)| g).collect();
+            return reference::all_finite(&grads);
         }
         // Similar sizes together: a launch spans its largest.
         flat.sort_by_key(|(_, g)| g.dims()[0]);

@@ -86,7 +86,7 @@ fn gradients(
                 device,
             )?
             .logits(model);
-            let batch_sums = loss::label_smoothed(logits, tgt_out, epsilon);
+            let batch_sums = loss::label_smoothed(logits, tgt_out, epsilon, model.fused());
             let loss = batch_sums.smoothed.div_scalar(group_tokens as f64);
             let scaled = match loss_scale {
                 Some(scale) if scale != 1.0 => loss.clone().mul_scalar(scale),

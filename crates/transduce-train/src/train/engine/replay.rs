@@ -106,7 +106,7 @@ pub(super) fn run(
         }
         _ => forward(),
     };
-    let sums = loss::label_smoothed(logits, inputs.tgt_out.clone(), epsilon);
+    let sums = loss::label_smoothed(logits, inputs.tgt_out.clone(), epsilon, model.fused());
     let tokens = inputs
         .tgt_out
         .clone()

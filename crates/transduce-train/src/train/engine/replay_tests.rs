@@ -45,7 +45,7 @@ fn train(
     let mut model = load_weights(config, weights, &device).unwrap();
     let pairs = reversal_pairs(3, (0..7).map(|n| if n < 4 { 4 + n % 2 } else { 7 + n % 2 }));
     let adam = DeviceAdam::new(&device, 0, 8);
-    let adam = if fused { adam } else { adam.by_operations() };
+    let adam = adam.with_fused(fused);
     let mut trainer = if capture {
         GraphTrainer::new(&device, adam, 0.1)
     } else {

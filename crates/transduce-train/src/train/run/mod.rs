@@ -64,6 +64,10 @@ pub struct Trainer<'a> {
     pub log_every: usize,
     /// Steps captured as graphs and replayed where the run allows it ([`crate::train::engine`]).
     pub graph: bool,
+    /// The fused kernels allowed (the default; `--no-fused-layers` turns them off): the
+    /// model's norms, attention and loss ([`Transformer::with_fused`]) and the replayed
+    /// step's Adam and finite check ([`DeviceAdam::with_fused`]).
+    pub fused: bool,
 }
 
 /// How a run takes its optimizer steps.
@@ -145,7 +149,9 @@ impl Trainer<'_> {
                 (model, adam(), TrainState::default())
             }
         };
-        let model = model.with_precision(options.precision);
+        let model = model
+            .with_precision(options.precision)
+            .with_fused(self.fused);
         if state.loss_scale.is_none() {
             state.loss_scale = LossScale::initial(options.precision);
         }
@@ -159,7 +165,8 @@ impl Trainer<'_> {
                 None => {
                     // The state restored (or empty), in the one checkpoint format.
                     let bytes = checkpoint::optimizer_bytes(&optimizer, self.run_dir)?;
-                    let mut adam = DeviceAdam::from_record_bytes(bytes, &device, 1024)?;
+                    let mut adam =
+                        DeviceAdam::from_record_bytes(bytes, &device, 1024)?.with_fused(self.fused);
                     if let Some(scale) = &state.loss_scale {
                         adam = adam.with_loss_scale(scale, options.precision);
                     }

@@ -41,7 +41,7 @@ pub fn evaluate_nll(
     for batch in shapes.batches(&src_lens, &tgt_lens, max_tokens) {
         let (logits, tgt_out) =
             batch_tensors(pairs, &batch, focus, examples.shape(&batch), &device)?.logits(model);
-        sums.push(loss::label_smoothed(logits, tgt_out, 0.0).nll);
+        sums.push(loss::label_smoothed(logits, tgt_out, 0.0, model.fused()).nll);
         tokens += target_tokens(pairs, &batch);
     }
     // Every batch's sum in one read.
