@@ -510,7 +510,10 @@ impl Workspace {
             let [o, n] = add_norm(p, &l.cross_o, &l.cross_norm, &context, &x);
             step.extend([o.named("cross out"), n.named("cross residual + norm")]);
             let f = linear(p, &l.fc1, ffn, &x, &[&hidden]);
-            step.push(f.named("FFN inner (activation)"));
+            step.push(f.named(match ffn {
+                Store::Swish => "FFN inner (swish)",
+                _ => "FFN inner (ReLU)",
+            }));
             let [f, n] = add_norm(p, &l.fc2, &l.ffn_norm, &hidden, &x);
             step.extend([f.named("FFN outer"), n.named("FFN residual + norm")]);
         }
