@@ -64,7 +64,7 @@ fn reference(model: &str) -> Value {
     serde_json::from_slice(&std::fs::read(fixture(model).join("reference.json")).unwrap()).unwrap()
 }
 
-fn ids(v: &Value) -> Vec<u32> {
+pub(crate) fn ids(v: &Value) -> Vec<u32> {
     v.as_array()
         .unwrap()
         .iter()

@@ -219,9 +219,7 @@ pub fn import(dir: &Path, options: &ImportOptions) -> Result<Imported> {
     let bundle = Bundle::new(config, tokenizer, model)?;
     let files = bundle.to_bytes(options.weights)?;
     let bytes = files.config.len() + files.tokenizer.len() + files.weights.len();
-    let mut written = bundle.config.clone();
-    written.weights = Some(options.weights);
-    let card = card::model_card(&written, &name, bytes, &mapped.notes);
+    let card = card::model_card(&bundle.config, &name, bytes, &mapped.notes);
     Ok(Imported { files, card, name })
 }
 

@@ -610,11 +610,13 @@ fn unknown_stretches(source: &SentencePiece, vocab: &[String]) -> Result<Replace
 
 #[cfg(test)]
 mod tests {
+    use super::super::fixtures::ids;
     use super::*;
     use serde_json::Value as Json;
 
+    /// The fixtures folder ([`super::super::fixtures::fixture`]).
     fn fixtures() -> PathBuf {
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/marian")
+        super::super::fixtures::fixture("")
     }
 
     fn json(path: &Path) -> Json {
@@ -623,23 +625,10 @@ mod tests {
         serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
     }
 
-    fn ids(value: &Json) -> Vec<u32> {
-        value
-            .as_array()
-            .expect("an id list")
-            .iter()
-            .map(|v| v.as_u64().expect("an id") as u32)
-            .collect()
-    }
-
-    /// The fixture's vocab.json as (piece, Marian id) entries.
+    /// vocab.json's (piece, Marian id) entries.
     fn vocab_json(folder: &Path) -> Vec<(String, u32)> {
-        json(&folder.join("vocab.json"))
-            .as_object()
-            .expect("vocab.json is an object")
-            .iter()
-            .map(|(k, v)| (k.clone(), v.as_u64().expect("an id") as u32))
-            .collect()
+        let bytes = std::fs::read(folder.join("vocab.json")).expect("vocab.json");
+        super::super::vocab::parse_vocab(&bytes).expect("a vocabulary")
     }
 
     struct Converted {
