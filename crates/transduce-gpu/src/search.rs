@@ -41,8 +41,8 @@ impl<'a> Run<'a> {
             .collect();
         // Output limits count the caller's source; the encoder reads it with EOS where the
         // model's sources end with it.
-        let with_eos = c.source_rows(sources);
-        let sources = &with_eos[..];
+        let sources = c.source_rows(sources);
+        let sources = &sources[..];
         let cap = limits.iter().copied().max().unwrap_or(1);
         let longest = sources.iter().map(Vec::len).max().unwrap_or(1);
         if cap > MAX_KEYS || longest > MAX_KEYS {

@@ -1,5 +1,7 @@
 //! Model hyper-parameters (§3, Table 3) as a serde struct, with the paper's presets.
 
+use std::borrow::Cow;
+
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
@@ -149,9 +151,14 @@ impl ModelConfig {
         row
     }
 
-    /// [`ModelConfig::source_row`] for a batch of sources.
-    pub fn source_rows(&self, sources: &[Vec<u32>]) -> Vec<Vec<u32>> {
-        sources.iter().map(|ids| self.source_row(ids)).collect()
+    /// [`ModelConfig::source_row`] for a batch of sources: borrowed as they are unless the
+    /// model's sources end with EOS.
+    pub fn source_rows<'a>(&self, sources: &'a [Vec<u32>]) -> Cow<'a, [Vec<u32>]> {
+        if self.source_eos {
+            Cow::Owned(sources.iter().map(|ids| self.source_row(ids)).collect())
+        } else {
+            Cow::Borrowed(sources)
+        }
     }
 
     /// The base model of Table 3: N=6, d_model=512, d_ff=2048, h=8, d_k=d_v=64, P_drop=0.1.

@@ -34,7 +34,7 @@ impl Pairs {
     /// with it (imported Marian models, [`transduce::ModelConfig::source_row`]).
     pub fn close_sources(&mut self, model: &transduce::ModelConfig) {
         if model.source_eos {
-            self.src = model.source_rows(&self.src);
+            self.src = model.source_rows(&self.src).into_owned();
         }
     }
 }

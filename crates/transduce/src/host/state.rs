@@ -81,13 +81,8 @@ impl HostModel {
     pub fn start(&self, sources: &[Vec<u32>]) -> Result<HostState> {
         let c = &self.config;
         // EOS closes each source of models that read it ([`crate::config::ModelConfig::source_row`]).
-        let with_eos;
-        let sources = if c.source_eos {
-            with_eos = c.source_rows(sources);
-            &with_eos[..]
-        } else {
-            sources
-        };
+        let sources = c.source_rows(sources);
+        let sources = &sources[..];
         let d = c.d_model;
         let (hk, hv) = (c.n_heads * c.d_k, c.n_heads * c.d_v);
         let vocab = c.vocab_size as u32;
