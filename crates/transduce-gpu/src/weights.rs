@@ -292,6 +292,8 @@ impl Weights {
     /// Uploads `host`'s weights in the narrowest exact storage (f16 only if `f16`: the
     /// device has `shader-f16`).
     pub(crate) fn upload(gpu: &Gpu, host: &HostModel, f16: bool) -> Weights {
+        // A model read in int8 only holds no f32 arrays to upload from: widen a copy.
+        let host = &*host.expanded();
         let c = host.config();
         let (vocab, d) = (c.vocab_size, c.d_model);
         let output = Matrix::new(

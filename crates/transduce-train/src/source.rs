@@ -111,7 +111,7 @@ pub fn load(
             tokenizer: read(&path.join(TOKENIZER_FILE))?,
             weights: read(&path.join(WEIGHTS_FILE))?,
         };
-        return Bundle::from_bytes(&files, device).map_err(|e| CliError::Format {
+        return Bundle::from_files(files, device).map_err(|e| CliError::Format {
             path: path.to_path_buf(),
             message: e.to_string(),
         });

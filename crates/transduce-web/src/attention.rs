@@ -62,7 +62,9 @@ pub async fn maps(
             "token id {bad} is outside the vocabulary"
         )));
     }
-    let device = bundle.model.device();
+    // An int8 bundle decodes without burn's model: attention maps build it here.
+    let model = bundle.model()?;
+    let device = model.device();
     let mut tgt_in = vec![BOS];
     tgt_in.extend_from_slice(target_ids);
     // A word-focus parser sees the same focus as when it decoded these tokens.
@@ -73,7 +75,7 @@ pub async fn maps(
         .then(|| WordFocus::from_vocab(&bundle.tokenizer.id_strings(vocab as usize)))
         .flatten()
         .map(|rule| rule.tensor(&[source_ids], &[&tgt_in], &device));
-    let maps = bundle.model.attention_maps(
+    let maps = model.attention_maps(
         token_tensor(&[bundle.config.model.source_row(source_ids)], &device)?,
         token_tensor(&[tgt_in], &device)?,
         focus,

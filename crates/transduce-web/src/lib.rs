@@ -271,8 +271,14 @@ impl Engine {
             weights,
         };
         // Always read on the CPU: the host decoder is the fallback, and the GPU decoder
-        // uploads from its arrays.
-        let mut bundle = Bundle::from_bytes(&files, &Device::flex()).map_err(js_error)?;
+        // uploads from its arrays. An int8 bundle is read in int8 only (no f32 copy).
+        let mut bundle = Bundle::from_files(files, &Device::flex()).map_err(js_error)?;
+        if choice == BackendChoice::WebGpu {
+            // The GPU decoder multiplies in f32 (an int8 bundle's weights as q·scale); the
+            // CPU beside it does too, so that a request gives the same output whichever of
+            // the two runs it (and a lost GPU's paragraph is finished identically).
+            bundle.dequantize();
+        }
         let gpu = match choice {
             BackendChoice::WebGpu => Some(
                 backend::Gpu::load(&bundle)
@@ -281,12 +287,6 @@ impl Engine {
             ),
             BackendChoice::Cpu => None,
         };
-        if gpu.is_some() {
-            // The GPU decoder multiplies in f32 (an int8 bundle's weights as q·scale); the
-            // CPU beside it does too, so that a request gives the same output whichever of
-            // the two runs it (and a lost GPU's paragraph is finished identically).
-            bundle.dequantize();
-        }
         let parser = match bundle.config.task {
             Task::Parse => Some(Parser::new(&bundle).map_err(js_error)?),
             Task::Translate { .. } => None,

@@ -12,6 +12,7 @@
 //! `config.json`'s `weights` says which ("f32", "f16", "int8").
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::OnceLock;
 
 use burn::module::{Module, ModuleMapper, ModuleVisitor, Param};
 use burn::prelude::*;
@@ -26,6 +27,7 @@ use crate::error::{Error, Result};
 use crate::host::HostModel;
 use crate::host::matrix::transpose;
 use crate::model::Transformer;
+use crate::stored::{Stored, StoredTensors};
 use crate::tokenizer::Tokenizer;
 
 /// Version of the bundle layout this crate writes and reads.
@@ -181,7 +183,14 @@ impl BundleConfig {
 pub struct Bundle {
     pub config: BundleConfig,
     pub tokenizer: Tokenizer,
-    pub model: Transformer,
+    /// The burn model ([`Bundle::model`]). An int8 bundle read on the CPU decodes from
+    /// [`HostModel::from_int8`] alone and builds this only when something asks for it
+    /// (training, adaptation, attention maps), from `weights`.
+    model: OnceLock<Transformer>,
+    /// The int8 weights file the model is built from on first use; `None` once built or
+    /// when the model came with the bundle.
+    weights: Option<Vec<u8>>,
+    device: Device,
     /// The model's weights in host memory when it lives on burn's CPU backend: decoding
     /// then runs through [`crate::host`] (see [`Bundle::scorer`]).
     host: Option<HostModel>,
@@ -218,7 +227,44 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 impl Bundle {
     /// Loads a bundle from its three files' bytes onto `device`.
     pub fn from_bytes(files: &BundleFiles, device: &Device) -> Result<Bundle> {
-        let (config, tokenizer, model, stored) = Bundle::parts(files, device)?;
+        Bundle::read(files, None, device)
+    }
+
+    /// [`Bundle::from_bytes`], keeping the files' weights without a copy where an int8
+    /// bundle on the CPU needs them later (to build the burn model on first use).
+    pub fn from_files(files: BundleFiles, device: &Device) -> Result<Bundle> {
+        let BundleFiles {
+            config,
+            tokenizer,
+            weights,
+        } = files;
+        let files = BundleFiles {
+            config,
+            tokenizer,
+            weights: Vec::new(),
+        };
+        Bundle::read(&files, Some(weights), device)
+    }
+
+    /// Reads `files`, their weights being `weights` when given (moved out of `files`).
+    fn read(files: &BundleFiles, weights: Option<Vec<u8>>, device: &Device) -> Result<Bundle> {
+        let bytes = weights.as_deref().unwrap_or(&files.weights);
+        let (config, tokenizer) = Bundle::checked(files, bytes)?;
+        if crate::ops::is_flex(device) && matches!(config.weights, None | Some(WeightDtype::Int8)) {
+            let file = SafeTensors::deserialize(bytes)
+                .map_err(|e| Error::CorruptWeights(format!("{e:?}")))?;
+            if let Some(host) = HostModel::from_int8(&config.model, &file)? {
+                return Ok(Bundle {
+                    config,
+                    tokenizer,
+                    model: OnceLock::new(),
+                    weights: Some(weights.unwrap_or_else(|| files.weights.clone())),
+                    device: device.clone(),
+                    host: Some(host),
+                });
+            }
+        }
+        let (model, stored) = Bundle::model_of(&config, bytes, device)?;
         let mut bundle = Bundle::new(config, tokenizer, model)?;
         if stored == WeightDtype::Int8 {
             bundle.quantize();
@@ -234,10 +280,18 @@ impl Bundle {
         files: &BundleFiles,
         device: &Device,
     ) -> Result<(BundleConfig, Tokenizer, Transformer, WeightDtype)> {
+        let (config, tokenizer) = Bundle::checked(files, &files.weights)?;
+        let (model, stored) = Bundle::model_of(&config, &files.weights, device)?;
+        Ok((config, tokenizer, model, stored))
+    }
+
+    /// The configuration and tokenizer of `files` (whose weights are `weights`), the
+    /// checksums and the vocabulary checked.
+    fn checked(files: &BundleFiles, weights: &[u8]) -> Result<(BundleConfig, Tokenizer)> {
         let config = BundleConfig::from_json(&files.config)?;
         for (name, bytes) in [
-            (TOKENIZER_FILE, &files.tokenizer),
-            (WEIGHTS_FILE, &files.weights),
+            (TOKENIZER_FILE, &files.tokenizer[..]),
+            (WEIGHTS_FILE, weights),
         ] {
             if let Some(expected) = config.sha256.get(name) {
                 let found = sha256_hex(bytes);
@@ -261,7 +315,17 @@ impl Bundle {
                 ),
             ));
         }
-        let (model, stored) = load_weights_stored(&config.model, &files.weights, device)?;
+        Ok((config, tokenizer))
+    }
+
+    /// The model of `config` from the weights file `bytes`, and how they were stored (which
+    /// must be what `config.json`'s `weights` says, when it says).
+    fn model_of(
+        config: &BundleConfig,
+        bytes: &[u8],
+        device: &Device,
+    ) -> Result<(Transformer, WeightDtype)> {
+        let (model, stored) = load_weights_stored(&config.model, bytes, device)?;
         if let Some(said) = config.weights
             && said != stored
         {
@@ -273,7 +337,29 @@ impl Bundle {
                 ),
             ));
         }
-        Ok((config, tokenizer, model, stored))
+        Ok((model, stored))
+    }
+
+    /// The burn model: built here on first use for an int8 bundle read on the CPU (which
+    /// decodes without it).
+    pub fn model(&self) -> Result<&Transformer> {
+        if let Some(model) = self.model.get() {
+            return Ok(model);
+        }
+        let bytes = self.weights.as_deref().ok_or_else(|| {
+            Error::Device("the bundle holds neither a model nor its weights".into())
+        })?;
+        let (model, _) = Bundle::model_of(&self.config, bytes, &self.device)?;
+        // Another thread may have built it meanwhile: the same weights, either one serves.
+        let _ = self.model.set(model);
+        Ok(self.model.get().expect("set just above"))
+    }
+
+    /// The burn model, taken out of the bundle.
+    pub fn into_model(self) -> Result<Transformer> {
+        self.model()?;
+        let mut cell = self.model;
+        Ok(cell.take().expect("built just above"))
     }
 
     /// Decodes with int8 products on the CPU from now on ([`HostModel::quantize`]): what
@@ -296,7 +382,8 @@ impl Bundle {
     /// A bundle of a model in memory. On burn's CPU backend its weights are also laid out
     /// for the host decoder.
     pub fn new(config: BundleConfig, tokenizer: Tokenizer, model: Transformer) -> Result<Bundle> {
-        let host = if crate::ops::is_flex(&model.device()) {
+        let device = model.device();
+        let host = if crate::ops::is_flex(&device) {
             Some(HostModel::new(&model)?)
         } else {
             None
@@ -304,7 +391,9 @@ impl Bundle {
         Ok(Bundle {
             config,
             tokenizer,
-            model,
+            model: OnceLock::from(model),
+            weights: None,
+            device,
             host,
         })
     }
@@ -319,16 +408,20 @@ impl Bundle {
     pub fn scorer(&self) -> Ensemble<'_> {
         match &self.host {
             Some(host) => host.into(),
-            None => (&self.model).into(),
+            None => match self.model.get() {
+                Some(model) => model.into(),
+                None => unreachable!("a bundle without its model always has a host decoder"),
+            },
         }
     }
 
     /// Writes the bundle's three files. `config.sha256` is filled in here.
     pub fn to_bytes(&self, dtype: WeightDtype) -> Result<BundleFiles> {
-        let weights = save_weights(&self.model, dtype)?;
+        let model = self.model()?;
+        let weights = save_weights(model, dtype)?;
         let tokenizer = self.tokenizer.to_json()?.into_bytes();
         let mut config = self.config.clone();
-        config.model = self.model.config().clone();
+        config.model = model.config().clone();
         config.weights = Some(dtype);
         config.sha256 = BTreeMap::from([
             (TOKENIZER_FILE.to_string(), sha256_hex(&tokenizer)),
@@ -350,7 +443,7 @@ impl<'a> Ensemble<'a> {
         let hosts: Option<Vec<&HostModel>> = bundles.iter().map(Bundle::host).collect();
         match hosts {
             Some(hosts) => Ensemble::on_host(hosts),
-            None => Ensemble::new(bundles.iter().map(|b| &b.model).collect()),
+            None => Ensemble::new(bundles.iter().map(Bundle::model).collect::<Result<_>>()?),
         }
     }
 }
@@ -524,13 +617,11 @@ pub fn save_weights_on_scales(
     safetensors::serialize(views, Some(metadata)).map_err(|e| Error::CorruptWeights(e.to_string()))
 }
 
-/// Suffix of an int8 tensor's scales.
-pub const SCALE_SUFFIX: &str = "_scale";
+pub use crate::stored::SCALE_SUFFIX;
 
 struct Loader<'a> {
     path: Path,
-    file: &'a SafeTensors<'a>,
-    used: Vec<String>,
+    file: StoredTensors<'a>,
     error: Option<Error>,
     device: Device,
     /// Storage types met, for the bundle's verdict.
@@ -539,94 +630,19 @@ struct Loader<'a> {
 }
 
 impl Loader<'_> {
-    /// The scales of int8 tensor `name` with `rows` rows: one finite, non-negative f32 a row.
-    fn scales(&mut self, name: &str, rows: usize) -> Result<Vec<f32>> {
-        let scale_name = format!("{name}{SCALE_SUFFIX}");
-        let view = self
-            .file
-            .tensor(&scale_name)
-            .map_err(|_| Error::MissingTensor(scale_name.clone()))?;
-        self.used.push(scale_name.clone());
-        if view.dtype() != Dtype::F32 {
-            return Err(Error::UnsupportedDtype {
-                name: scale_name,
-                dtype: format!("{:?} (scales are F32)", view.dtype()),
-            });
-        }
-        if view.shape() != [rows] {
-            return Err(Error::ShapeMismatch {
-                name: scale_name,
-                expected: vec![rows],
-                found: view.shape().to_vec(),
-            });
-        }
-        let scales: Vec<f32> = view
-            .data()
-            .chunks_exact(4)
-            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-            .collect();
-        if let Some(bad) = scales.iter().position(|s| !s.is_finite() || *s < 0.0) {
-            return Err(Error::CorruptWeights(format!(
-                "tensor `{scale_name}` holds {} at row {bad}: scales are finite and non-negative",
-                scales[bad]
-            )));
-        }
-        Ok(scales)
-    }
-
     fn tensor<const D: usize>(&mut self, expected: [usize; D]) -> Result<Tensor<D>> {
         let (name, linear) = self.path.stored();
-        let view = self
-            .file
-            .tensor(&name)
-            .map_err(|_| Error::MissingTensor(name.clone()))?;
-        self.used.push(name.clone());
         let stored_shape: Vec<usize> = if linear && D == 2 {
             vec![expected[1], expected[0]]
         } else {
             expected.to_vec()
         };
-        if view.shape() != stored_shape.as_slice() {
-            return Err(Error::ShapeMismatch {
-                name,
-                expected: stored_shape,
-                found: view.shape().to_vec(),
-            });
-        }
-        let values: Vec<f32> = match view.dtype() {
-            Dtype::F32 => view
-                .data()
-                .chunks_exact(4)
-                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-                .collect(),
-            Dtype::F16 => {
-                self.f16 = true;
-                view.data()
-                    .chunks_exact(2)
-                    .map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32())
-                    .collect()
-            }
-            Dtype::I8 if D == 2 && self.path.quantizable() => {
-                self.int8 = true;
-                let scales = self.scales(&name, stored_shape[0])?;
-                let cols = stored_shape[1].max(1);
-                view.data()
-                    .chunks_exact(cols)
-                    .zip(&scales)
-                    .flat_map(|(row, &s)| row.iter().map(move |&q| q as i8 as f32 * s))
-                    .collect()
-            }
-            other => {
-                return Err(Error::UnsupportedDtype {
-                    name,
-                    dtype: format!("{other:?}"),
-                });
-            }
-        };
-        if let Some(bad) = values.iter().position(|v| !v.is_finite()) {
-            return Err(Error::CorruptWeights(format!(
-                "tensor `{name}` holds a non-finite value at index {bad}"
-            )));
+        let quantizable = D == 2 && self.path.quantizable();
+        let (values, stored) = self.file.floats(&name, &stored_shape, quantizable)?;
+        match stored {
+            Stored::Int8 => self.int8 = true,
+            Stored::F16 => self.f16 = true,
+            Stored::F32 => {}
         }
         let values = if linear && D == 2 {
             transpose(&values, stored_shape[0], stored_shape[1])
@@ -713,8 +729,7 @@ pub fn load_weights_stored(
     let model = Transformer::to_load(config, device)?;
     let mut loader = Loader {
         path: Path::default(),
-        file: &file,
-        used: Vec::new(),
+        file: StoredTensors::new(&file),
         error: None,
         device: device.clone(),
         int8: false,
@@ -724,16 +739,7 @@ pub fn load_weights_stored(
     if let Some(e) = loader.error {
         return Err(e);
     }
-    let mut unexpected: Vec<String> = file
-        .names()
-        .into_iter()
-        .filter(|n| !loader.used.iter().any(|u| u == n))
-        .map(str::to_string)
-        .collect();
-    if !unexpected.is_empty() {
-        unexpected.sort();
-        return Err(Error::UnexpectedTensors(unexpected));
-    }
+    loader.file.unexpected()?;
     let stored = if loader.int8 {
         WeightDtype::Int8
     } else if loader.f16 {

@@ -23,6 +23,7 @@ pub mod ops;
 pub mod positionwise;
 pub mod precision;
 pub mod rng;
+pub mod stored;
 pub mod task;
 pub mod tokenizer;
 #[cfg(any(feature = "train", not(target_arch = "wasm32")))]

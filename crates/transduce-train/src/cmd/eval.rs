@@ -221,7 +221,7 @@ fn eval_ppl(
     ids.close_sources(&bundle.config.model);
     let focus = train::focus_rule(&bundle.config.model, &bundle.tokenizer)?;
     let nll = train::evaluate_nll(
-        &bundle.model,
+        bundle.model()?,
         &ids,
         focus.as_ref(),
         4096,

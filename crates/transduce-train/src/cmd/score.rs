@@ -92,7 +92,7 @@ pub fn run(cmd: ScoreCmd) -> Result<()> {
         pairs.push(src.clone(), tgt);
     }
     let focus = train::focus_rule(config, &bundle.tokenizer)?;
-    let sums = train::sentence_log_probs(&bundle.model, &pairs, focus.as_ref(), cmd.max_tokens)?;
+    let sums = train::sentence_log_probs(bundle.model()?, &pairs, focus.as_ref(), cmd.max_tokens)?;
     let lines: Vec<String> = sums
         .iter()
         .zip(&pairs.tgt)

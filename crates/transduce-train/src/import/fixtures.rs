@@ -101,9 +101,10 @@ fn teacher_forced_logits_equal_transformers() {
                 .iter()
                 .map(|&m| if m == 552 { BOS } else { map[&m] })
                 .collect();
-            let device = bundle.model.device();
+            let device = bundle.model().unwrap().device();
             let ours = bundle
-                .model
+                .model()
+                .unwrap()
                 .forward(
                     token_tensor(&[src], &device).unwrap(),
                     token_tensor(std::slice::from_ref(&tgt_in), &device).unwrap(),
@@ -194,7 +195,11 @@ fn generate_outputs_are_equal_on_burn_and_the_host_decoder() {
         eprintln!("{model} host: beam scores within {worst:e} of sequences_scores");
         assert!(worst < 1e-4, "{model}: scores differ by {worst}");
         let on_burn = |sources: &[Vec<u32>], options: &DecodeOptions| -> Vec<(Vec<u32>, f64)> {
-            best_with_scores(decode::Ensemble::from(&bundle.model), sources, options)
+            best_with_scores(
+                decode::Ensemble::from(bundle.model().unwrap()),
+                sources,
+                options,
+            )
         };
         assert_generate_outputs(
             &format!("{model} burn"),

@@ -257,6 +257,29 @@ impl Int8Matrix {
         self.scales[j]
     }
 
+    /// Output column `j` widened back to f32 (`q·scale`), into `out` (`k` values): for an
+    /// output projection, token j's row of the tied embedding (§3.4).
+    pub fn column(&self, j: usize, out: &mut [f32]) {
+        let s = self.scales[j];
+        for (i, v) in out[..self.k].iter_mut().enumerate() {
+            *v = self.at(i, j) as f32 * s;
+        }
+    }
+
+    /// The matrix widened back to f32, row-major `[k, n]` (`q·scale`: what loading the
+    /// bundle as f32 gives).
+    pub fn dequantized(&self) -> Vec<f32> {
+        let mut out = vec![0.0f32; self.k * self.n];
+        let mut column = vec![0.0f32; self.k];
+        for j in 0..self.n {
+            self.column(j, &mut column);
+            for (i, &v) in column.iter().enumerate() {
+                out[i * self.n + j] = v;
+            }
+        }
+        out
+    }
+
     /// `out[m, n] = x[m, k] · W (+ bias)`, activations quantized per row.
     pub fn apply(&self, x: &[f32], m: usize, out: &mut Vec<f32>) {
         assert_eq!(x.len(), m * self.k);

@@ -28,9 +28,30 @@ impl Matrix {
         }
     }
 
+    /// A matrix held in its int8 form only (read from an int8 bundle): no f32 copy until
+    /// [`Matrix::dequantize`] asks for one.
+    pub fn from_int8(int8: Int8Matrix) -> Matrix {
+        Matrix {
+            rows: int8.k,
+            cols: int8.n,
+            data: Vec::new(),
+            bias: int8.bias.clone(),
+            int8: Some(int8),
+        }
+    }
+
+    /// Whether the f32 values are held (not so for a matrix read from an int8 bundle until
+    /// it is dequantized).
+    pub fn has_f32(&self) -> bool {
+        self.data.len() == self.rows * self.cols
+    }
+
     /// Adds the int8 form (per output column): products quantize their input per row and
-    /// multiply in int8 from now on.
+    /// multiply in int8 from now on. A matrix held in int8 only keeps its form.
     pub fn quantize(&mut self) {
+        if !self.has_f32() {
+            return;
+        }
         self.int8 = Some(Int8Matrix::quantize(
             self.rows,
             self.cols,
@@ -39,8 +60,14 @@ impl Matrix {
         ));
     }
 
-    /// Drops the int8 form: f32 products again.
+    /// Drops the int8 form: f32 products again (a matrix held in int8 only is widened
+    /// first, to `q·scale`).
     pub fn dequantize(&mut self) {
+        if !self.has_f32()
+            && let Some(int8) = &self.int8
+        {
+            self.data = int8.dequantized();
+        }
         self.int8 = None;
     }
 
@@ -223,6 +250,27 @@ impl Projection {
         Projection { table, form }
     }
 
+    /// From its int8 form only (an int8 bundle's tied embedding or untied projection, per
+    /// vocabulary row): no f32 table until [`Projection::dequantize`].
+    pub fn from_int8(int8: Int8Matrix) -> Projection {
+        Projection {
+            table: Vec::new(),
+            form: ProjectionForm::Int8(int8),
+        }
+    }
+
+    /// Vocabulary row `token` of the table `[vocab, d_model]` into `out` (`d_model`
+    /// values): the tied embedding's row (§3.4).
+    pub fn row(&self, token: usize, out: &mut [f32]) {
+        match &self.form {
+            ProjectionForm::Int8(int8) if self.table.is_empty() => int8.column(token, out),
+            _ => {
+                let d = out.len();
+                out.copy_from_slice(&self.table[token * d..(token + 1) * d]);
+            }
+        }
+    }
+
     /// Switches to the int8 form (per vocabulary row, as the tied embedding is stored):
     /// products use it from now on.
     pub fn quantize(&mut self) {
@@ -236,6 +284,10 @@ impl Projection {
     /// Back to f32 products.
     pub fn dequantize(&mut self) {
         if let ProjectionForm::Int8(int8) = &self.form {
+            if self.table.is_empty() {
+                // Held in int8 only: the table `[vocab, d]` is the transpose of `[d, vocab]`.
+                self.table = transpose(&int8.dequantized(), int8.k, int8.n);
+            }
             self.form = ProjectionForm::F32(Columns::transposed(&self.table, int8.n));
         }
     }
@@ -245,7 +297,8 @@ impl Projection {
         matches!(self.form, ProjectionForm::Int8(_))
     }
 
-    /// The table `[vocab, d_model]`.
+    /// The table `[vocab, d_model]`; empty for a projection held in int8 only (until
+    /// [`Projection::dequantize`]).
     pub fn table(&self) -> &[f32] {
         &self.table
     }

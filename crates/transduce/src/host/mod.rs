@@ -17,6 +17,7 @@ pub mod int8;
 pub mod matrix;
 pub mod rows;
 mod state;
+mod stored;
 
 pub use state::HostState;
 
@@ -68,13 +69,27 @@ pub struct DecoderLayer {
     pub ffn_norm: Norm,
 }
 
+/// An embedding table `[vocab, d_model]` (§3.4).
+#[derive(Clone, Debug)]
+enum Table {
+    F32(Vec<f32>),
+    /// int8 rows and their scales, as an int8 bundle stores them (rows widened on lookup).
+    Int8 {
+        rows: Vec<i8>,
+        scales: Vec<f32>,
+    },
+    /// The rows of the output projection, held in int8 only: the tied table (§3.4) is
+    /// stored once.
+    Output,
+}
+
 /// A trained Transformer's weights in host memory, ready to decode on the CPU.
 #[derive(Clone, Debug)]
 pub struct HostModel {
     config: ModelConfig,
     /// Target (shared) embedding `[vocab, d_model]`.
-    embedding: Vec<f32>,
-    src_embedding: Option<Vec<f32>>,
+    embedding: Table,
+    src_embedding: Option<Table>,
     /// Pre-softmax projection `[d_model, vocab]`: the untied one, or a transposed copy of
     /// the shared embedding (§3.4).
     output: Projection,
@@ -203,8 +218,12 @@ impl HostModel {
             None => Projection::from_table(embedding.clone(), config.vocab_size),
         };
         Ok(HostModel {
-            embedding,
-            src_embedding: model.src_embedding.as_ref().map(table).transpose()?,
+            embedding: Table::F32(embedding),
+            src_embedding: model
+                .src_embedding
+                .as_ref()
+                .map(|e| table(e).map(Table::F32))
+                .transpose()?,
             output,
             output_bias: model.output_bias.as_ref().map(values).transpose()?,
             src_positions: model.src_positions.as_ref().map(table).transpose()?,
@@ -227,10 +246,63 @@ impl HostModel {
     }
 
     /// Back to f32 products over the same weights (for an int8 bundle: `q·scale`, exactly
-    /// what a GPU or burn decodes with).
+    /// what a GPU or burn decodes with). A model read in int8 only ([`HostModel::from_int8`])
+    /// gets its f32 arrays here.
     pub fn dequantize(&mut self) {
         self.layer_matrices().for_each(Matrix::dequantize);
         self.output.dequantize();
+        let d = self.config.d_model;
+        for table in std::iter::once(&mut self.embedding).chain(self.src_embedding.as_mut()) {
+            match table {
+                Table::F32(_) => {}
+                Table::Int8 { rows, scales } => {
+                    let values = rows
+                        .chunks_exact(d.max(1))
+                        .zip(scales.iter())
+                        .flat_map(|(row, &s)| row.iter().map(move |&q| q as f32 * s))
+                        .collect();
+                    *table = Table::F32(values);
+                }
+                Table::Output => *table = Table::F32(self.output.table().to_vec()),
+            }
+        }
+    }
+
+    /// Whether every f32 array is held (not so for a model read in int8 only, whose
+    /// [`HostModel::embeddings`], [`HostModel::output_table`] and matrices' `data` are
+    /// then empty).
+    pub fn has_f32(&self) -> bool {
+        let f32_table = |t: &Table| matches!(t, Table::F32(_));
+        f32_table(&self.embedding)
+            && self.src_embedding.as_ref().is_none_or(f32_table)
+            && !self.output.table().is_empty()
+            && self
+                .encoder
+                .iter()
+                .flat_map(|l| [&l.qkv, &l.o, &l.fc1, &l.fc2])
+                .chain(self.decoder.iter().flat_map(|l| {
+                    [
+                        &l.qkv,
+                        &l.o,
+                        &l.cross_q,
+                        &l.cross_kv,
+                        &l.cross_o,
+                        &l.fc1,
+                        &l.fc2,
+                    ]
+                }))
+                .all(Matrix::has_f32)
+    }
+
+    /// This model with every f32 array (what a GPU decoder uploads): itself, or a widened
+    /// copy (f32 products) of a model read in int8 only.
+    pub fn expanded(&self) -> std::borrow::Cow<'_, HostModel> {
+        if self.has_f32() {
+            return std::borrow::Cow::Borrowed(self);
+        }
+        let mut model = self.clone();
+        model.dequantize();
+        std::borrow::Cow::Owned(model)
     }
 
     /// Whether the products run in int8 ([`HostModel::quantize`]).
@@ -274,11 +346,18 @@ impl HostModel {
     }
 
     /// The source and target embedding tables `[vocab, d_model]` (the same table when
-    /// shared, §3.4).
+    /// shared, §3.4); empty for a model read in int8 only ([`HostModel::expanded`]).
     pub fn embeddings(&self) -> (&[f32], &[f32]) {
+        fn f32_table(t: &Table) -> &[f32] {
+            match t {
+                Table::F32(values) => values,
+                Table::Int8 { .. } | Table::Output => &[],
+            }
+        }
+        let target = f32_table(&self.embedding);
         (
-            self.src_embedding.as_deref().unwrap_or(&self.embedding),
-            &self.embedding,
+            self.src_embedding.as_ref().map_or(target, f32_table),
+            target,
         )
     }
 
@@ -303,7 +382,7 @@ impl HostModel {
     /// Token embeddings × √d_model plus positions `start..` (§3.4, §3.5), appended to `out`.
     fn embed(
         &self,
-        table: &[f32],
+        table: &Table,
         learned: Option<&[f32]>,
         tokens: &[u32],
         start: usize,
@@ -312,6 +391,7 @@ impl HostModel {
         let d = self.config.d_model;
         let scale = (d as f64).sqrt() as f32;
         let mut computed: Vec<f32>;
+        let mut widened: Vec<f32> = Vec::new();
         for (i, &token) in tokens.iter().enumerate() {
             let pos = start + i;
             let position: &[f32] = match learned {
@@ -322,7 +402,25 @@ impl HostModel {
                     &computed
                 }
             };
-            let row = &table[token as usize * d..(token as usize + 1) * d];
+            let token = token as usize;
+            let row: &[f32] = match table {
+                Table::F32(values) => &values[token * d..(token + 1) * d],
+                Table::Int8 { rows, scales } => {
+                    widened.clear();
+                    let s = scales[token];
+                    widened.extend(
+                        rows[token * d..(token + 1) * d]
+                            .iter()
+                            .map(|&q| q as f32 * s),
+                    );
+                    &widened
+                }
+                Table::Output => {
+                    widened.resize(d, 0.0);
+                    self.output.row(token, &mut widened);
+                    &widened
+                }
+            };
             out.extend(row.iter().zip(position).map(|(e, p)| e * scale + p));
         }
     }

@@ -98,7 +98,7 @@ impl HostModel {
             total += s.len();
         }
         let lengths: Vec<usize> = sources.iter().map(Vec::len).collect();
-        let table = self.src_embedding.as_deref().unwrap_or(&self.embedding);
+        let table = self.src_embedding.as_ref().unwrap_or(&self.embedding);
         let mut x = Vec::with_capacity(total * d);
         for s in sources {
             self.embed(table, self.src_positions.as_deref(), s, 0, &mut x);

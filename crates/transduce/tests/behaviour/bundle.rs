@@ -41,8 +41,11 @@ fn round_trip_is_exact() {
         let original = bundle(config);
         let files = original.to_bytes(WeightDtype::F32).unwrap();
         let loaded = Bundle::from_bytes(&files, &device()).unwrap();
-        assert_eq!(loaded.config.model, *original.model.config());
-        assert_eq!(logits(&loaded.model), logits(&original.model));
+        assert_eq!(loaded.config.model, *original.model().unwrap().config());
+        assert_eq!(
+            logits(loaded.model().unwrap()),
+            logits(original.model().unwrap())
+        );
         // Saving again gives the same bytes.
         assert_eq!(
             loaded.to_bytes(WeightDtype::F32).unwrap().weights,
@@ -54,7 +57,7 @@ fn round_trip_is_exact() {
 #[test]
 fn tensor_names_are_readable_and_linear_weights_are_out_by_in() {
     let b = bundle(ModelConfig::tiny());
-    let bytes = save_weights(&b.model, WeightDtype::F32).unwrap();
+    let bytes = save_weights(b.model().unwrap(), WeightDtype::F32).unwrap();
     let file = safetensors::SafeTensors::deserialize(&bytes).unwrap();
     let shapes: HashMap<String, Vec<usize>> = file
         .tensors()
@@ -85,7 +88,12 @@ fn f16_halves_the_size_and_stays_close() {
     let ratio = f16_files.weights.len() as f64 / f32_files.weights.len() as f64;
     assert!(ratio < 0.52, "{ratio}");
     let loaded = Bundle::from_bytes(&f16_files, &device()).unwrap();
-    assert!(max_abs_diff(&logits(&loaded.model), &logits(&b.model)) < 0.05);
+    assert!(
+        max_abs_diff(
+            &logits(loaded.model().unwrap()),
+            &logits(b.model().unwrap())
+        ) < 0.05
+    );
 }
 
 fn err(files: &BundleFiles) -> Error {
@@ -193,12 +201,12 @@ fn wrong_shape_is_named() {
 #[test]
 fn config_that_does_not_match_the_weights() {
     let b = bundle(ModelConfig::tiny());
-    let weights = save_weights(&b.model, WeightDtype::F32).unwrap();
+    let weights = save_weights(b.model().unwrap(), WeightDtype::F32).unwrap();
     let device = device();
     // More layers than the weights hold: a missing tensor.
     let deeper = ModelConfig {
         n_layers: 3,
-        ..b.model.config().clone()
+        ..b.model().unwrap().config().clone()
     };
     assert!(matches!(
         load_weights(&deeper, &weights, &device),
@@ -207,14 +215,14 @@ fn config_that_does_not_match_the_weights() {
     // Fewer layers: tensors left over.
     let shallower = ModelConfig {
         n_layers: 1,
-        ..b.model.config().clone()
+        ..b.model().unwrap().config().clone()
     };
     let e = load_weights(&shallower, &weights, &device).err().unwrap();
     assert!(matches!(e, Error::UnexpectedTensors(_)), "{e}");
     // Another width: a shape mismatch.
     let wider = ModelConfig {
         d_ff: 128,
-        ..b.model.config().clone()
+        ..b.model().unwrap().config().clone()
     };
     assert!(matches!(
         load_weights(&wider, &weights, &device),
@@ -377,10 +385,11 @@ fn int8_quarters_the_matrices_and_round_trips() {
     assert_eq!(loaded.config.weights, Some(WeightDtype::Int8));
     assert!(loaded.host().unwrap().is_int8());
     // Each weight within half a step (its row's scale / 2) of the original.
-    let original = load_weights(b.model.config(), &f32_files.weights, &device()).unwrap();
+    let original =
+        load_weights(b.model().unwrap().config(), &f32_files.weights, &device()).unwrap();
     let (a, q) = (
         values(original.embedding.weight.val()),
-        values(loaded.model.embedding.weight.val()),
+        values(loaded.model().unwrap().embedding.weight.val()),
     );
     for (row, (a, q)) in a.chunks(64).zip(q.chunks(64)).enumerate() {
         let step = a.iter().fold(0f32, |m, v| m.max(v.abs())) / 127.0;

@@ -240,3 +240,71 @@ fn word_focus_parsing_matches_the_device_path() {
         }
     }
 }
+
+/// An int8 bundle's weights read straight into the host decoder ([`HostModel::from_int8`],
+/// no f32 copy) decode exactly as the bundle loaded into burn and quantized: the same
+/// integers and scales, so the same tokens and the same scores to the bit, for every
+/// variant. Widened back, its arrays are the burn model's `q·scale` values.
+#[test]
+fn int8_weights_read_without_f32_decode_as_the_quantized_model() {
+    use transduce::bundle::{WeightDtype, load_weights, save_weights};
+    for (v, config) in variants().into_iter().enumerate() {
+        let bytes = save_weights(&model(config.clone(), 71 + v as u64), WeightDtype::Int8).unwrap();
+        let file = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+        let compact = HostModel::from_int8(&config, &file).unwrap().unwrap();
+        assert!(compact.is_int8() && !compact.has_f32(), "variant {v}");
+        let loaded = load_weights(&config, &bytes, &device()).unwrap();
+        let mut reference = HostModel::new(&loaded).unwrap();
+        reference.quantize();
+        let srcs = sources();
+        for beam in [1, 4] {
+            let options = DecodeOptions {
+                beam,
+                alpha: 0.6,
+                max_extra: 12,
+                ..DecodeOptions::default()
+            };
+            let want = beam_search(&reference, &srcs, &options, None).unwrap();
+            let got = beam_search(&compact, &srcs, &options, None).unwrap();
+            for (i, (w, g)) in want.iter().zip(&got).enumerate() {
+                let pairs = |h: &[transduce::Hypothesis]| -> Vec<(Vec<u32>, f64)> {
+                    h.iter().map(|h| (h.tokens.clone(), h.score)).collect()
+                };
+                assert_eq!(pairs(w), pairs(g), "variant {v}, beam {beam}, sentence {i}");
+            }
+        }
+        // Widened: the f32 arrays burn's model holds, and the same f32 decoding.
+        let expanded = compact.expanded();
+        reference.dequantize();
+        assert!(expanded.has_f32() && !expanded.is_int8());
+        assert_eq!(expanded.embeddings(), reference.embeddings(), "variant {v}");
+        assert_eq!(
+            expanded.output_table(),
+            reference.output_table(),
+            "variant {v}"
+        );
+        for (e, r) in expanded
+            .decoder_layers()
+            .iter()
+            .zip(reference.decoder_layers())
+        {
+            assert_eq!(e.cross_kv.data, r.cross_kv.data, "variant {v}");
+            assert_eq!(e.cross_kv.bias, r.cross_kv.bias, "variant {v}");
+        }
+        let options = DecodeOptions {
+            beam: 4,
+            ..DecodeOptions::default()
+        };
+        let want = beam_search(&reference, &srcs, &options, None).unwrap();
+        let got = beam_search(&*expanded, &srcs, &options, None).unwrap();
+        assert_eq!(
+            want.iter().map(|h| h[0].tokens.clone()).collect::<Vec<_>>(),
+            got.iter().map(|h| h[0].tokens.clone()).collect::<Vec<_>>(),
+            "variant {v}"
+        );
+        // A float file is not read this way: the caller loads it through burn.
+        let f32_bytes = save_weights(&loaded, WeightDtype::F32).unwrap();
+        let f32_file = safetensors::SafeTensors::deserialize(&f32_bytes).unwrap();
+        assert!(HostModel::from_int8(&config, &f32_file).unwrap().is_none());
+    }
+}
