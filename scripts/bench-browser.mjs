@@ -138,9 +138,11 @@ for (const s of settings) {
   console.log(`| ${s.name} | ${wps(bs.best)} / ${wps(bs.median)} | ${s.batch} | ${wps(ns.best)} / ${wps(ns.median)} | ${(ns.median / bs.median).toFixed(2)} |`);
 }
 const residentLoaded = chromiumResidentMb();
+const { wasmBytes } = await page.evaluate(() => window.t.memory());
 const bundleMb = ["config.json", "tokenizer.json", "model.safetensors"]
   .map((f) => statSync(join(repo, model, f)).size)
   .reduce((a, b) => a + b, 0) / 1e6;
+console.log(`\nwasm memory after the runs: ${(wasmBytes / 1e6).toFixed(1)} MB (the bundle is ${bundleMb.toFixed(1)} MB; goal for imported models ≤ 1.5 × bundle + 64 MB = ${(1.5 * bundleMb + 64).toFixed(0)} MB)`);
 console.log(`\nChromium resident memory: ${residentBefore.toFixed(0)} MB with a blank page, ${residentLoaded.toFixed(0)} MB with the model loaded (+${(residentLoaded - residentBefore).toFixed(0)} MB; the bundle is ${bundleMb.toFixed(1)} MB)`);
 const l = stats(loads);
 console.log(`\nload + first translation (bundle in the Cache API): best ${l.best.toFixed(0)} ms, median ${l.median.toFixed(0)} ms`);

@@ -201,6 +201,11 @@ export class Transduce {
   ): Promise<TranslateResult>;
   parse(text: string, options?: DecodeOptions & { constrained?: boolean }): Promise<ParseResult>;
   attention(sentence: SentenceTranslation): Promise<Attention>;
+  /**
+   * The worker's wasm memory in bytes (a wasm memory never shrinks: the most the model has
+   * needed at once, its load included).
+   */
+  memory(): Promise<{ wasmBytes: number; modules: { cpu?: number; webgpu?: number } }>;
   /** Destroys the GPU device (as a browser may): later requests run on the CPU. */
   loseDevice(): Promise<void>;
   free(): void;

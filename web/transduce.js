@@ -191,6 +191,15 @@ export class Transduce {
     return result;
   }
 
+  /**
+   * The worker's wasm memory: { wasmBytes, modules: { cpu?, webgpu? } } in bytes. A wasm
+   * memory never shrinks, so this is the most the model has needed at once (its load
+   * included).
+   */
+  memory() {
+    return this.#call("memory", {});
+  }
+
   /** Destroys the GPU device, as a browser may at any time (tests of the CPU fallback). */
   loseDevice() {
     return this.#call("loseDevice", {});

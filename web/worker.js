@@ -28,11 +28,14 @@ const modules = {};
 // Each module's relaxed-SIMD kernel (the exports of transduce-relaxed.wasm instantiated over
 // that module's memory), or null where the browser lacks relaxed SIMD.
 const kernels = {};
+// Each module's linear memory (what memory() reports).
+const memories = {};
 function wasm(backend) {
   modules[backend] ??= (backend === "webgpu" ? import("./transduce-web-webgpu.js") : import("./transduce-web.js"))
     .then(async (module) => {
       const [exports, kernel] = await Promise.all([module.default(), relaxedKernel()]);
       kernels[backend] = null;
+      memories[backend] = exports.memory;
       if (kernel) {
         try {
           // From a compiled module, instantiate gives the instance itself.
@@ -295,6 +298,13 @@ const OPS = {
     route(model, 1);
     const result = await model.parse(text, options, constrained);
     return { ...result, ms: performance.now() - started, ...where(model) };
+  },
+
+  // The bytes of each loaded module's linear memory. A wasm memory grows and never
+  // shrinks, so this is the most the module has held at once.
+  async memory() {
+    const bytes = Object.fromEntries(Object.entries(memories).map(([backend, m]) => [backend, m.buffer.byteLength]));
+    return { wasmBytes: Object.values(bytes).reduce((a, b) => a + b, 0), modules: bytes };
   },
 
   async attention({ sourceIds, targetIds }) {
