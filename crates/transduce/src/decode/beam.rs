@@ -143,13 +143,13 @@ pub async fn beam_search_async<'m>(
     let models: Ensemble = models.into();
     models.check(sources, constraint)?;
     let vocab = models.vocab_size();
-    let mut search = BeamSearch::new(
-        sources
-            .iter()
-            .map(|s| models.max_output_len(s.len(), options)),
-        options,
-    )?;
+    let limits: Vec<usize> = sources
+        .iter()
+        .map(|s| models.max_output_len(s.len(), options))
+        .collect();
+    let mut search = BeamSearch::new(limits.iter().copied(), options)?;
     let mut caches = models.start(sources)?;
+    caches.limit_positions(limits.iter().copied().max().unwrap_or(1));
     let mut last: Vec<u32> = vec![BOS; sources.len()];
 
     while !search.is_done() {

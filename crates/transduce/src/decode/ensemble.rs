@@ -279,6 +279,15 @@ impl Caches {
         }
     }
 
+    /// No row will be fed more than `positions` tokens: host caches grow to that at most.
+    pub(crate) fn limit_positions(&mut self, positions: usize) {
+        if let Caches::Host(states) = self {
+            for state in states {
+                state.limit_positions(positions);
+            }
+        }
+    }
+
     /// Keeps (or repeats) rows of every member's caches: row i becomes row `parents[i]`.
     pub(crate) fn select(&mut self, parents: &[usize]) {
         match self {

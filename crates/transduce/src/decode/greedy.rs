@@ -34,6 +34,7 @@ pub async fn greedy_async<'m>(
         .iter()
         .map(|s| models.max_output_len(s.len(), options))
         .collect();
+    caches.limit_positions(limits.iter().copied().max().unwrap_or(1));
 
     let mut outputs = vec![Hypothesis::default(); sources.len()];
     // Row r of the batch decodes sentence active[r].
