@@ -376,8 +376,13 @@ pub fn input(value: &toml::Value, data: &Path, dir: &Path) -> std::result::Resul
     if s.is_empty() {
         return Err("an empty path".into());
     }
-    let expanded = s.replace("{data}", &data.to_string_lossy());
-    let p = PathBuf::from(expanded);
+    // `{data}` is a folder of its own (relative to where the command runs).
+    if s.contains("{data}") {
+        return Ok(Input::Path(PathBuf::from(
+            s.replace("{data}", &data.to_string_lossy()),
+        )));
+    }
+    let p = PathBuf::from(s);
     Ok(Input::Path(if p.is_absolute() { p } else { dir.join(p) }))
 }
 

@@ -293,7 +293,14 @@ impl Spec {
                         let field = stage
                             .fields
                             .keys()
-                            .find(|k| rendered.contains(&format!("--{}", k.replace('_', "-"))))
+                            .find(|k| {
+                                // The option the trainer's error line names, whole.
+                                let flag = format!("--{}", k.replace('_', "-"));
+                                first.match_indices(&flag).any(|(i, _)| {
+                                    !first[i + flag.len()..]
+                                        .starts_with(|c: char| c.is_alphanumeric() || c == '-')
+                                })
+                            })
                             .cloned()
                             .unwrap_or_else(|| "max_steps".into());
                         return Err(err(&field, format!("the trainer says: {first}")));
