@@ -28,6 +28,13 @@ pub enum CliError {
     },
     #[error("{path}: {message}")]
     Format { path: PathBuf, message: String },
+    /// A recipe that cannot run as written: the file and line of the field at fault.
+    #[error("{}:{line}: {message}", path.display())]
+    Recipe {
+        path: PathBuf,
+        line: usize,
+        message: String,
+    },
     #[error(transparent)]
     Model(#[from] transduce::Error),
     #[error("{0}")]
@@ -41,5 +48,12 @@ pub fn io(path: &Path) -> impl FnOnce(std::io::Error) -> CliError + '_ {
     move |source| CliError::Io {
         path: path.to_path_buf(),
         source,
+    }
+}
+
+/// A subcommand's arguments that its own parser refused (a recipe's stage builds them).
+impl From<clap::Error> for CliError {
+    fn from(e: clap::Error) -> Self {
+        CliError::Usage(e.render().to_string().trim().to_string())
     }
 }

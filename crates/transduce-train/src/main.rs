@@ -17,6 +17,7 @@ mod options;
 mod parsing;
 mod pipe;
 mod prepared;
+mod recipe;
 mod source;
 mod train;
 
@@ -24,8 +25,8 @@ use clap::{Parser, Subcommand};
 
 use cmd::{
     adapt::AdaptCmd, average::AverageCmd, bench::BenchCmd, eval::EvalCmd, export::ExportCmd,
-    import::ImportCmd, parse::ParseCmd, prepare::PrepareCmd, score::ScoreCmd, train::TrainCmd,
-    translate::TranslateCmd, warmup::WarmupCmd,
+    import::ImportCmd, parse::ParseCmd, prepare::PrepareCmd, recipe::RecipeCmd, score::ScoreCmd,
+    train::TrainCmd, translate::TranslateCmd, warmup::WarmupCmd,
 };
 use error::Result;
 
@@ -73,6 +74,12 @@ enum Command {
     Warmup(WarmupCmd),
     /// Print Table 3's parameter counts, computed, next to the paper's.
     Table3,
+    /// Recipes: a TOML file of stages (prepare, train, average, teacher, select, export,
+    /// test) that makes a model from its data in one command, rerunnable where it stopped.
+    Recipe {
+        #[command(subcommand)]
+        action: RecipeCmd,
+    },
 }
 
 fn main() {
@@ -99,6 +106,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Import(cmd) => cmd::import::run(cmd),
         Command::Bench(cmd) => cmd::bench::run(cmd),
         Command::Warmup(cmd) => cmd::warmup::run(cmd),
+        Command::Recipe { action } => cmd::recipe::run(action),
         Command::Table3 => {
             print!("{}", transduce::config::table3_report());
             Ok(())

@@ -70,6 +70,38 @@ pub struct Provenance {
     /// project's: what a site that ships the bundle must honour.
     #[serde(skip_serializing_if = "String::is_empty")]
     pub licence: String,
+    /// The recipe stage that made the bundle (`transduce recipe run`), with every stage of
+    /// its lineage as the recipe gave it; absent for bundles made otherwise (older ones
+    /// say how in `commands` and `notes`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recipe: Option<RecipeOrigin>,
+}
+
+/// Where in a recipe a bundle came from: the file, the stage, the scale it ran at, and its
+/// lineage, the stages it depends on (other recipes' included) in the order they ran.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RecipeOrigin {
+    /// The recipe file, as the command named it.
+    pub file: String,
+    /// The stage that wrote the bundle.
+    pub stage: String,
+    /// `full`, or `smoke` (tiny steps on a few lines: a test, not a model).
+    pub scale: String,
+    /// The stages the bundle depends on, itself last.
+    pub lineage: Vec<RecipeStage>,
+}
+
+/// One stage of a recipe, as its file gives it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RecipeStage {
+    /// The recipe's name (its file name without `.toml`).
+    pub recipe: String,
+    pub stage: String,
+    pub kind: String,
+    /// The stage's fields as written (references to other stages as `@stage`).
+    pub settings: serde_json::Value,
 }
 
 /// Contents of `config.json`.

@@ -10,6 +10,7 @@ pub mod export;
 pub mod import;
 pub mod parse;
 pub mod prepare;
+pub mod recipe;
 pub mod score;
 pub mod train;
 pub mod translate;

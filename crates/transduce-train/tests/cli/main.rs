@@ -11,6 +11,7 @@ mod import;
 mod options;
 mod parse;
 mod prepare;
+mod recipe;
 mod table3;
 mod train;
 mod translate;

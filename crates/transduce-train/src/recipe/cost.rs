@@ -1,0 +1,208 @@
+//! A stage's cost for `--dry-run`, roughly: a training run's remaining steps at the speed
+//! its own metrics show, or else at the CPU speed measured in docs/BENCHMARKS.md scaled
+//! by parameter count; decoding stages by sentences × grid points at a third of that.
+
+use std::path::Path;
+
+use transduce::ModelConfig;
+
+use crate::train;
+
+use super::format::Scale;
+use super::plan::{Model, Plan};
+use super::spec::Spec;
+use super::stage::SMOKE_EVAL_LINES;
+use super::state::{State, target_steps};
+
+/// Target tokens a second `small` (7.6M parameters) trains at on this 2-core CPU
+/// (docs/BENCHMARKS.md, release build); other models in inverse proportion to size.
+const SMALL_TOKENS_PER_SECOND: f64 = 2352.0;
+const SMALL_PARAMS: f64 = 7.6e6;
+
+/// Seconds a stage may take from where it stands, and how that was estimated.
+pub fn estimate(
+    plan: &Plan,
+    spec: &Spec,
+    state: &State,
+    node: usize,
+) -> Option<(f64, &'static str)> {
+    if *state == State::Done {
+        return Some((0.0, "done"));
+    }
+    let smoke = plan.context.scale == Scale::Smoke;
+    match spec {
+        Spec::Train { options, init, .. } => {
+            let target = target_steps(spec, plan.context.scale);
+            let from = match state {
+                State::Resume(step) => *step,
+                _ => 0,
+            };
+            let dir = &plan.nodes[node].dir;
+            if let Some(per_step) = measured_seconds_per_step(dir) {
+                return Some(((target - from.min(target)) as f64 * per_step, "measured"));
+            }
+            let params = if smoke {
+                init.as_ref()
+                    .and_then(model_params)
+                    .or_else(|| preset_params("tiny"))?
+            } else {
+                match (options.get("preset"), init) {
+                    (Some(toml::Value::String(p)), _) => preset_params(p)?,
+                    (None, Some(m)) => model_params(m)?,
+                    _ => preset_params("base")?,
+                }
+            };
+            let tokens = match options.get("max_tokens") {
+                Some(toml::Value::Integer(n)) if !smoke => *n as f64,
+                _ if smoke => 600.0,
+                _ => 25_000.0,
+            };
+            let accum = match options.get("accum") {
+                Some(toml::Value::Integer(n)) if !smoke => *n as f64,
+                _ => 1.0,
+            };
+            let per_step = tokens * accum / 2.0 / tokens_per_second(params);
+            Some((
+                (target - from.min(target)) as f64 * per_step,
+                "from the model's size",
+            ))
+        }
+        Spec::Teacher {
+            models, src, beam, ..
+        } => {
+            let lines = if smoke {
+                SMOKE_EVAL_LINES
+            } else {
+                count_lines(src)
+            };
+            let params: f64 = models.iter().filter_map(model_params).sum();
+            let params = if params > 0.0 {
+                params
+            } else {
+                preset_params("small")?
+            };
+            Some((
+                lines as f64 * decode_seconds(params, beam.unwrap_or(4)),
+                "from the model's size",
+            ))
+        }
+        Spec::Select {
+            model,
+            val,
+            beams,
+            alphas,
+        } => {
+            let lines: usize = if smoke {
+                SMOKE_EVAL_LINES * val.len()
+            } else {
+                val.iter()
+                    .map(|s| match &s.data {
+                        super::spec::SetData::Pairs { src, .. } => {
+                            count_lines(std::slice::from_ref(src))
+                        }
+                        super::spec::SetData::Trees(t) => count_lines(std::slice::from_ref(t)),
+                    })
+                    .sum()
+            };
+            let params = model_params(model).or_else(|| preset_params("small"))?;
+            let (beams, alphas) = if smoke {
+                (&beams[..1], &alphas[..alphas.len().min(2)])
+            } else {
+                (&beams[..], &alphas[..])
+            };
+            let per_line: f64 = beams
+                .iter()
+                .map(|&b| decode_seconds(params, b) * alphas.len() as f64)
+                .sum();
+            Some((lines as f64 * per_line, "from the model's size"))
+        }
+        Spec::Test { sets, .. } => {
+            let lines = if smoke {
+                SMOKE_EVAL_LINES * sets.len()
+            } else {
+                sets.iter()
+                    .map(|s| match &s.data {
+                        super::spec::SetData::Pairs { src, .. } => {
+                            count_lines(std::slice::from_ref(src))
+                        }
+                        super::spec::SetData::Trees(t) => count_lines(std::slice::from_ref(t)),
+                    })
+                    .sum()
+            };
+            Some((
+                lines as f64 * decode_seconds(preset_params("small")?, 4),
+                "as a small model",
+            ))
+        }
+        Spec::Prepare { src, .. } => {
+            // BPE learning and encoding, about 2 MB of text a second.
+            let bytes: u64 = if smoke {
+                100_000
+            } else {
+                src.iter()
+                    .filter_map(|p| std::fs::metadata(p).ok())
+                    .map(|m| m.len() * 2)
+                    .sum()
+            };
+            Some((bytes as f64 / 2e6 + 1.0, "from the data's size"))
+        }
+        Spec::Average { .. } | Spec::Export { .. } => Some((2.0, "seconds")),
+    }
+}
+
+/// `1 h 05 min`, `12 min`, `40 s`.
+pub fn format_seconds(s: f64) -> String {
+    if s < 60.0 {
+        format!("{:.0} s", s.max(1.0))
+    } else if s < 3600.0 {
+        format!("{:.0} min", s / 60.0)
+    } else {
+        let m = (s / 60.0).round() as u64;
+        format!("{} h {:02} min", m / 60, m % 60)
+    }
+}
+
+fn tokens_per_second(params: f64) -> f64 {
+    SMALL_TOKENS_PER_SECOND * SMALL_PARAMS / params.max(1e5)
+}
+
+/// One sentence decoded: about 25 target tokens × beam, forward only (a third of a step).
+fn decode_seconds(params: f64, beam: usize) -> f64 {
+    25.0 * beam as f64 / (3.0 * tokens_per_second(params))
+}
+
+fn preset_params(name: &str) -> Option<f64> {
+    let mut config = ModelConfig::preset(name).ok()?;
+    config.vocab_size = 8000;
+    Some(config.num_params() as f64)
+}
+
+/// A bundle's or run's parameter count, where it exists already.
+fn model_params(model: &Model) -> Option<f64> {
+    let bundle = model.path.join(transduce::bundle::CONFIG_FILE);
+    if let Ok(bytes) = std::fs::read(&bundle) {
+        let config = transduce::bundle::BundleConfig::from_json(&bytes).ok()?;
+        return Some(config.model.num_params() as f64);
+    }
+    let run = train::RunConfig::read(&model.path).ok()?;
+    Some(run.model.num_params() as f64)
+}
+
+/// Seconds per step from a run's metrics.jsonl (its last line with a step and a time).
+fn measured_seconds_per_step(dir: &Path) -> Option<f64> {
+    let text = std::fs::read_to_string(dir.join(train::config::METRICS_FILE)).ok()?;
+    text.lines().rev().find_map(|line| {
+        let v: serde_json::Value = serde_json::from_str(line).ok()?;
+        let step = v["step"].as_f64()?;
+        let secs = v["elapsed_secs"].as_f64()?;
+        (step > 0.0).then_some(secs / step)
+    })
+}
+
+fn count_lines(files: &[std::path::PathBuf]) -> usize {
+    files
+        .iter()
+        .filter_map(|f| crate::data::corpus::read_bytes(f).ok())
+        .map(|b| b.iter().filter(|&&c| c == b'\n').count())
+        .sum()
+}
