@@ -205,7 +205,7 @@ export class Transduce {
    * The worker's wasm memory in bytes (a wasm memory never shrinks: the most the model has
    * needed at once, its load included).
    */
-  memory(): Promise<{ wasmBytes: number; modules: { cpu?: number; webgpu?: number } }>;
+  memory(): Promise<{ wasmBytes: number; modules: { cpu?: number; webgpu?: number; adapt?: number } }>;
   /** Destroys the GPU device (as a browser may): later requests run on the CPU. */
   loseDevice(): Promise<void>;
   free(): void;

@@ -192,7 +192,7 @@ export class Transduce {
   }
 
   /**
-   * The worker's wasm memory: { wasmBytes, modules: { cpu?, webgpu? } } in bytes. A wasm
+   * The worker's wasm memory: { wasmBytes, modules: { cpu?, webgpu?, adapt? } } in bytes. A wasm
    * memory never shrinks, so this is the most the model has needed at once (its load
    * included).
    */

@@ -321,7 +321,7 @@ let adaptModulePromise = null;
 function adaptModule() {
   adaptModulePromise ??= import("./transduce-adapt.js")
     .then(async (module) => {
-      await module.default();
+      memories.adapt = (await module.default()).memory;
       return module;
     })
     .catch((e) => {

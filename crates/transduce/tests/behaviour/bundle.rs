@@ -384,6 +384,8 @@ fn int8_quarters_the_matrices_and_round_trips() {
     let loaded = Bundle::from_bytes(&files, &device()).unwrap();
     assert_eq!(loaded.config.weights, Some(WeightDtype::Int8));
     assert!(loaded.host().unwrap().is_int8());
+    // Read in int8 only: no f32 copy of the model until something asks for burn's model.
+    assert!(!loaded.host().unwrap().has_f32());
     // Each weight within half a step (its row's scale / 2) of the original.
     let original =
         load_weights(b.model().unwrap().config(), &f32_files.weights, &device()).unwrap();
