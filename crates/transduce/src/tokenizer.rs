@@ -24,6 +24,14 @@ pub const SPECIAL_TOKENS: [&str; 4] = ["<pad>", "<s>", "</s>", "<unk>"];
 #[derive(Clone, Debug)]
 pub struct Tokenizer {
     inner: tokenizers::Tokenizer,
+    /// The vocabulary holds Marian language codes (`>>fra<<`): text that starts with one
+    /// gets it as one token ([`Tokenizer::encode`]).
+    language_codes: bool,
+}
+
+/// Is this a Marian language code such as `>>fra<<`?
+pub fn is_language_code(token: &str) -> bool {
+    token.len() > 4 && token.starts_with(">>") && token.ends_with("<<")
 }
 
 impl Tokenizer {
@@ -62,7 +70,14 @@ impl Tokenizer {
                 }
             }
         }
-        Ok(Tokenizer { inner })
+        let language_codes = inner
+            .get_vocab(true)
+            .keys()
+            .any(|token| is_language_code(token));
+        Ok(Tokenizer {
+            inner,
+            language_codes,
+        })
     }
 
     /// Learns a shared BPE vocabulary of at most `vocab_size` tokens from sentences of both
@@ -138,7 +153,26 @@ impl Tokenizer {
     }
 
     /// Text to token ids, without BOS/EOS.
+    ///
+    /// With a vocabulary of language codes (an imported OPUS-MT model's), text that starts
+    /// with `>>…<<` gets that code as one token (`<unk>` if the vocabulary lacks it) and the
+    /// rest is tokenized on its own: MarianTokenizer's `remove_language_code`, which looks
+    /// only at the very start; a code anywhere else is spelled as any text is.
     pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
+        if self.language_codes
+            && text.starts_with(">>")
+            && let Some(end) = text.find("<<")
+        {
+            let (code, rest) = text.split_at(end + 2);
+            let mut ids = vec![self.inner.token_to_id(code).unwrap_or(UNK)];
+            ids.extend(self.spell(rest)?);
+            return Ok(ids);
+        }
+        self.spell(text)
+    }
+
+    /// The tokenizer's own ids of `text`.
+    fn spell(&self, text: &str) -> Result<Vec<u32>> {
         let encoding = self
             .inner
             .encode(text, false)
