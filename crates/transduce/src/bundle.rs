@@ -219,8 +219,8 @@ pub struct Bundle {
     /// [`HostModel::from_int8`] alone and builds this only when something asks for it
     /// (training, adaptation, attention maps), from `weights`.
     model: OnceLock<Transformer>,
-    /// The int8 weights file the model is built from on first use; `None` once built or
-    /// when the model came with the bundle.
+    /// The int8 weights file the model is built from on first use (as the page or the
+    /// CLI handed it over, not copied); `None` when the model came with the bundle.
     weights: Option<Vec<u8>>,
     device: Device,
     /// The model's weights in host memory when it lives on burn's CPU backend: decoding
@@ -385,13 +385,6 @@ impl Bundle {
         // Another thread may have built it meanwhile: the same weights, either one serves.
         let _ = self.model.set(model);
         Ok(self.model.get().expect("set just above"))
-    }
-
-    /// The burn model, taken out of the bundle.
-    pub fn into_model(self) -> Result<Transformer> {
-        self.model()?;
-        let mut cell = self.model;
-        Ok(cell.take().expect("built just above"))
     }
 
     /// Decodes with int8 products on the CPU from now on ([`HostModel::quantize`]): what
