@@ -19,6 +19,7 @@ mod pipe;
 mod prepared;
 mod recipe;
 mod source;
+mod table3;
 mod train;
 
 use clap::{Parser, Subcommand};
@@ -72,8 +73,9 @@ enum Command {
     Bench(BenchCmd),
     /// Tune and compile a GPU run's every batch shape ahead, into the persistent GPU cache.
     Warmup(WarmupCmd),
-    /// Print Table 3's parameter counts, computed, next to the paper's.
-    Table3,
+    /// Print Table 3's parameter counts, computed, next to the paper's; with `--results`,
+    /// write the report of a run of it (table3.md and a perplexity chart).
+    Table3(cmd::table3::Table3Cmd),
     /// Recipes: a TOML file of stages (prepare, train, average, teacher, select, export,
     /// test) that makes a model from its data in one command, rerunnable where it stopped.
     Recipe {
@@ -107,9 +109,6 @@ fn run(cli: Cli) -> Result<()> {
         Command::Bench(cmd) => cmd::bench::run(cmd),
         Command::Warmup(cmd) => cmd::warmup::run(cmd),
         Command::Recipe { action } => cmd::recipe::run(action),
-        Command::Table3 => {
-            print!("{}", transduce::config::table3_report());
-            Ok(())
-        }
+        Command::Table3(cmd) => cmd::table3::run(cmd),
     }
 }

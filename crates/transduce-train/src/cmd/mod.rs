@@ -12,6 +12,7 @@ pub mod parse;
 pub mod prepare;
 pub mod recipe;
 pub mod score;
+pub mod table3;
 pub mod train;
 pub mod translate;
 pub mod warmup;

@@ -331,9 +331,19 @@ pub fn run(plan: &Plan, node: usize, spec: &Spec, resume: bool, options: &Option
                 args.extend(["--alpha".into(), a.to_string()]);
             }
             cmd::export::run(Argv::<ExportCmd>::read(&args)?)?;
-            // The provenance: this stage and every stage it came from, as the recipes say.
+            // The provenance: this stage and every stage it came from, as the recipes say;
+            // the recipe's description becomes the card's notes (how to run it for real).
+            let description = plan.recipes[plan.nodes[node].recipe].description.trim();
             edit_card(&bundle, |config| {
                 config.provenance.recipe = Some(origin(plan, node));
+                if !description.is_empty() {
+                    let notes = &mut config.provenance.notes;
+                    *notes = if notes.is_empty() {
+                        description.to_string()
+                    } else {
+                        format!("{description}\n{notes}")
+                    };
+                }
                 Ok(())
             })?;
             if *ct2 {

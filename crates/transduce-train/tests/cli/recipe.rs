@@ -330,3 +330,86 @@ fn every_shipped_recipe_runs_at_smoke_scale() {
         );
     }
 }
+
+/// The distillation recipe at smoke scale: its teacher is a shipped bundle, so the student's
+/// training data must be exactly what `transduce translate` makes of the same sources with
+/// the recipe's beam and α (checked apart from the runner), and the exported card carries
+/// the recipe's note on running it for real.
+#[test]
+fn distilled_student_learns_the_teachers_translations() {
+    use std::io::BufRead;
+    let root = manifest_dir().join("../..");
+    let data = root.join("../shared/data");
+    let train_en = data.join("tatoeba-en-de/train.en.gz");
+    if !train_en.exists() || !data.join("multi30k").exists() {
+        println!(
+            "SKIP: distilled_student_learns_the_teachers_translations: {} not found",
+            data.display()
+        );
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let work = tmp.path().join("work");
+    let recipe = root.join("recipes/distill-student.toml");
+    let out = run(&[
+        "recipe",
+        "run",
+        s(&recipe),
+        "--scale",
+        "smoke",
+        "--data",
+        s(&data),
+        "--work",
+        s(&work),
+    ]);
+    assert!(out.contains("every stage done"), "{out}");
+
+    // The smoke scale's teacher corpus: the first 8 sources, read here from the gzip.
+    let gz = flate2::read::MultiGzDecoder::new(std::fs::File::open(&train_en).unwrap());
+    let sources: Vec<String> = std::io::BufReader::new(gz)
+        .lines()
+        .take(8)
+        .map(|l| l.unwrap())
+        .collect();
+    let src_file = tmp.path().join("sources.en");
+    std::fs::write(&src_file, sources.join("\n") + "\n").unwrap();
+    let expected = translate_file(
+        &root.join("web/models/en-de"),
+        &src_file,
+        &tmp.path().join("expected.de"),
+        &["--beam", "4", "--alpha", "1.0"],
+    );
+    let expected: Vec<&str> = expected.lines().collect();
+    assert_eq!(expected.len(), 8);
+    assert!(
+        expected.iter().all(|l| !l.trim().is_empty()),
+        "{expected:?}"
+    );
+
+    // What the student's prepare stage read: every source with the teacher's German.
+    let dir = work.join("distill-student/data/inputs");
+    let student_src = std::fs::read_to_string(dir.join("train.src")).unwrap();
+    let student_tgt = std::fs::read_to_string(dir.join("train.tgt")).unwrap();
+    assert_eq!(student_src.lines().collect::<Vec<_>>(), sources);
+    assert_eq!(student_tgt.lines().collect::<Vec<_>>(), expected);
+
+    let card: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(work.join("distill-student/bundle/bundle/config.json")).unwrap(),
+    )
+    .unwrap();
+    let notes = card["provenance"]["notes"].as_str().unwrap();
+    assert!(notes.contains("transduce import"), "{notes}");
+    assert!(notes.contains("--backend cuda"), "{notes}");
+    assert_eq!(card["weights"], "int8");
+    assert!(card["metrics"]["bleu_tatoeba_test"].is_number(), "{card}");
+    let lineage: Vec<&str> = card["provenance"]["recipe"]["lineage"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["stage"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        lineage,
+        ["teacher", "data", "student", "average", "select", "bundle"]
+    );
+}
