@@ -285,6 +285,7 @@ impl Bundle {
         if crate::ops::is_flex(device) && matches!(config.weights, None | Some(WeightDtype::Int8)) {
             let file = SafeTensors::deserialize(bytes)
                 .map_err(|e| Error::CorruptWeights(format!("{e:?}")))?;
+            described_within(&config.model, &file)?;
             if let Some(host) = HostModel::from_int8(&config.model, &file)? {
                 return Ok(Bundle {
                     config,
@@ -713,25 +714,11 @@ impl ModuleMapper for Loader<'_> {
     }
 }
 
-/// Builds a model for `config` and fills it from safetensors bytes; every mismatch between
-/// config and file is an error naming the tensor. int8 tensors are widened to `q·scale`.
-pub fn load_weights(config: &ModelConfig, bytes: &[u8], device: &Device) -> Result<Transformer> {
-    load_weights_stored(config, bytes, device).map(|(model, _)| model)
-}
-
-/// [`load_weights`], and how the file stored the matrices (int8 if any tensor was, else f16
-/// if any was, else f32).
-pub fn load_weights_stored(
-    config: &ModelConfig,
-    bytes: &[u8],
-    device: &Device,
-) -> Result<(Transformer, WeightDtype)> {
-    let file =
-        SafeTensors::deserialize(bytes).map_err(|e| Error::CorruptWeights(format!("{e:?}")))?;
-    // A config that describes far more parameters than the file holds is refused before
-    // the model is allocated: a lying config.json must not exhaust memory (in the browser
-    // that kills the module). Smaller mismatches are found below, tensor by tensor, and
-    // reported by name; this bounds what they allocate to twice the file, plus 1 M.
+/// Refuses a config that describes far more parameters than the file holds, before any
+/// model is allocated: a lying config.json must not exhaust memory (in the browser that
+/// kills the module). Smaller mismatches are found tensor by tensor and reported by name;
+/// this bounds what they allocate to twice the file, plus 1 M.
+fn described_within(config: &ModelConfig, file: &SafeTensors) -> Result<()> {
     let held: usize = file
         .tensors()
         .iter()
@@ -751,6 +738,25 @@ pub fn load_weights_stored(
             ),
         ));
     }
+    Ok(())
+}
+
+/// Builds a model for `config` and fills it from safetensors bytes; every mismatch between
+/// config and file is an error naming the tensor. int8 tensors are widened to `q·scale`.
+pub fn load_weights(config: &ModelConfig, bytes: &[u8], device: &Device) -> Result<Transformer> {
+    load_weights_stored(config, bytes, device).map(|(model, _)| model)
+}
+
+/// [`load_weights`], and how the file stored the matrices (int8 if any tensor was, else f16
+/// if any was, else f32).
+pub fn load_weights_stored(
+    config: &ModelConfig,
+    bytes: &[u8],
+    device: &Device,
+) -> Result<(Transformer, WeightDtype)> {
+    let file =
+        SafeTensors::deserialize(bytes).map_err(|e| Error::CorruptWeights(format!("{e:?}")))?;
+    described_within(config, &file)?;
     let model = Transformer::to_load(config, device)?;
     let mut loader = Loader {
         path: Path::default(),

@@ -288,6 +288,21 @@ fn lying_configs_are_refused_before_allocation() {
     });
     let e = err(&huge).to_string();
     assert!(e.contains("far more than"), "{e}");
+    // The same of an int8 bundle, which the CPU reads without burn's model.
+    let int8 = unchecked(
+        bundle(ModelConfig::tiny())
+            .to_bytes(WeightDtype::Int8)
+            .unwrap(),
+    );
+    let mut config: serde_json::Value = serde_json::from_slice(&int8.config).unwrap();
+    config["model"]["d_model"] = 1_048_576.into();
+    config["model"]["vocab_size"] = 1_048_576.into();
+    let huge_int8 = BundleFiles {
+        config: serde_json::to_vec(&config).unwrap(),
+        ..int8
+    };
+    let e = err(&huge_int8).to_string();
+    assert!(e.contains("far more than"), "{e}");
     let overflow = edit(&|c| c["model"]["n_layers"] = u64::MAX.into());
     let e = err(&overflow).to_string();
     assert!(e.contains("d_model"), "{e}");
