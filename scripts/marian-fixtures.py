@@ -546,11 +546,15 @@ def main():
     # Short pairs: the logits file holds [t, V] f32 per pair.
     forced_pairs = [(en_test[i], de_test[i]) for i in test_idx[400:] if len(de_test[i].split()) <= 4][:4]
     # The reverser gets a third of the steps: less sure of itself, its beam search often
-    # finds another output than greedy, which tests the search.
-    for k, (activation, task, steps) in enumerate((("swish", "copy", args.steps), ("relu", "reverse", args.steps // 3))):
+    # finds another output than greedy, which tests the search. relu-copy is the ReLU model
+    # trained as long as swish on the copy task (outputs not near ties): what int8 is held
+    # to, beside swish.
+    models = (("swish", "copy", args.steps), ("relu", "reverse", args.steps // 3), ("relu-copy", "copy", args.steps))
+    for k, (name, task, steps) in enumerate(models):
+        activation = name.split("-")[0]
         print(f"{activation}: training to {task}", file=sys.stderr)
         write_model_folder(
-            out / activation, vocab, spm_dir, activation, 32, 2, 4, 64, 64, activation, task, en,
+            out / name, vocab, spm_dir, activation, 32, 2, 4, 64, 64, name, task, en,
             tok=tok, steps=steps, seed=SEED + 10 + k, gen=(gen_candidates, forced_pairs),
         )
     print(f"wrote {out}")

@@ -88,7 +88,7 @@ fn output(marian: &[u32], map: &HashMap<u32, u32>) -> Vec<u32> {
 
 #[test]
 fn teacher_forced_logits_equal_transformers() {
-    for model in ["swish", "relu"] {
+    for model in ["swish", "relu", "relu-copy"] {
         let (bundle, map) = imported(model, WeightDtype::F32);
         let logits_file = std::fs::read(fixture(model).join("logits.safetensors")).unwrap();
         let logits_file = SafeTensors::deserialize(&logits_file).unwrap();
@@ -177,7 +177,7 @@ fn assert_generate_outputs(
 
 #[test]
 fn generate_outputs_are_equal_on_burn_and_the_host_decoder() {
-    for model in ["swish", "relu"] {
+    for model in ["swish", "relu", "relu-copy"] {
         let (bundle, map) = imported(model, WeightDtype::F32);
         let reference = reference(model);
         assert_eq!(bundle.config.decoding.beam, 4);
@@ -267,15 +267,19 @@ fn generate_outputs_are_equal_on_the_gpu_decoder() {
 }
 
 #[test]
-fn int8_changes_only_near_ties() {
-    // int8 products move a logit by a few hundredths on these d_model-32 models. `swish`
-    // (trained to be sure: its smallest greedy logit margin is 1.79) must keep every output,
-    // greedy and beam 4. `relu` (trained less: margins down to 0.008) may change an output
-    // only where f32's own greedy margin is below 0.2, and keeps at least 3 of 4 beam
-    // outputs. Measured: swish 60/60; relu greedy 21/30, every change at a margin < 0.16,
-    // beam 24/30. CTranslate2 4.8.5's int8 against its float32 on the same relu folder: greedy
-    // 23/30, beam 26/30 (its activations are 8-bit, ours 7-bit: `host/int8.rs` says why).
-    for model in ["swish", "relu"] {
+fn int8_keeps_the_outputs_of_models_sure_of_them() {
+    // The goal: int8 equal to f32 on ≥ 95% of the outputs of fixtures whose
+    // outputs are not near ties: `swish` and `relu-copy` (both trained 1,500 steps to
+    // copy; smallest greedy logit margins 1.79 and 0.49), greedy and beam 4. `relu` (the
+    // reverser, trained a third as long so its beam search often differs from greedy:
+    // margins down to 0.008) is held to its own rule: an output may change only where
+    // f32's greedy margin is below 0.2, and 3 of 4 beam outputs stay.
+    // Measured: swish 60/60, relu-copy 60/60; relu greedy 21/30, every change at a margin
+    // < 0.16, beam 24/30. CTranslate2 4.8.5's int8 against its float32 on the relu folder:
+    // greedy 23/30, beam 26/30 (its activations are 8-bit, ours 7-bit: `host/int8.rs` says
+    // why).
+    let (mut same, mut total) = (0, 0);
+    for model in ["swish", "relu-copy", "relu"] {
         let (f32_bundle, map) = imported(model, WeightDtype::F32);
         let (int8_bundle, _) = imported(model, WeightDtype::Int8);
         assert!(int8_bundle.host().unwrap().is_int8());
@@ -301,8 +305,7 @@ fn int8_changes_only_near_ties() {
                 a.len()
             );
             match (model, beam) {
-                ("swish", _) => assert!(changed.is_empty(), "{model} beam {beam}: {changed:?}"),
-                (_, 1) => {
+                ("relu", 1) => {
                     for &i in &changed {
                         let margin = cases[i]["greedy_min_margin"].as_f64().unwrap();
                         assert!(
@@ -311,13 +314,22 @@ fn int8_changes_only_near_ties() {
                         );
                     }
                 }
-                _ => assert!(
+                ("relu", _) => assert!(
                     changed.len() * 4 <= a.len(),
                     "{model} beam {beam}: {changed:?}"
                 ),
+                _ => {
+                    same += a.len() - changed.len();
+                    total += a.len();
+                }
             }
         }
     }
+    eprintln!("models sure of their outputs: int8 equal to f32 on {same}/{total}");
+    assert!(
+        same * 100 >= total * 95,
+        "int8 equal to f32 on {same}/{total}, below 95%"
+    );
 }
 
 #[test]
