@@ -152,6 +152,53 @@ fn eval_bleu(
     Ok(())
 }
 
+/// A translation model's loss on sentence pairs.
+pub struct PairLoss {
+    /// Nats per target wordpiece: its exponential is the perplexity.
+    pub nll: f64,
+    /// The pairs scored (pairs with an empty side are left out).
+    pub pairs: usize,
+    /// The model's parameters.
+    pub params: usize,
+}
+
+/// Loss per target wordpiece of a translation model on `src`/`tgt` (what `eval ppl
+/// --src --tgt` prints; the Table 3 report's perplexity).
+pub fn pair_loss(model: &ModelArgs, src: &Path, tgt: &Path) -> Result<PairLoss> {
+    let device = model.backend.device()?;
+    let task = Task::Translate {
+        source: String::new(),
+        target: String::new(),
+    };
+    let bundle = source::load(&model.model, model.checkpoint.as_deref(), task, &device)?;
+    refuse_parser(&bundle, &model.model)?;
+    let pairs = data::corpus::read_parallel(src, tgt)?;
+    let mut ids = data::cache::Pairs::default();
+    for (s, t) in &pairs {
+        let (s, t) = (bundle.tokenizer.encode(s)?, bundle.tokenizer.encode(t)?);
+        if !s.is_empty() && !t.is_empty() {
+            ids.push(s, t);
+        }
+    }
+    if ids.is_empty() {
+        return Err(CliError::Usage("nothing to score: no usable pairs".into()));
+    }
+    ids.close_sources(&bundle.config.model);
+    let focus = train::focus_rule(&bundle.config.model, &bundle.tokenizer)?;
+    let nll = train::evaluate_nll(
+        bundle.model()?,
+        &ids,
+        focus.as_ref(),
+        4096,
+        crate::data::shape::Shapes::Exact,
+    )?;
+    Ok(PairLoss {
+        nll,
+        pairs: ids.len(),
+        params: bundle.config.model.num_params(),
+    })
+}
+
 /// `eval ppl`: perplexity per target wordpiece, on sentence pairs or on treebank trees.
 fn eval_ppl(
     model: &ModelArgs,
@@ -159,6 +206,16 @@ fn eval_ppl(
     tgt: Option<PathBuf>,
     trees: Option<PathBuf>,
 ) -> Result<()> {
+    if let (Some(src), Some(tgt), None) = (&src, &tgt, &trees) {
+        let loss = pair_loss(model, src, tgt)?;
+        println!(
+            "perplexity {:.6} (loss {:.6} nats per target wordpiece, {} pairs)",
+            loss.nll.exp(),
+            loss.nll,
+            loss.pairs
+        );
+        return Ok(());
+    }
     let device = model.backend.device()?;
     let task = match trees {
         Some(_) => Task::Parse,
@@ -193,18 +250,6 @@ fn eval_ppl(
                     ids.len(),
                     summary.dropped_unknown_label
                 );
-            }
-            ids
-        }
-        (Some(src), Some(tgt), None) => {
-            refuse_parser(&bundle, &model.model)?;
-            let pairs = data::corpus::read_parallel(&src, &tgt)?;
-            let mut ids = data::cache::Pairs::default();
-            for (s, t) in &pairs {
-                let (s, t) = (bundle.tokenizer.encode(s)?, bundle.tokenizer.encode(t)?);
-                if !s.is_empty() && !t.is_empty() {
-                    ids.push(s, t);
-                }
             }
             ids
         }

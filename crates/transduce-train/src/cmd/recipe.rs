@@ -26,16 +26,18 @@ pub struct RecipeRun {
     /// must be done.
     #[arg(long)]
     pub stage: Option<String>,
-    /// `full` as written; `smoke` runs every stage with tiny steps on a few lines of each
-    /// corpus, into its own work folder (a test of the recipe, not a model).
-    #[arg(long, value_enum, default_value = "full")]
-    pub scale: Scale,
+    /// `full` as written; `paper` or `reduced` where the recipe declares them (its
+    /// per-scale values); `smoke` runs every stage with tiny steps on a few lines of each
+    /// corpus (a test of the recipe, not a model). Default: the recipe's `default_scale`,
+    /// else `full`. Each scale has its own work folder.
+    #[arg(long, value_enum)]
+    pub scale: Option<Scale>,
     /// What `{data}` stands for in the recipe (default: $TRANSDUCE_DATA, else
     /// ../shared/data beside the checkout holding the recipe).
     #[arg(long)]
     pub data: Option<PathBuf>,
-    /// Where stages write: WORK/RECIPE/STAGE (default: work/recipes, or work/recipes-smoke
-    /// at --scale smoke).
+    /// Where stages write: WORK/RECIPE/STAGE (default: work/recipes, or work/recipes-SCALE
+    /// at another scale than full).
     #[arg(long)]
     pub work: Option<PathBuf>,
     /// The backend of the training and decoding stages.
@@ -50,17 +52,12 @@ pub fn run(cmd: RecipeCmd) -> Result<()> {
     match cmd {
         RecipeCmd::Run(r) => {
             let mut command = format!("transduce recipe run {}", r.file.display());
-            if r.scale == Scale::Smoke {
-                command.push_str(" --scale smoke");
+            if let Some(scale) = r.scale {
+                command.push_str(&format!(" --scale {}", scale.name()));
             }
             recipe::run(recipe::RunRequest {
                 data: r.data.unwrap_or_else(|| recipe::default_data(&r.file)),
-                work: r.work.unwrap_or_else(|| {
-                    PathBuf::from(match r.scale {
-                        Scale::Full => "work/recipes",
-                        Scale::Smoke => "work/recipes-smoke",
-                    })
-                }),
+                work: r.work,
                 file: r.file,
                 scale: r.scale,
                 dry_run: r.dry_run,

@@ -31,7 +31,9 @@ pub fn estimate(
     }
     let smoke = plan.context.scale == Scale::Smoke;
     match spec {
-        Spec::Train { options, init, .. } => {
+        Spec::Train {
+            options, init, row, ..
+        } => {
             let target = target_steps(spec, plan.context.scale);
             let from = match state {
                 State::Resume(step) => *step,
@@ -41,7 +43,9 @@ pub fn estimate(
             if let Some(per_step) = measured_seconds_per_step(dir) {
                 return Some(((target - from.min(target)) as f64 * per_step, "measured"));
             }
-            let params = if smoke {
+            let params = if let Some(row) = row {
+                row.model.clone().with_vocab(8000).num_params() as f64
+            } else if smoke {
                 init.as_ref()
                     .and_then(model_params)
                     .or_else(|| preset_params("tiny"))?
@@ -145,6 +149,22 @@ pub fn estimate(
                     .sum()
             };
             Some((bytes as f64 / 2e6 + 1.0, "from the data's size"))
+        }
+        Spec::Table3 { rows, src, .. } => {
+            // Each row: its dev set decoded with beam 4, as a model of its size.
+            let lines = if smoke {
+                SMOKE_EVAL_LINES
+            } else {
+                count_lines(std::slice::from_ref(src))
+            };
+            let per_row: f64 = rows
+                .iter()
+                .map(|row| {
+                    let params = row.model.clone().with_vocab(8000).num_params() as f64;
+                    lines as f64 * decode_seconds(params, 4)
+                })
+                .sum();
+            Some((per_row, "from the models' sizes"))
         }
         Spec::Average { .. } | Spec::Export { .. } => Some((2.0, "seconds")),
     }

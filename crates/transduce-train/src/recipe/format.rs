@@ -43,10 +43,13 @@ pub enum Kind {
     Export,
     /// BLEU or F1 on named test sets, written into the bundle's card.
     Test,
+    /// The paper's Table 3 beside ours: each row's run scored on dev (perplexity per
+    /// wordpiece, BLEU with the paper's beam 4 and α 0.6), `table3.md` and its chart.
+    Table3,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 7] = [
+    pub const ALL: [Kind; 8] = [
         Kind::Prepare,
         Kind::Train,
         Kind::Average,
@@ -54,6 +57,7 @@ impl Kind {
         Kind::Select,
         Kind::Export,
         Kind::Test,
+        Kind::Table3,
     ];
 
     pub fn name(self) -> &'static str {
@@ -65,6 +69,7 @@ impl Kind {
             Kind::Select => "select",
             Kind::Export => "export",
             Kind::Test => "test",
+            Kind::Table3 => "table3",
         }
     }
 
@@ -104,25 +109,52 @@ impl Kind {
                 "model", "select", "task", "source", "target", "dtype", "beam", "alpha", "ct2",
             ],
             Kind::Test => &["model", "sets"],
+            Kind::Table3 => &["rows", "src", "ref", "beam", "alpha", "note"],
         })
     }
 }
 
-/// How big a run is: `full` as written, `smoke` every stage with tiny steps on a few lines
-/// of each corpus (a test of the recipe, not a model).
+/// How big a run is. `full` is a recipe as written; `paper` and `reduced` are the scales a
+/// recipe may declare (`scales` in `[recipe]`) and give values for (`field = { paper = …,
+/// reduced = … }`), e.g. Table 3 at the paper's size for GPUs and at one this machine
+/// finishes; `smoke` runs every stage with tiny steps on a few lines of each corpus (a test
+/// of the recipe, not a model).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Scale {
     Full,
+    Paper,
+    Reduced,
     Smoke,
 }
 
 impl Scale {
+    pub const ALL: [Scale; 4] = [Scale::Full, Scale::Paper, Scale::Reduced, Scale::Smoke];
+
     pub fn name(self) -> &'static str {
         match self {
             Scale::Full => "full",
+            Scale::Paper => "paper",
+            Scale::Reduced => "reduced",
             Scale::Smoke => "smoke",
         }
     }
+
+    fn from_name(name: &str) -> Option<Scale> {
+        Scale::ALL.into_iter().find(|s| s.name() == name)
+    }
+
+    /// The work folder's default: `work/recipes`, or `work/recipes-SCALE` for the others,
+    /// so that runs at two scales never meet.
+    pub fn default_work(self) -> PathBuf {
+        match self {
+            Scale::Full => PathBuf::from("work/recipes"),
+            s => PathBuf::from(format!("work/recipes-{}", s.name())),
+        }
+    }
+}
+
+fn scale_names() -> String {
+    Scale::ALL.map(Scale::name).join(", ")
 }
 
 /// One field of a stage, with the line it is on.
@@ -151,6 +183,12 @@ pub struct Recipe {
     /// The file name without `.toml`: what other recipes call it, and its work folder.
     pub name: String,
     pub description: String,
+    /// The scales it may run at (`smoke` always): `scales` in `[recipe]`, else `full`.
+    pub scales: Vec<Scale>,
+    /// The scale a run without `--scale` takes: `default_scale`, else the first of `scales`.
+    pub default_scale: Scale,
+    /// The line of `scales` (1 when the file does not give it).
+    pub scales_line: usize,
     pub stages: Vec<Stage>,
 }
 
@@ -183,6 +221,10 @@ struct FileDe {
 struct HeaderDe {
     #[serde(default)]
     description: String,
+    #[serde(default)]
+    scales: Option<Spanned<Vec<Spanned<String>>>>,
+    #[serde(default)]
+    default_scale: Option<Spanned<String>>,
 }
 
 impl Recipe {
@@ -220,6 +262,62 @@ impl Recipe {
         if file.stage.is_empty() {
             return Err(err(0, "no stages: add a [[stage]] table".into()));
         }
+        let header_err = |field: &str, offset: usize, message: String| {
+            err(offset, format!("[recipe], field `{field}`: {message}"))
+        };
+        let header = file.recipe.as_ref();
+        let (scales, scales_line) = match header.and_then(|h| h.scales.as_ref()) {
+            None => (vec![Scale::Full], 1),
+            Some(list) => {
+                let mut scales = Vec::new();
+                for name in list.get_ref() {
+                    let scale = Scale::from_name(name.get_ref())
+                        .filter(|s| *s != Scale::Smoke)
+                        .ok_or_else(|| {
+                            header_err(
+                                "scales",
+                                name.span().start,
+                                format!(
+                                    "`{}` is not a scale to declare; expected full, paper or \
+                                     reduced (smoke is every recipe's)",
+                                    name.get_ref()
+                                ),
+                            )
+                        })?;
+                    if !scales.contains(&scale) {
+                        scales.push(scale);
+                    }
+                }
+                if scales.is_empty() {
+                    return Err(header_err(
+                        "scales",
+                        list.span().start,
+                        "an empty list".into(),
+                    ));
+                }
+                (scales, line_of(text, list.span().start))
+            }
+        };
+        let default_scale = match header.and_then(|h| h.default_scale.as_ref()) {
+            None => scales[0],
+            Some(name) => Scale::from_name(name.get_ref())
+                .filter(|s| scales.contains(s))
+                .ok_or_else(|| {
+                    header_err(
+                        "default_scale",
+                        name.span().start,
+                        format!(
+                            "`{}` is not one of the recipe's scales ({})",
+                            name.get_ref(),
+                            scales
+                                .iter()
+                                .map(|s| s.name())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ),
+                    )
+                })?,
+        };
         let mut stages: Vec<Stage> = Vec::new();
         for table in &file.stage {
             let at = table.span().start;
@@ -285,6 +383,10 @@ impl Recipe {
                     ),
                 )
             })?;
+            for (key, field) in &fields {
+                per_scale(&field.value, &scales)
+                    .map_err(|message| at_field(key, field.line, message))?;
+            }
             if let Some(allowed) = kind.fields() {
                 for (key, field) in &fields {
                     if !allowed.contains(&key.as_str()) {
@@ -311,8 +413,59 @@ impl Recipe {
             path: path.to_path_buf(),
             name,
             description: file.recipe.map(|h| h.description).unwrap_or_default(),
+            scales,
+            default_scale,
+            scales_line,
             stages,
         })
+    }
+
+    /// The recipe at a scale: each per-scale field (`{ paper = …, reduced = … }`) becomes
+    /// its value at `scale`; at `smoke` a field without a smoke value takes the default
+    /// scale's (smoke's own cuts apply on top). A scale the recipe does not declare is an
+    /// error at its `scales`.
+    pub fn at_scale(mut self, scale: Scale) -> Result<Recipe> {
+        if scale != Scale::Smoke && !self.scales.contains(&scale) {
+            let names: Vec<&str> = self.scales.iter().map(|s| s.name()).collect();
+            return Err(CliError::Recipe {
+                path: self.path.clone(),
+                line: self.scales_line,
+                message: format!(
+                    "[recipe], field `scales`: this recipe has no scale `{}` (its scales: {}, \
+                     and smoke)",
+                    scale.name(),
+                    names.join(", ")
+                ),
+            });
+        }
+        let fallback = self.default_scale;
+        for stage in &mut self.stages {
+            let mut unset = Vec::new();
+            for (key, field) in stage.fields.iter_mut() {
+                let toml::Value::Table(values) = &field.value else {
+                    continue;
+                };
+                let value = values
+                    .get(scale.name())
+                    .or_else(|| (scale == Scale::Smoke).then(|| values.get(fallback.name()))?);
+                match value {
+                    Some(v) => field.value = v.clone(),
+                    None => unset.push((key.clone(), field.line)),
+                }
+            }
+            if let Some((key, line)) = unset.first() {
+                return Err(CliError::Recipe {
+                    path: self.path.clone(),
+                    line: *line,
+                    message: format!(
+                        "stage `{}`, field `{key}`: no value for scale `{}`",
+                        stage.name,
+                        scale.name()
+                    ),
+                });
+            }
+        }
+        Ok(self)
     }
 
     /// The folder relative paths in the recipe start from.
@@ -421,6 +574,40 @@ fn collect_references(value: &toml::Value, out: &mut Vec<std::result::Result<Ref
         toml::Value::Table(t) => t.values().for_each(|v| collect_references(v, out)),
         _ => {}
     }
+}
+
+/// Checks a per-scale value (`{ paper = …, reduced = … }`): its keys are scales the recipe
+/// declares (or smoke), its values plain. Other values pass.
+fn per_scale(value: &toml::Value, declared: &[Scale]) -> std::result::Result<(), String> {
+    let toml::Value::Table(values) = value else {
+        return Ok(());
+    };
+    if values.is_empty() {
+        return Err("an empty table; per-scale values read { reduced = …, paper = … }".into());
+    }
+    for (key, v) in values {
+        match Scale::from_name(key) {
+            None => {
+                return Err(format!(
+                    "`{key}` is not a scale ({}); a table here gives a value per scale",
+                    scale_names()
+                ));
+            }
+            Some(s) if s != Scale::Smoke && !declared.contains(&s) => {
+                let names: Vec<&str> = declared.iter().map(|s| s.name()).collect();
+                return Err(format!(
+                    "scale `{key}` is not one of the recipe's ({}, and smoke); declare it in \
+                     [recipe] scales",
+                    names.join(", ")
+                ));
+            }
+            Some(_) => {}
+        }
+        if let toml::Value::Table(_) = v {
+            return Err(format!("the value for scale `{key}` is a table"));
+        }
+    }
+    Ok(())
 }
 
 fn valid_name(s: &str) -> bool {

@@ -6,6 +6,7 @@
 mod cost;
 mod format;
 mod plan;
+mod row;
 mod spec;
 mod stage;
 mod state;
@@ -25,8 +26,10 @@ use state::{Marker, State};
 pub struct RunRequest {
     pub file: PathBuf,
     pub data: PathBuf,
-    pub work: PathBuf,
-    pub scale: Scale,
+    /// Where stages write (default: the scale's, [`Scale::default_work`]).
+    pub work: Option<PathBuf>,
+    /// The scale (default: the recipe's `default_scale`).
+    pub scale: Option<Scale>,
     pub dry_run: bool,
     pub stage: Option<String>,
     pub backend: Backend,
@@ -37,12 +40,17 @@ pub struct RunRequest {
 
 /// Runs a recipe, or with `dry_run` prints its plan.
 pub fn run(request: RunRequest) -> Result<()> {
+    let scale = match request.scale {
+        Some(s) => s,
+        None => format::Recipe::read(&request.file)?.default_scale,
+    };
+    let work = request.work.clone().unwrap_or_else(|| scale.default_work());
     let plan = Plan::load(
         &request.file,
         Context {
             data: request.data.clone(),
-            work: request.work.clone(),
-            scale: request.scale,
+            work: work.clone(),
+            scale,
         },
     )?;
     // Every stage is read before any runs: a wrong field stops here.
@@ -80,8 +88,8 @@ pub fn run(request: RunRequest) -> Result<()> {
         "recipe {} ({} stages at scale {}; work in {}; data {})",
         request.file.display(),
         order.len(),
-        request.scale.name(),
-        request.work.display(),
+        scale.name(),
+        work.display(),
         request.data.display()
     );
     if !recipe.description.is_empty() {
@@ -119,6 +127,10 @@ pub fn run(request: RunRequest) -> Result<()> {
                 cost
             );
             println!("     → {}", plan.nodes[n].dir.display());
+            for file in spec(n).data_files() {
+                let missing = if file.exists() { "" } else { " (missing)" };
+                println!("     ← {}{missing}", file.display());
+            }
         }
         println!(
             "estimated: ≈ {} on this machine's CPU (training from its own metrics where a run \
@@ -194,7 +206,7 @@ pub fn run(request: RunRequest) -> Result<()> {
         let mut marker = Marker {
             recipe: plan.recipes[plan.nodes[n].recipe].name.clone(),
             stage: st.name.clone(),
-            scale: request.scale.name().into(),
+            scale: scale.name().into(),
             settings: state::settings(&plan, n),
             inputs,
             id: String::new(),

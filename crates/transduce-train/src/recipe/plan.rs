@@ -49,15 +49,19 @@ pub enum Output {
     Bundle(PathBuf),
     /// Test scores (`scores.json`); the bundle's card holds them too.
     Scores(PathBuf),
+    /// A Table 3 report folder (`table3.md`, `table3-ppl.svg`, `results.json`).
+    Report(PathBuf),
 }
 
 impl Output {
     /// The folder a `@stage/FILE` reference looks in.
     pub fn folder(&self) -> PathBuf {
         match self {
-            Output::Prepared(d) | Output::Run(d) | Output::Corpus(d) | Output::Bundle(d) => {
-                d.clone()
-            }
+            Output::Prepared(d)
+            | Output::Run(d)
+            | Output::Corpus(d)
+            | Output::Bundle(d)
+            | Output::Report(d) => d.clone(),
             Output::Weights { file: f, .. } | Output::Selection(f) | Output::Scores(f) => f
                 .parent()
                 .map_or_else(|| PathBuf::from("."), Path::to_path_buf),
@@ -84,7 +88,7 @@ pub struct Plan {
 impl Plan {
     /// Reads the recipe at `path` and every recipe its stages take inputs from.
     pub fn load(path: &Path, context: Context) -> Result<Plan> {
-        let root = Recipe::read(path)?;
+        let root = Recipe::read(path)?.at_scale(context.scale)?;
         let mut plan = Plan {
             context,
             recipes: Vec::new(),
@@ -121,7 +125,7 @@ impl Plan {
                                         ),
                                     ));
                                 }
-                                let other = Recipe::read(&file)?;
+                                let other = Recipe::read(&file)?.at_scale(plan.context.scale)?;
                                 plan.add_recipe(other, &mut by_name, &mut index)
                             }
                         },
@@ -285,6 +289,7 @@ impl Plan {
             Kind::Select => Output::Selection(dir.join("select.json")),
             Kind::Export => Output::Bundle(dir.join("bundle")),
             Kind::Test => Output::Scores(dir.join("scores.json")),
+            Kind::Table3 => Output::Report(dir),
         })
     }
 
@@ -401,6 +406,7 @@ impl Plan {
             Output::Selection(_) => "a selection of beam and α",
             Output::Bundle(_) => "a bundle",
             Output::Scores(_) => "test scores",
+            Output::Report(_) => "a Table 3 report",
         };
         recipe.error(stage, field, format!("expected {what}, but it names {got}"))
     }

@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 
 use clap::{Args, Parser};
 
+use transduce::config::ModelConfig;
+
 use crate::cmd::train::TrainCmd;
 use crate::error::Result;
 
@@ -45,6 +47,9 @@ pub enum Spec {
         /// The trainer's options as the recipe gives them (`max_steps = 4000`, …).
         options: BTreeMap<String, toml::Value>,
         max_steps: u64,
+        /// A row of Table 3 (`row`, at `width_divisor`): the runner writes its model
+        /// config into the stage's folder and trains it with `--config`.
+        row: Option<Row>,
     },
     Average {
         /// A run's newest `last` checkpoints, or else these weights (a soup).
@@ -81,7 +86,28 @@ pub enum Spec {
         bundle: PathBuf,
         sets: Vec<TestSet>,
     },
+    Table3 {
+        /// Each row and its training run.
+        rows: Vec<Row>,
+        src: PathBuf,
+        reference: PathBuf,
+        beam: usize,
+        alpha: f64,
+        /// What was scaled and how, printed above the table.
+        note: String,
+    },
 }
+
+/// A Table 3 row's model, as a train stage trains it (`run`: its folder).
+#[derive(Clone, Debug)]
+pub struct Row {
+    pub name: String,
+    pub model: ModelConfig,
+    pub run: PathBuf,
+}
+
+/// The file a row's model config is written to, in the stage's folder.
+pub const ROW_CONFIG_FILE: &str = "row-model.json";
 
 /// Parses a subcommand's arguments with its own clap definition.
 #[derive(Parser)]
@@ -252,10 +278,47 @@ impl Spec {
                     None => None,
                     Some(_) => Some(plan.model(node, "init", &plan.single(node, "init")?)?),
                 };
+                let row = match get("row") {
+                    None => {
+                        if stage.fields.contains_key("width_divisor") {
+                            return Err(err("width_divisor", "it divides a `row`'s widths".into()));
+                        }
+                        None
+                    }
+                    Some(toml::Value::String(name)) => {
+                        for f in ["preset", "config", "init"] {
+                            if stage.fields.contains_key(f) {
+                                return Err(err(f, "a `row` is the stage's model".into()));
+                            }
+                        }
+                        let divisor = count("width_divisor")?.unwrap_or(1);
+                        let model = super::row::model(name, divisor).map_err(|m| {
+                            let field = if m.contains("not a row") {
+                                "row"
+                            } else {
+                                "width_divisor"
+                            };
+                            err(field, m)
+                        })?;
+                        Some(Row {
+                            name: name.clone(),
+                            model,
+                            run: plan.nodes[node].dir.clone(),
+                        })
+                    }
+                    Some(v) => {
+                        return Err(err(
+                            "row",
+                            format!("{v} is not a row name of Table 3 (\"base\", \"A1\", …)"),
+                        ));
+                    }
+                };
                 let options: BTreeMap<String, toml::Value> = stage
                     .fields
                     .iter()
-                    .filter(|(k, _)| !matches!(k.as_str(), "data" | "init"))
+                    .filter(|(k, _)| {
+                        !matches!(k.as_str(), "data" | "init" | "row" | "width_divisor")
+                    })
                     .map(|(k, f)| (k.clone(), f.value.clone()))
                     .collect();
                 for key in options.keys() {
@@ -278,6 +341,7 @@ impl Spec {
                     init,
                     options,
                     max_steps,
+                    row,
                 };
                 // The trainer's own parser checks every option, at both scales.
                 for scale in [Scale::Full, Scale::Smoke] {
@@ -480,7 +544,64 @@ impl Spec {
                     sets: sets(plan, node, "sets")?,
                 }
             }
+            Kind::Table3 => {
+                let mut rows: Vec<Row> = Vec::new();
+                for input in plan.inputs(node, "rows")? {
+                    let Input::Stage(r) = &input else {
+                        return Err(err("rows", "expected `@stage`s of train stages".into()));
+                    };
+                    let target = match plan.reference_output(node, "rows", r)? {
+                        Output::Run(_) if r.sub.is_none() => plan.target(node, r),
+                        other => {
+                            return Err(plan.expected(node, "rows", "a train stage", &other));
+                        }
+                    };
+                    // The train stage's own reading of its row (its errors are its own).
+                    let row = match target.map(|t| Spec::read(plan, t)).transpose()? {
+                        Some(Spec::Train { row: Some(row), .. }) => row,
+                        _ => {
+                            return Err(err(
+                                "rows",
+                                format!("`@{}` trains no Table 3 `row`", r.stage),
+                            ));
+                        }
+                    };
+                    if rows.iter().any(|other| other.name == row.name) {
+                        return Err(err("rows", format!("row {} twice", row.name)));
+                    }
+                    rows.push(row);
+                }
+                Spec::Table3 {
+                    rows,
+                    src: plan.file(node, "src", &plan.single(node, "src")?)?,
+                    reference: plan.file(node, "ref", &plan.single(node, "ref")?)?,
+                    beam: count("beam")?.unwrap_or(4),
+                    alpha: number("alpha")?.unwrap_or(0.6),
+                    note: text("note", "")?,
+                }
+            }
         })
+    }
+
+    /// The corpus files a stage reads from outside the plan (what `--dry-run` lists, so a
+    /// missing download shows before a run).
+    pub fn data_files(&self) -> Vec<PathBuf> {
+        match self {
+            Spec::Prepare {
+                src,
+                tgt,
+                valid_src,
+                valid_tgt,
+                ..
+            } => [src, tgt, valid_src, valid_tgt]
+                .into_iter()
+                .flatten()
+                .cloned()
+                .collect(),
+            Spec::Teacher { src, tgt, .. } => src.iter().chain(tgt).cloned().collect(),
+            Spec::Table3 { src, reference, .. } => vec![src.clone(), reference.clone()],
+            _ => Vec::new(),
+        }
     }
 
     /// `transduce train`'s arguments for this stage (a train stage), at a scale.
@@ -490,6 +611,7 @@ impl Spec {
             init,
             options,
             max_steps,
+            row,
         } = self
         else {
             return Vec::new();
@@ -513,7 +635,7 @@ impl Spec {
             };
             cap(&mut options, "max_tokens", 600);
             cap(&mut options, "warmup", 10);
-            if init.is_none() {
+            if init.is_none() && row.is_none() {
                 options.insert("preset".into(), toml::Value::String("tiny".into()));
             }
         } else {
@@ -534,6 +656,10 @@ impl Spec {
         if let Some(init) = init {
             let weights = init.checkpoint.as_ref().unwrap_or(&init.path);
             args.extend(["--init".to_string(), weights.display().to_string()]);
+        }
+        if row.is_some() {
+            let config = out.join(ROW_CONFIG_FILE);
+            args.extend(["--config".to_string(), config.display().to_string()]);
         }
         for (key, value) in &options {
             push_option(&mut args, key, value);

@@ -14,11 +14,11 @@ use crate::cmd::{
     translate::TranslateCmd,
 };
 use crate::error::{CliError, Result, io};
-use crate::{checkpoint_mean, cmd, data, fsutil};
+use crate::{checkpoint_mean, cmd, data, fsutil, table3, train};
 
 use super::format::Scale;
 use super::plan::{Model, Plan};
-use super::spec::{Argv, SetData, Spec, TestSet};
+use super::spec::{Argv, ROW_CONFIG_FILE, SetData, Spec, TestSet};
 
 /// Lines of each training corpus at `--scale smoke`.
 pub const SMOKE_TRAIN_LINES: usize = 300;
@@ -93,7 +93,13 @@ pub fn run(plan: &Plan, node: usize, spec: &Spec, resume: bool, options: &Option
             }
             cmd::prepare::run(Argv::<PrepareCmd>::read(&args)?)
         }
-        Spec::Train { .. } => {
+        Spec::Train { row, .. } => {
+            if let Some(row) = row
+                && !resume
+            {
+                let json = serde_json::to_string_pretty(&row.model).expect("a config serializes");
+                fsutil::write_atomic(&dir.join(ROW_CONFIG_FILE), json.as_bytes())?;
+            }
             let mut args = spec.train_args(&dir, scale, resume);
             args.extend(["--backend".into(), backend]);
             if !options.devices.is_empty() {
@@ -351,6 +357,93 @@ pub fn run(plan: &Plan, node: usize, spec: &Spec, resume: bool, options: &Option
             }
             Ok(())
         }
+        Spec::Table3 {
+            rows,
+            src,
+            reference,
+            beam,
+            alpha,
+            note,
+        } => {
+            let dev = sets_at_scale(
+                &[TestSet {
+                    name: "dev".into(),
+                    data: SetData::Pairs {
+                        src: src.clone(),
+                        reference: reference.clone(),
+                    },
+                }],
+                &dir,
+                scale,
+            )?;
+            let SetData::Pairs { src, reference } = &dev[0].data else {
+                unreachable!("a set of pairs stays one")
+            };
+            let mut measured = BTreeMap::new();
+            for super::spec::Row { name, run, .. } in rows {
+                let step = train::checkpoint::list(run)?
+                    .last()
+                    .map(|(step, _)| *step)
+                    .ok_or_else(|| {
+                        CliError::Usage(format!("row {name}: {} has no checkpoint", run.display()))
+                    })?;
+                // Per wordpiece on dev, as the paper's note to Table 3 says; the newest
+                // checkpoint, not an average (the paper's Table 3 averages none).
+                let model = cmd::ModelArgs {
+                    model: run.clone(),
+                    checkpoint: None,
+                    backend: options.backend,
+                };
+                let loss = cmd::eval::pair_loss(&model, src, reference)?;
+                let hyp = dir.join(format!("{name}.hyp"));
+                let args = vec![
+                    "--model".to_string(),
+                    run.display().to_string(),
+                    "--beam".into(),
+                    beam.to_string(),
+                    "--alpha".into(),
+                    alpha.to_string(),
+                    "--backend".into(),
+                    backend.clone(),
+                ];
+                translate(args, src, &hyp)?;
+                let (score, _) = bleu(&hyp, reference)?;
+                let ppl = loss.nll.exp();
+                eprintln!(
+                    "{name}: step {step}, dev perplexity {ppl:.2} ({} pairs), BLEU {score:.2} \
+                     (beam {beam}, α {alpha})",
+                    loss.pairs
+                );
+                measured.insert(
+                    name.clone(),
+                    table3::Measured {
+                        steps: step,
+                        ppl,
+                        bleu: score,
+                        params: loss.params as u64,
+                    },
+                );
+            }
+            let results = table3::Results {
+                scale: scale.name().into(),
+                note: note.clone(),
+                rows: measured,
+            };
+            fsutil::write_atomic(
+                &dir.join(table3::RESULTS_FILE),
+                serde_json::to_string_pretty(&results)
+                    .unwrap_or_default()
+                    .as_bytes(),
+            )?;
+            table3::write(&results, &dir)?;
+            let (rho, n) = table3::ppl_correlation(&results);
+            eprintln!(
+                "wrote {} ({n} rows; Spearman ρ of dev perplexity {})",
+                dir.join(table3::MARKDOWN_FILE).display(),
+                rho.map_or("not defined".into(), |r| format!("{r:.3}"))
+            );
+            Ok(())
+        }
         Spec::Test { bundle, sets } => {
             let sets = sets_at_scale(sets, &dir, scale)?;
             let mut metrics = serde_json::Map::new();
@@ -527,7 +620,7 @@ fn bracket_f1(gold: &Path, test: &Path) -> Result<f64> {
 
 /// The sets with their files cut to the scale's lines (into `dir`).
 fn sets_at_scale(sets: &[TestSet], dir: &Path, scale: Scale) -> Result<Vec<TestSet>> {
-    if scale == Scale::Full {
+    if scale != Scale::Smoke {
         return Ok(sets.to_vec());
     }
     sets.iter()

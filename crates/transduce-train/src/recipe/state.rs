@@ -102,7 +102,7 @@ pub fn input_ids(plan: &Plan, node: usize, pending: &[bool]) -> Option<BTreeMap<
 pub fn target_steps(spec: &Spec, scale: Scale) -> u64 {
     match (spec, scale) {
         (_, Scale::Smoke) => 2,
-        (Spec::Train { max_steps, .. }, Scale::Full) => *max_steps,
+        (Spec::Train { max_steps, .. }, _) => *max_steps,
         _ => 0,
     }
 }
@@ -228,6 +228,11 @@ fn output_check(plan: &Plan, node: usize, spec: &Spec) -> Result<Option<String>>
             vec![f]
         }
         (Output::Scores(f), _) => vec![f],
+        (Output::Report(d), _) => vec![
+            d.join(crate::table3::RESULTS_FILE),
+            d.join(crate::table3::MARKDOWN_FILE),
+            d.join(crate::table3::CHART_FILE),
+        ],
     };
     Ok(needed
         .iter()

@@ -12,7 +12,7 @@ mod spearman;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use transduce::config::{Table3Row, table3};
 
 use crate::error::{CliError, Result, io};
@@ -48,8 +48,13 @@ pub const PAPER: [(&str, u64, f64, f64); 20] = [
 /// Rows whose params column the paper leaves blank (the base model's count).
 const BLANK_PARAMS: [&str; 9] = ["A1", "A2", "A3", "A4", "D1", "D2", "D3", "D4", "E"];
 
+/// The report's files in its folder (the results it was made from beside them).
+pub const MARKDOWN_FILE: &str = "table3.md";
+pub const CHART_FILE: &str = "table3-ppl.svg";
+pub const RESULTS_FILE: &str = "results.json";
+
 /// Our figures for one row, as the run measured them.
-#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct Measured {
     pub steps: u64,
@@ -62,7 +67,7 @@ pub struct Measured {
 }
 
 /// The file of our figures: `{ "scale": "…", "note": "…", "rows": { "base": { … }, … } }`.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Results {
     pub scale: String,
@@ -215,13 +220,13 @@ pub fn markdown(results: &Results) -> String {
 /// Writes `table3.md` and `table3-ppl.svg` into `dir`.
 pub fn write(results: &Results, dir: &Path) -> Result<()> {
     std::fs::create_dir_all(dir).map_err(io(dir))?;
-    fsutil::write_atomic(&dir.join("table3.md"), markdown(results).as_bytes())?;
+    fsutil::write_atomic(&dir.join(MARKDOWN_FILE), markdown(results).as_bytes())?;
     let points: Vec<(&str, f64, Option<f64>)> = PAPER
         .iter()
         .map(|(name, _, ppl, _)| (*name, *ppl, results.rows.get(*name).map(|m| m.ppl)))
         .collect();
     fsutil::write_atomic(
-        &dir.join("table3-ppl.svg"),
+        &dir.join(CHART_FILE),
         chart::ppl_chart(&points, &results.scale).as_bytes(),
     )
 }

@@ -304,6 +304,8 @@ fn every_shipped_recipe_runs_at_smoke_scale() {
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|e| e == "toml"))
         .collect();
+    // Table 3 (20 training runs) has a test of its own at smoke scale, below.
+    recipes.retain(|p| !p.ends_with("table3.toml"));
     recipes.sort();
     assert!(!recipes.is_empty());
     for recipe in &recipes {
@@ -412,4 +414,350 @@ fn distilled_student_learns_the_teachers_translations() {
         lineage,
         ["teacher", "data", "student", "average", "select", "bundle"]
     );
+}
+
+/// Per-scale values and Table 3 rows: each wrong one is one error at its file, line and
+/// field, at plan time.
+#[test]
+fn bad_scales_and_rows_get_one_error_naming_file_line_and_field() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let check = |text: &str, scale: Option<&str>, expected: &str| {
+        let path = dir.join("bad.toml");
+        std::fs::write(&path, text).unwrap();
+        let mut args = vec!["recipe", "run", s(&path), "--dry-run", "--work", s(dir)];
+        if let Some(scale) = scale {
+            args.extend(["--scale", scale]);
+        }
+        let err = fail(&args);
+        assert!(!err.contains("panicked"), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        let want = format!("error: {}:{expected}", path.display());
+        assert!(err.starts_with(&want), "expected {want}\ngot {err}");
+    };
+    let header = "[recipe]\nscales = [\"reduced\", \"paper\"]\ndefault_scale = \"reduced\"\n";
+    let prepare = "[[stage]]\nname = \"data\"\nkind = \"prepare\"\nsrc = \"a\"\ntgt = \"b\"\n";
+    let train = |extra: &str| {
+        format!(
+            "{header}{prepare}[[stage]]\nname = \"run\"\nkind = \"train\"\ndata = \"@data\"\n{extra}"
+        )
+    };
+    // A key that is no scale; a scale the recipe does not declare.
+    check(
+        &train("max_steps = { reduced = 5, papr = 9 }\n"),
+        None,
+        "13: stage `run`, field `max_steps`: `papr` is not a scale",
+    );
+    check(
+        &format!(
+            "{prepare}[[stage]]\nname = \"run\"\nkind = \"train\"\ndata = \"@data\"\nmax_steps = {{ paper = 5 }}\n"
+        ),
+        None,
+        "10: stage `run`, field `max_steps`: scale `paper` is not one of the recipe's (full, and smoke)",
+    );
+    // A value missing at the scale asked for; a scale the recipe has not.
+    check(
+        &train("max_steps = { reduced = 5 }\n"),
+        Some("paper"),
+        "13: stage `run`, field `max_steps`: no value for scale `paper`",
+    );
+    check(
+        &format!(
+            "{prepare}[[stage]]\nname = \"run\"\nkind = \"train\"\ndata = \"@data\"\nmax_steps = 5\n"
+        ),
+        Some("reduced"),
+        "1: [recipe], field `scales`: this recipe has no scale `reduced`",
+    );
+    check(
+        &format!("[recipe]\nscales = [\"reduced\"]\ndefault_scale = \"paper\"\n{prepare}"),
+        None,
+        "3: [recipe], field `default_scale`: `paper` is not one of the recipe's scales (reduced)",
+    );
+    check(
+        &format!("[recipe]\nscales = [\"reduced\", \"huge\"]\n{prepare}"),
+        None,
+        "2: [recipe], field `scales`: `huge` is not a scale to declare",
+    );
+    // Table 3 rows: an unknown row, a width that does not divide, a row with a preset.
+    check(
+        &train("max_steps = 5\nrow = \"F1\"\n"),
+        None,
+        "14: stage `run`, field `row`: `F1` is not a row of Table 3",
+    );
+    check(
+        &train("max_steps = 5\nrow = \"B1\"\nwidth_divisor = { reduced = 32, paper = 1 }\n"),
+        None,
+        "15: stage `run`, field `width_divisor`: row B1's d_k 16 is not a multiple of width_divisor 32",
+    );
+    check(
+        &train("max_steps = 5\nrow = \"A1\"\npreset = \"tiny\"\n"),
+        None,
+        "15: stage `run`, field `preset`: a `row` is the stage's model",
+    );
+    check(
+        &format!(
+            "{}[[stage]]\nname = \"t3\"\nkind = \"table3\"\nrows = [\"@run\"]\nsrc = \"a\"\nref = \"b\"\n",
+            train("max_steps = 5\npreset = \"tiny\"\n")
+        ),
+        None,
+        "18: stage `t3`, field `rows`: `@run` trains no Table 3 `row`",
+    );
+}
+
+/// `--dry-run` of Table 3 at the paper's scale: WMT14 in, 20 rows and the report planned.
+#[test]
+fn table3_recipe_plans_the_paper_scale_on_wmt14() {
+    let root = manifest_dir().join("../..");
+    let tmp = tempfile::tempdir().unwrap();
+    let out = run(&[
+        "recipe",
+        "run",
+        s(&root.join("recipes/table3.toml")),
+        "--scale",
+        "paper",
+        "--dry-run",
+        "--data",
+        s(&tmp.path().join("data")),
+        "--work",
+        s(&tmp.path().join("work")),
+    ]);
+    let rows = [
+        "base", "A1", "A2", "A3", "A4", "B1", "B2", "C1", "C2", "C3", "C4", "C5", "C6", "C7", "D1",
+        "D2", "D3", "D4", "E", "big",
+    ];
+    let planned: Vec<(String, String)> = out
+        .lines()
+        .filter_map(|l| {
+            let mut words = l.split_whitespace();
+            let number = words.next()?;
+            number.strip_suffix('.')?.parse::<usize>().ok()?;
+            Some((words.next()?.to_string(), words.next()?.to_string()))
+        })
+        .collect();
+    let names: Vec<&str> = planned.iter().map(|(n, _)| n.as_str()).collect();
+    let mut expected = vec!["data"];
+    expected.extend(rows);
+    expected.push("report");
+    assert_eq!(names, expected, "{out}");
+    assert!(
+        planned[1..21].iter().all(|(_, kind)| kind == "train"),
+        "{out}"
+    );
+    assert_eq!(planned[21].1, "table3", "{out}");
+    for file in ["wmt14-en-de/train.en", "wmt14-en-de/valid.de"] {
+        assert!(
+            out.contains(&format!("data/{file} (missing)")),
+            "{file}: {out}"
+        );
+    }
+    assert!(out.contains("scripts/get-wmt14.sh"), "{out}");
+    // The paper's rows at full width and steps: hundreds of hours each on a CPU, big
+    // (3x the steps of a 3x larger model) several times base.
+    let hours = |row: &str| -> u64 {
+        let line = out
+            .lines()
+            .find(|l| l.split_whitespace().nth(1) == Some(row))
+            .unwrap();
+        let after = line.split('≈').nth(1).unwrap_or_else(|| panic!("{line}"));
+        let words: Vec<&str> = after.split_whitespace().collect();
+        assert_eq!(words.get(1), Some(&"h"), "{line}");
+        words[0].parse().unwrap()
+    };
+    assert!(hours("base") >= 100, "{out}");
+    assert!(hours("big") > 3 * hours("base"), "{out}");
+}
+
+/// Table 3 at `--scale smoke`: every row trained (2 steps, widths ÷ 16) and the report.
+/// Its table has the paper's rows and figures (typed here from the paper, apart from the
+/// code's), and its own figures are the run's: base's perplexity and BLEU equal what
+/// `transduce eval ppl` and `translate` + `eval bleu` make of base's run on the same lines.
+#[test]
+fn table3_recipe_at_smoke_scale_reports_every_row() {
+    use std::io::BufRead;
+    let root = manifest_dir().join("../..");
+    let data = root.join("../shared/data");
+    let val_en = data.join("multi30k/val.en.gz");
+    if !val_en.exists() {
+        println!(
+            "SKIP: table3_recipe_at_smoke_scale_reports_every_row: {} not found",
+            data.display()
+        );
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let work = tmp.path().join("work");
+    let recipe = root.join("recipes/table3.toml");
+    let args = [
+        "recipe",
+        "run",
+        s(&recipe),
+        "--scale",
+        "smoke",
+        "--data",
+        s(&data),
+        "--work",
+        s(&work),
+    ];
+    let started = Instant::now();
+    let out = run(&args);
+    println!(
+        "table3 at smoke scale: {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    assert!(out.contains("every stage done"), "{out}");
+    let report = work.join("table3/report");
+    let md = std::fs::read_to_string(report.join("table3.md")).unwrap();
+    let line = |row: &str| -> Vec<String> {
+        let l = md
+            .lines()
+            .find(|l| l.starts_with(&format!("| {row} ")))
+            .unwrap_or_else(|| panic!("no row {row} in {md}"));
+        l.trim_matches('|')
+            .split('|')
+            .map(|c| c.trim().to_string())
+            .collect()
+    };
+    // The paper's Table 3, typed in from the paper: settings, steps, PPL, BLEU, params.
+    assert_eq!(
+        line("base")[..9],
+        ["base", "6", "512", "2048", "8", "64", "64", "0.1", "0.1"]
+    );
+    assert_eq!(line("A1")[4..7], ["1", "512", "512"]);
+    assert_eq!(line("C1")[1], "2");
+    assert_eq!(line("C5")[2], "1024");
+    assert_eq!(line("D3")[8], "0.0");
+    assert_eq!(
+        line("big")[1..9],
+        ["", "1024", "4096", "16", "", "", "0.3", ""]
+    );
+    let paper = [
+        ("base", "100K", "4.92", "25.8", "65"),
+        ("A1", "100K", "5.29", "24.9", "(65)"),
+        ("B1", "100K", "5.16", "25.1", "58"),
+        ("C1", "100K", "6.11", "23.7", "36"),
+        ("C7", "100K", "4.75", "26.2", "90"),
+        ("D1", "100K", "5.77", "24.6", "(65)"),
+        ("E (learned positions)", "100K", "4.92", "25.7", "(65)"),
+        ("big", "300K", "4.33", "26.4", "213"),
+    ];
+    for (row, steps, ppl, bleu, params) in paper {
+        let cells = line(row);
+        let first = |c: &str| c.split(" / ").next().unwrap().to_string();
+        assert_eq!(
+            [
+                first(&cells[9]),
+                first(&cells[10]),
+                first(&cells[11]),
+                first(&cells[12])
+            ],
+            [steps, ppl, bleu, params],
+            "{row}: {cells:?}"
+        );
+    }
+    // Every row has figures of ours: 2 steps, a perplexity, a BLEU, a parameter count.
+    let ours = |row: &str, column: usize| -> String {
+        line(row)[column].split(" / ").nth(1).unwrap().to_string()
+    };
+    let names = [
+        "base",
+        "A1",
+        "A2",
+        "A3",
+        "A4",
+        "B1",
+        "B2",
+        "C1",
+        "C2",
+        "C3",
+        "C4",
+        "C5",
+        "C6",
+        "C7",
+        "D1",
+        "D2",
+        "D3",
+        "D4",
+        "E (learned positions)",
+        "big",
+    ];
+    for row in names {
+        assert_eq!(ours(row, 9), "2", "{row}");
+        assert!(ours(row, 10).parse::<f64>().unwrap() > 1.0, "{row}");
+    }
+    assert!(md.contains("over 20 rows"), "{md}");
+    // Widths ÷ 16 with each row's variation kept: params differ as the rows do.
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(report.join("results.json")).unwrap())
+            .unwrap();
+    let params = |row: &str| results["rows"][row]["params"].as_u64().unwrap();
+    assert!(
+        params("C1") < params("base") && params("base") < params("C3"),
+        "{md}"
+    );
+    assert!(
+        params("C5") > params("base") && params("big") > params("C5"),
+        "{md}"
+    );
+    let a1: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(work.join("table3/A1/row-model.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        (
+            a1["n_heads"].as_u64(),
+            a1["d_k"].as_u64(),
+            a1["d_model"].as_u64()
+        ),
+        (Some(1), Some(32), Some(32))
+    );
+    let svg = std::fs::read_to_string(report.join("table3-ppl.svg")).unwrap();
+    assert_eq!(svg.matches("<circle").count(), 40, "{svg}");
+
+    // Base's figures again, by the subcommands a user would run on the first 8 dev pairs.
+    let first8 = |p: &Path| -> String {
+        let gz = flate2::read::MultiGzDecoder::new(std::fs::File::open(p).unwrap());
+        let lines: Vec<String> = std::io::BufReader::new(gz)
+            .lines()
+            .take(8)
+            .map(|l| l.unwrap())
+            .collect();
+        lines.join("\n") + "\n"
+    };
+    let (src, reference) = (tmp.path().join("dev.en"), tmp.path().join("dev.de"));
+    std::fs::write(&src, first8(&val_en)).unwrap();
+    std::fs::write(&reference, first8(&data.join("multi30k/val.de.gz"))).unwrap();
+    let base_run = work.join("table3/base");
+    let ppl_out = run(&[
+        "eval",
+        "ppl",
+        "--model",
+        s(&base_run),
+        "--src",
+        s(&src),
+        "--tgt",
+        s(&reference),
+    ]);
+    let ppl: f64 = ppl_out
+        .split_whitespace()
+        .skip_while(|w| *w != "perplexity")
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(format!("{ppl:.2}"), ours("base", 10), "{ppl_out}\n{md}");
+    let hyp = tmp.path().join("base.de");
+    translate_file(&base_run, &src, &hyp, &["--beam", "4", "--alpha", "0.6"]);
+    let bleu_out = run(&["eval", "bleu", "--hyp", s(&hyp), "--ref", s(&reference)]);
+    let bleu: f64 = bleu_out
+        .split_whitespace()
+        .skip_while(|w| *w != "=")
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(format!("{bleu:.1}"), ours("base", 11), "{bleu_out}\n{md}");
+
+    // Run again: every stage is done, nothing is trained or scored again.
+    let again = run(&args);
+    assert_eq!(again.matches(": done, ").count(), 22, "{again}");
 }
