@@ -25,6 +25,18 @@ fn mpirun(test: &str) -> Option<PathBuf> {
 
 /// `train`'s arguments for a 20-step tiny run with dropout, checkpointing at the end only.
 fn train_args<'a>(data: &'a Path, out: &'a Path, accum: &'a str) -> Vec<&'a str> {
+    train_for(data, out, accum, "20", "20")
+}
+
+/// `train`'s arguments for a tiny run with dropout of `steps` steps, checkpointing every
+/// `every`.
+fn train_for<'a>(
+    data: &'a Path,
+    out: &'a Path,
+    accum: &'a str,
+    steps: &'a str,
+    every: &'a str,
+) -> Vec<&'a str> {
     vec![
         "train",
         "--data",
@@ -42,9 +54,11 @@ fn train_args<'a>(data: &'a Path, out: &'a Path, accum: &'a str) -> Vec<&'a str>
         "--warmup",
         "10",
         "--max-steps",
-        "20",
+        steps,
         "--checkpoint-steps",
-        "20",
+        every,
+        "--keep",
+        "100",
         "--log-every",
         "1",
         "--accum",
@@ -55,9 +69,10 @@ fn train_args<'a>(data: &'a Path, out: &'a Path, accum: &'a str) -> Vec<&'a str>
     ]
 }
 
-/// `transduce ARGS` as `ranks` MPI ranks on this machine; its output.
-fn mpi_run(mpirun: &Path, ranks: usize, args: &[&str]) -> String {
-    let out = Command::new(mpirun)
+/// `mpirun` starting `transduce ARGS` as `ranks` ranks on this machine.
+fn mpi_command(mpirun: &Path, ranks: usize, args: &[&str]) -> Command {
+    let mut command = Command::new(mpirun);
+    command
         .args([
             "-n",
             &ranks.to_string(),
@@ -69,9 +84,13 @@ fn mpi_run(mpirun: &Path, ranks: usize, args: &[&str]) -> String {
         .args(args)
         // Containers and CI run as root, which mpirun refuses without these.
         .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-        .output()
-        .unwrap();
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+    command
+}
+
+/// `transduce ARGS` as `ranks` MPI ranks on this machine; its output.
+fn mpi_run(mpirun: &Path, ranks: usize, args: &[&str]) -> String {
+    let out = mpi_command(mpirun, ranks, args).output().unwrap();
     let text =
         String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -184,4 +203,103 @@ fn four_oversubscribed_ranks_lose_like_accumulating_four_batches() {
             step + 1
         );
     }
+}
+
+/// The processes running `transduce` whose command line names `out`, by pid.
+fn ranks_of(out: &Path) -> Vec<u32> {
+    let mut pids: Vec<u32> = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let args: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
+            args.first().is_some_and(|a| a.ends_with(b"transduce"))
+                && args.contains(&s(out).as_bytes())
+        })
+        .collect();
+    pids.sort();
+    pids
+}
+
+/// A rank killed mid-run ends the job within 60 s, leaving its checkpoints whole; ranks
+/// resumed from the last one train on exactly as an uninterrupted run.
+#[test]
+fn a_killed_rank_ends_the_job_and_ranks_resume_exactly() {
+    let Some(mpirun) = mpirun("a_killed_rank_ends_the_job_and_ranks_resume_exactly") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let (_, _, data) = prepare_toy(dir);
+    let (whole, killed) = (dir.join("whole"), dir.join("killed"));
+    run(&train_for(&data, &whole, "2", "200", "10"));
+    let mut job = mpi_command(&mpirun, 2, &train_for(&data, &killed, "1", "100000", "10"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let first = killed.join("checkpoints/step-00000010");
+    let waited = std::time::Instant::now();
+    while !first.exists() {
+        assert!(
+            waited.elapsed().as_secs() < 120,
+            "no checkpoint within 120 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let ranks = ranks_of(&killed);
+    assert_eq!(ranks.len(), 2, "{ranks:?}");
+    let status = Command::new("kill")
+        .args(["-9", &ranks[1].to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let killed_at = std::time::Instant::now();
+    let exit = loop {
+        if let Some(exit) = job.try_wait().unwrap() {
+            break exit;
+        }
+        if killed_at.elapsed().as_secs() >= 60 {
+            job.kill().unwrap();
+            panic!("the other rank still runs 60 s after one was killed");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert!(!exit.success());
+    assert!(ranks_of(&killed).is_empty(), "a rank outlived the job");
+    // Resumed to a step the killed run cannot have reached.
+    let last = std::fs::read_dir(killed.join("checkpoints"))
+        .unwrap()
+        .filter_map(|e| {
+            e.ok()?
+                .file_name()
+                .to_str()?
+                .strip_prefix("step-")?
+                .parse::<u64>()
+                .ok()
+        })
+        .max()
+        .unwrap();
+    assert!(last < 200, "the killed run reached step {last}");
+    let out = mpi_run(
+        &mpirun,
+        2,
+        &[
+            "train",
+            "--out",
+            s(&killed),
+            "--resume",
+            "--max-steps",
+            "200",
+            "--quiet",
+        ],
+    );
+    assert!(out.contains("resuming from"), "{out}");
+    let step = |run: &Path| {
+        std::fs::read(run.join("checkpoints/step-00000200/model.safetensors")).unwrap()
+    };
+    assert!(
+        step(&whole) == step(&killed),
+        "ranks resumed from step {last} differ from --accum 2 at step 200"
+    );
 }
