@@ -13,6 +13,9 @@ ensure_page_tools
 # A software Vulkan device (lavapipe), so the wgpu backend is tested without a GPU;
 # Chromium for the browser tests.
 ensure_apt mesa-vulkan-drivers chromium
+# Open MPI, for the data-parallel ranks' tests (`--features transduce-train/mpi`: mpirun
+# starts the ranks); libclang generates the MPI bindings at build time.
+ensure_apt libopenmpi-dev openmpi-bin libclang-dev
 # Autotune's first call per shape benchmarks every kernel variant, ~15 s per shape on a
 # CPU-emulated device: the wgpu tests check results, not speed, so they tune minimally.
 export CUBECL_AUTOTUNE_LEVEL=${CUBECL_AUTOTUNE_LEVEL:-minimal}
@@ -45,12 +48,12 @@ step "scripts/check-cycles.py's tests" python3 scripts/test_check_cycles.py
 # cubecl-llvm's LLVM build, which only a full CUDA build needs
 # (scripts/setup-cuda-build.sh; README "CUDA"); no other crate here reads it.
 step "cargo clippy (with the CUDA trainer)" \
-    env DOCS_RS=1 cargo clippy --workspace --all-targets --locked --features transduce-train/cuda -- -D warnings
+    env DOCS_RS=1 cargo clippy --workspace --all-targets --locked --features transduce-train/cuda,transduce-train/mpi -- -D warnings
 
 log "cargo test --workspace"
 test_log=$(mktemp)
 # --no-fail-fast: every test binary runs, so one failure does not hide the others.
-cargo test --workspace --locked --no-fail-fast --timings 2>&1 | tee "$test_log"
+cargo test --workspace --locked --no-fail-fast --timings --features transduce-train/mpi 2>&1 | tee "$test_log"
 test_status=${PIPESTATUS[0]}
 read -r p f i < <(awk '/^test result:/ {
         for (k = 1; k <= NF; k++) {

@@ -7,6 +7,7 @@ mod checkpoint_mean;
 mod cmd;
 mod data;
 mod decoder;
+mod distributed;
 mod error;
 mod fsutil;
 mod gpu;

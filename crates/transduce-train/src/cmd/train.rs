@@ -8,9 +8,10 @@ use transduce::bundle::TOKENIZER_FILE;
 
 use crate::backend::Backend;
 use crate::data::shape::Shapes;
+use crate::distributed::env::Launch;
 use crate::error::{CliError, Result, io};
 use crate::prepared::Prepared;
-use crate::{fsutil, options, source, train};
+use crate::{distributed, fsutil, options, source, train};
 
 #[derive(Args)]
 pub struct TrainCmd {
@@ -140,7 +141,33 @@ pub struct TrainCmd {
 
 pub fn run(cmd: TrainCmd) -> Result<()> {
     crate::backend::set_fusion(!cmd.no_fusion)?;
-    let devices = cmd.backend.devices(&cmd.devices)?;
+    // A rank of a job mpirun, srun or torchrun started: one device a rank.
+    let launch = Launch::from_env()?;
+    let collective = distributed::join::join(launch.as_ref())?;
+    let lead = collective.as_ref().is_none_or(|c| c.leads());
+    let device_ids = match (&collective, &launch) {
+        (Some(_), Some(launch))
+            if cmd.devices.is_empty() && matches!(cmd.backend, Backend::Wgpu | Backend::Cuda) =>
+        {
+            vec![launch.local_rank]
+        }
+        (Some(_), _) if cmd.devices.len() > 1 => {
+            return Err(CliError::Usage(
+                "--devices lists several devices, but this process is one rank of a job: a rank trains on one device".into(),
+            ));
+        }
+        _ => cmd.devices.clone(),
+    };
+    let devices = cmd.backend.devices(&device_ids)?;
+    if let (Some(c), Some(launch)) = (&collective, &launch) {
+        eprintln!(
+            "rank {} of {} ({}, local rank {})",
+            c.rank(),
+            c.world(),
+            launch.launcher,
+            launch.local_rank
+        );
+    }
     for device in &devices {
         eprintln!("device: {device:?}");
     }
@@ -203,11 +230,13 @@ pub fn run(cmd: TrainCmd) -> Result<()> {
         valid.close_sources(&config.model);
     }
     let focus = train::focus_rule(&config.model, &prepared.tokenizer)?;
-    std::fs::create_dir_all(&cmd.out).map_err(io(&cmd.out))?;
-    fsutil::write_atomic(
-        &cmd.out.join(TOKENIZER_FILE),
-        prepared.tokenizer.to_json()?.as_bytes(),
-    )?;
+    if lead {
+        std::fs::create_dir_all(&cmd.out).map_err(io(&cmd.out))?;
+        fsutil::write_atomic(
+            &cmd.out.join(TOKENIZER_FILE),
+            prepared.tokenizer.to_json()?.as_bytes(),
+        )?;
+    }
     eprintln!(
         "model: {} parameters; {} training pairs",
         config.model.num_params(),
@@ -225,8 +254,12 @@ pub fn run(cmd: TrainCmd) -> Result<()> {
         log_every: cmd.log_every,
         graph: replays(cmd.backend, cmd.eager, cmd.graph),
         fused: !cmd.no_fused_layers,
+        collective: collective.as_deref(),
     }
     .run()?;
+    if !lead {
+        return Ok(());
+    }
     eprintln!(
         "stopped at step {} (epoch {}, {:.0} s); checkpoint {}{}",
         summary.state.step,

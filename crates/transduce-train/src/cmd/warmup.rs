@@ -176,6 +176,7 @@ pub fn run(cmd: WarmupCmd) -> Result<()> {
             group_tokens: rows * length,
             epsilon: config.label_smoothing,
             seed: n as u64,
+            collective: None,
         };
         // A scratch model: the learning rate moves it, but nothing is kept.
         let (stepped, loss) = optimizer_step(

@@ -275,6 +275,7 @@ fn train(config: &ModelConfig, device: &Device, options: &BenchOptions) -> Resul
         group_tokens: tokens_per_step,
         epsilon: config.label_smoothing,
         seed: n,
+        collective: None,
     };
     watch.loaded();
     let mut step = |model: Transformer, n: u64| {

@@ -121,6 +121,7 @@ pub(crate) fn losses_scaled(
             group_tokens: tokens,
             epsilon: 0.1,
             seed: step,
+            collective: None,
         };
         let (next, loss) =
             optimizer_step(model, &mut optimizer, &work, 1e-3, precision, &mut scale).unwrap();
@@ -195,6 +196,7 @@ fn f32_steps_read_nothing_until_the_losses_are_read_together() {
             group_tokens: target_tokens(&pairs, &batch),
             epsilon: 0.1,
             seed: step,
+            collective: None,
         };
         let (next, loss) = optimizer_step(
             model,

@@ -6,6 +6,7 @@ mod harness;
 
 mod adapt;
 mod bench;
+mod distributed;
 mod eval;
 mod import;
 mod options;

@@ -9,12 +9,17 @@ use transduce::burn::optim::{
     GradientsAccumulator, GradientsParams, ModuleOptimizer, MultiGradientsParams,
 };
 use transduce::burn::prelude::*;
+use transduce::burn::tensor::TensorData;
 use transduce::train::loss;
 
 use super::loss_scale::{self, LossScale};
 use crate::data::batch::Batch;
+use crate::distributed::Collective;
+use crate::distributed::reduce::{self, StepSums};
 use crate::error::{CliError, Result};
 use crate::train::batches::{Examples, batch_tensors};
+use crate::train::read::read_scalars;
+use crate::train::rng;
 
 /// The gradients of one optimizer step: summed over batches on one device, or, from
 /// several devices, one set per device for burn's `step_multi` to add up.
@@ -71,13 +76,16 @@ fn gradients(
         group_tokens,
         epsilon,
         seed: step_seed,
+        collective,
     } = work;
-    // Dropout masks depend on (seed, step, device) only: resuming reproduces them.
-    let pass = |model: &Transformer, device: &Device, batches: &[&Batch], seed: u64| {
-        device.seed(seed);
+    // Dropout masks depend on (seed, step, the batch's place in the group) only: resuming
+    // reproduces them, and so does a batch taken by another device or rank.
+    let ranked = collective.is_some();
+    let pass = |model: &Transformer, device: &Device, batches: &[(usize, &Batch)]| {
         let mut accumulator = GradientsAccumulator::<Transformer>::new();
         let mut sums: Option<StepLoss> = None;
-        for batch in batches {
+        for &(j, batch) in batches {
+            device.seed(rng::batch_seed(step_seed, j));
             let (logits, tgt_out) = batch_tensors(
                 examples.pairs,
                 batch,
@@ -103,7 +111,15 @@ fn gradients(
                 None => batch_loss,
             });
         }
-        let sums = sums.ok_or_else(|| CliError::Usage("a training step with no batch".into()))?;
+        // A rank whose share of a short last group is empty adds nothing.
+        let sums = match sums {
+            Some(sums) => sums,
+            None if ranked => StepLoss {
+                smoothed: Tensor::zeros([1], device),
+                nll: Tensor::zeros([1], device),
+            },
+            None => return Err(CliError::Usage("a training step with no batch".into())),
+        };
         let grads = accumulator.grads();
         let (grads, finite) = match loss_scale {
             Some(scale) => loss_scale::unscale(grads, model, 1.0 / scale)?,
@@ -111,17 +127,33 @@ fn gradients(
         };
         Ok::<_, CliError>((grads, sums, finite))
     };
-    if devices.len() == 1 {
-        let (grads, loss, finite) = pass(model, &devices[0], group, step_seed)?;
+    let indexed: Vec<(usize, &Batch)> = group.iter().copied().enumerate().collect();
+    if let Some(collective) = collective {
+        // One device a rank: batches j ≡ rank (mod world) of the group.
+        let share: Vec<(usize, &Batch)> = indexed
+            .iter()
+            .copied()
+            .skip(collective.rank())
+            .step_by(collective.world())
+            .collect();
+        let (grads, loss, finite) = pass(model, &devices[0], &share)?;
         return Ok(StepGradients {
             grads: Grads::One(grads),
             loss,
             finite,
         });
     }
-    let shares: Vec<Vec<&Batch>> = (0..devices.len())
+    if devices.len() == 1 {
+        let (grads, loss, finite) = pass(model, &devices[0], &indexed)?;
+        return Ok(StepGradients {
+            grads: Grads::One(grads),
+            loss,
+            finite,
+        });
+    }
+    let shares: Vec<Vec<(usize, &Batch)>> = (0..devices.len())
         .map(|d| {
-            group
+            indexed
                 .iter()
                 .skip(d)
                 .step_by(devices.len())
@@ -142,10 +174,9 @@ fn gradients(
             .into_iter()
             .zip(devices)
             .zip(&shares)
-            .enumerate()
-            .map(|(d, ((replica, device), share))| {
+            .map(|((replica, device), share)| {
                 let pass = &pass;
-                scope.spawn(move || pass(&replica, device, share, step_seed.wrapping_add(d as u64)))
+                scope.spawn(move || pass(&replica, device, share))
             })
             .collect();
         workers
@@ -189,6 +220,9 @@ pub struct StepWork<'a> {
     pub epsilon: f64,
     /// Dropout's seed for this step ([`crate::train::rng::step_seed`]).
     pub seed: u64,
+    /// The ranks of a data-parallel job, each taking its share of `group` on its one
+    /// device and summing the gradients with the others' ([`crate::distributed`]).
+    pub collective: Option<&'a dyn Collective>,
 }
 
 /// One optimizer step (§5.3) as `train` takes it: the gradients of `work`, then Adam at
@@ -223,6 +257,12 @@ pub fn optimizer_step_between(
         finite,
     } = gradients(&model, work, loss_scale.as_ref().map(|s| s.scale))?;
     between();
+    let (grads, loss, finite) = match (work.collective, grads) {
+        (Some(collective), Grads::One(grads)) => {
+            all_reduce(collective, &model, grads, loss, finite, &work.devices[0])?
+        }
+        (_, grads) => (grads, loss, finite),
+    };
     let model = match (finite, grads) {
         (false, _) => model,
         (true, Grads::One(grads)) => optimizer.step(lr, model, grads),
@@ -236,4 +276,31 @@ pub fn optimizer_step_between(
         scale.update(precision, finite);
     }
     Ok((model, loss))
+}
+
+/// This rank's gradients, loss sums and finite flag summed with the other ranks' (one
+/// host all-reduce, [`reduce::all_reduce`]); the loss comes back as device values again.
+fn all_reduce(
+    collective: &dyn Collective,
+    model: &Transformer,
+    grads: GradientsParams,
+    loss: StepLoss,
+    finite: bool,
+    device: &Device,
+) -> Result<(Grads, StepLoss, bool)> {
+    // f32 sums read as f64 and back: exact.
+    let sums = read_scalars(vec![loss.smoothed, loss.nll])?;
+    let mine = StepSums {
+        grads,
+        loss: [sums[0] as f32, sums[1] as f32],
+        finite,
+    };
+    let inner = device.clone().inner();
+    let sums = reduce::all_reduce(collective, model, mine, &inner)?;
+    let value = |v: f32| Tensor::<1>::from_data(TensorData::new(vec![v], [1]), device);
+    let loss = StepLoss {
+        smoothed: value(sums.loss[0]),
+        nll: value(sums.loss[1]),
+    };
+    Ok((Grads::One(sums.grads), loss, sums.finite))
 }

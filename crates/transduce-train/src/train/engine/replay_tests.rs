@@ -405,6 +405,7 @@ fn device_adam_state_is_burns_record() {
         group_tokens: tokens,
         epsilon: 0.1,
         seed: step,
+        collective: None,
     };
     let device_steps = |mut model: Transformer, adam: DeviceAdam, steps: Range<u64>| {
         let mut trainer = GraphTrainer::new(&device, adam, 0.1);

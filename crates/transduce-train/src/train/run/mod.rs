@@ -24,6 +24,7 @@ use transduce::train::schedule::Noam;
 use crate::data::batch::{Batch, epoch_order};
 use crate::data::cache::Pairs;
 use crate::data::shape;
+use crate::distributed::{self, Collective};
 use crate::error::{CliError, Result, io};
 use crate::measure::start::StartWatch;
 use crate::train::batches::{Examples, target_tokens, teacher_forced};
@@ -68,6 +69,10 @@ pub struct Trainer<'a> {
     /// model's norms, attention and loss ([`Transformer::with_fused`]) and the replayed
     /// step's Adam and finite check ([`DeviceAdam::with_fused`]).
     pub fused: bool,
+    /// The other ranks of a data-parallel job ([`crate::distributed`]): each step's group
+    /// grows to `accum × world` batches, shared out by rank; rank 0 alone validates, logs,
+    /// draws progress and saves checkpoints.
+    pub collective: Option<&'a dyn Collective>,
 }
 
 /// How a run takes its optimizer steps.
@@ -91,7 +96,18 @@ impl Stepper {
 /// Why a run's steps cannot be captured as graphs, if they cannot.
 /// `--accum` is captured (each batch's gradients, then the update); `--devices` is not: its
 /// devices exchange gradients through the host every step.
-fn graph_refusal(model: &Transformer, device: &Device, devices: usize) -> Option<String> {
+fn graph_refusal(
+    model: &Transformer,
+    device: &Device,
+    devices: usize,
+    ranks: usize,
+) -> Option<String> {
+    if ranks > 1 {
+        return Some(
+            "the ranks sum their gradients through host buffers after eager passes (graph steps with collectives are not built yet)"
+                .into(),
+        );
+    }
     if devices > 1 {
         return Some(
             "--devices exchanges gradients between devices through the host every step; graphs run on one device"
@@ -112,42 +128,63 @@ impl Trainer<'_> {
             .first()
             .cloned()
             .ok_or_else(|| CliError::Usage("no training device".into()))?;
-        self.config.write(self.run_dir)?;
+        let collective = self.collective;
+        let (ranks, lead) = collective.map_or((1, true), |c| (c.world(), c.leads()));
+        if ranks > 1 && devices.len() > 1 {
+            return Err(CliError::Usage(
+                "--devices with several ranks: a rank trains on one device (its LOCAL_RANK's)"
+                    .into(),
+            ));
+        }
+        if lead {
+            self.config.write(self.run_dir)?;
+        }
 
-        let (model, optimizer, mut state) = match (
-            self.resume,
-            checkpoint::list(self.run_dir)?.pop(),
-        ) {
-            (true, Some((_, latest))) => {
-                let state = checkpoint::read_state(&latest)?;
-                let model = checkpoint::load_model(&latest, &self.config.model, &device)?;
-                let optimizer = checkpoint::load_optimizer(&latest, adam())?;
-                eprintln!("resuming from {} (step {})", latest.display(), state.step);
-                (model, optimizer, state)
-            }
-            (true, None) => {
-                return Err(CliError::Usage(format!(
-                    "--resume: no checkpoint in {}",
-                    self.run_dir.join("checkpoints").display()
-                )));
-            }
-            (false, _) => {
-                if !checkpoint::list(self.run_dir)?.is_empty() {
+        let start = || -> Result<_> {
+            Ok(match (self.resume, checkpoint::list(self.run_dir)?.pop()) {
+                (true, Some((_, latest))) => {
+                    let state = checkpoint::read_state(&latest)?;
+                    let model = checkpoint::load_model(&latest, &self.config.model, &device)?;
+                    let optimizer = checkpoint::load_optimizer(&latest, adam())?;
+                    eprintln!("resuming from {} (step {})", latest.display(), state.step);
+                    (model, optimizer, state)
+                }
+                (true, None) => {
                     return Err(CliError::Usage(format!(
-                        "{} already holds checkpoints: pass --resume to continue it, or choose a new --out",
-                        self.run_dir.display()
+                        "--resume: no checkpoint in {}",
+                        self.run_dir.join("checkpoints").display()
                     )));
                 }
-                device.seed(options.seed);
-                let model = match &self.config.init {
-                    Some(weights) => {
-                        eprintln!("starting from the weights in {}", weights.display());
-                        checkpoint::load_weights_file(weights, &self.config.model, &device)?
+                (false, _) => {
+                    if !checkpoint::list(self.run_dir)?.is_empty() {
+                        return Err(CliError::Usage(format!(
+                            "{} already holds checkpoints: pass --resume to continue it, or choose a new --out",
+                            self.run_dir.display()
+                        )));
                     }
-                    None => Transformer::new(&self.config.model, &device)?,
+                    device.seed(options.seed);
+                    let model = match &self.config.init {
+                        Some(weights) => {
+                            eprintln!("starting from the weights in {}", weights.display());
+                            checkpoint::load_weights_file(weights, &self.config.model, &device)?
+                        }
+                        None => Transformer::new(&self.config.model, &device)?,
+                    };
+                    (model, adam(), TrainState::default())
+                }
+            })
+        };
+        let (model, optimizer, mut state) = match collective {
+            // Rank 0 alone reads checkpoints and weights; every rank starts from its bits.
+            Some(c) if ranks > 1 => {
+                let mine = if lead {
+                    start()
+                } else {
+                    Err(CliError::Usage("not read".into()))
                 };
-                (model, adam(), TrainState::default())
+                distributed::start::broadcast(c, mine, adam(), &self.config.model, &device)?
             }
+            _ => start()?,
         };
         let model = model
             .with_precision(options.precision)
@@ -157,7 +194,7 @@ impl Trainer<'_> {
         }
         let mut stepper = match self.graph {
             false => Stepper::Eager(optimizer),
-            true => match graph_refusal(&model, &device, devices.len()) {
+            true => match graph_refusal(&model, &device, devices.len(), ranks) {
                 Some(why) => {
                     eprintln!("graph: eager steps: {why}");
                     Stepper::Eager(optimizer)
@@ -196,14 +233,20 @@ impl Trainer<'_> {
         };
         let epsilon = self.config.model.label_smoothing;
         let metrics_path = self.run_dir.join(METRICS_FILE);
+        // Only rank 0 writes the log; the other ranks' pending steps are never read.
+        let metrics_file = if lead {
+            metrics_path.clone()
+        } else {
+            PathBuf::from("/dev/null")
+        };
         let mut metrics = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
-            .open(&metrics_path)
-            .map_err(io(&metrics_path))?;
+            .open(&metrics_file)
+            .map_err(io(&metrics_file))?;
 
         let mut model = model;
-        let bar = if self.progress {
+        let bar = if self.progress && lead {
             let bar = match options.max_steps {
                 Some(n) => ProgressBar::new(n),
                 None => ProgressBar::no_length(),
@@ -234,9 +277,13 @@ impl Trainer<'_> {
 
         loop {
             let elapsed = base_elapsed + started.elapsed().as_secs_f64();
-            let stop = options.max_steps.is_some_and(|n| state.step >= n)
+            let mut stop = options.max_steps.is_some_and(|n| state.step >= n)
                 || options.max_epochs.is_some_and(|n| state.epoch >= n)
                 || options.max_minutes.is_some_and(|m| elapsed >= m * 60.0);
+            // Clocks differ between ranks: rank 0's decides a time limit for all.
+            if let (Some(c), Some(_)) = (collective, options.max_minutes) {
+                stop = distributed::agree(c, stop)?;
+            }
             if stop {
                 break;
             }
@@ -250,7 +297,7 @@ impl Trainer<'_> {
             // One optimizer step over `accum` batches per device.
             let group: Vec<&Batch> = order[state.cursor..]
                 .iter()
-                .take(options.accum.max(1) * devices.len())
+                .take(options.accum.max(1) * devices.len() * ranks)
                 .map(|&b| &batches[b])
                 .collect();
             let group_tokens: usize = group.iter().map(|b| target_tokens(self.train, b)).sum();
@@ -266,6 +313,7 @@ impl Trainer<'_> {
                 group_tokens,
                 epsilon,
                 seed: rng::step_seed(options.seed, state.step),
+                collective,
             };
             let (next, loss, scale) = match &mut stepper {
                 Stepper::Eager(optimizer) => {
@@ -326,20 +374,24 @@ impl Trainer<'_> {
                 record["loss_scale"] = scale.scale.into();
                 record["skipped_steps"] = scale.skipped.into();
             }
-            pending.push(PendingStep {
-                record,
-                loss,
-                tokens: group_tokens,
-                scale,
-            });
+            if lead {
+                pending.push(PendingStep {
+                    record,
+                    loss,
+                    tokens: group_tokens,
+                    scale,
+                });
+            }
 
-            let validate_now = options.valid_every > 0 && state.step % options.valid_every == 0;
-            let checkpoint_now = options
-                .checkpoint_steps
-                .is_some_and(|n| state.step % n == 0)
-                || options
-                    .checkpoint_minutes
-                    .is_some_and(|m| last_checkpoint_time.elapsed().as_secs_f64() >= m * 60.0);
+            let validate_now =
+                lead && options.valid_every > 0 && state.step % options.valid_every == 0;
+            let checkpoint_now = lead
+                && (options
+                    .checkpoint_steps
+                    .is_some_and(|n| state.step % n == 0)
+                    || options
+                        .checkpoint_minutes
+                        .is_some_and(|m| last_checkpoint_time.elapsed().as_secs_f64() >= m * 60.0));
             if pending.len() >= log_every || validate_now || checkpoint_now {
                 pending.flush(&bar, &mut metrics, &metrics_path, &mut state.loss_scale)?;
             }
@@ -358,7 +410,7 @@ impl Trainer<'_> {
         let already_saved = last_checkpoint
             .as_ref()
             .is_some_and(|p: &PathBuf| p.ends_with(format!("step-{:08}", state.step)));
-        if !already_saved {
+        if !already_saved && lead {
             valid_nll = self.validate(&model, &bar, &mut metrics, &metrics_path, &state)?;
             last_checkpoint = Some(self.save(&model, &stepper, &state)?);
         }
@@ -380,7 +432,9 @@ impl Trainer<'_> {
                 ),
             }
         }
-        eprintln!("start: {start_report}");
+        if lead {
+            eprintln!("start: {start_report}");
+        }
         Ok(Summary {
             state,
             last_checkpoint,
