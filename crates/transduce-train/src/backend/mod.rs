@@ -80,41 +80,29 @@ impl Backend {
         }
     }
 
-    /// The devices of data-parallel training (`--devices`): one per listed index, the first
-    /// the main device. An empty list is [`Backend::device`]'s single default device.
+    /// The device numbered `index` (`train --devices`, one per rank), or with none
+    /// [`Backend::device`]'s default.
     ///
-    /// wgpu indices count the machine's adapters (Vulkan/Metal/DX12) in wgpu's order; an
-    /// index listed twice opens two devices (two queues) on one adapter. CUDA indices are
-    /// device ordinals. The CPU backends are one device that already uses every core.
-    pub fn devices(self, indices: &[usize]) -> Result<Vec<Device>> {
+    /// wgpu numbers count the machine's adapters (Vulkan/Metal/DX12) in wgpu's order; two
+    /// ranks given the same number open a device (a queue) each on one adapter. CUDA numbers
+    /// are device ordinals. The CPU backends are one device that already uses every core.
+    pub fn device_numbered(self, index: Option<usize>) -> Result<Device> {
         self.install_cache();
-        match (self, indices) {
-            (_, []) => Ok(vec![self.device()?]),
-            (Backend::Cpu | Backend::Ndarray, [0]) => Ok(vec![self.device()?]),
-            (Backend::Cpu | Backend::Ndarray, _) => Err(CliError::Usage(
+        match (self, index) {
+            (_, None) | (Backend::Cpu | Backend::Ndarray, Some(0)) => self.device(),
+            (Backend::Cpu | Backend::Ndarray, Some(_)) => Err(CliError::Usage(
                 "--devices: the CPU backend is a single device (0) that already uses every \
-                 core; data parallelism needs --backend wgpu or cuda"
+                 core; data parallelism on it takes --nproc-per-node"
                     .into(),
             )),
-            (Backend::Cuda, _) => {
-                let mut unique = indices.to_vec();
-                unique.sort_unstable();
-                unique.dedup();
-                if unique.len() != indices.len() {
-                    return Err(CliError::Usage(
-                        "--devices: list each CUDA device once".into(),
-                    ));
-                }
-                let devices = indices
-                    .iter()
-                    .map(|&i| cuda(i))
-                    .collect::<Result<Vec<_>>>()?;
+            (Backend::Cuda, Some(i)) => {
+                let device = cuda(i)?;
                 self.pin_default();
-                Ok(devices)
+                Ok(device)
             }
-            (Backend::Wgpu, _) => {
+            (Backend::Wgpu, Some(i)) => {
                 self.pin_default();
-                wgpu_devices(indices)
+                wgpu_device(i)
             }
         }
     }
@@ -135,8 +123,8 @@ pub fn set_fusion(enabled: bool) -> Result<()> {
     Ok(())
 }
 
-/// One wgpu device per index, each registered with burn as its own runtime.
-pub(crate) fn wgpu_devices(indices: &[usize]) -> Result<Vec<Device>> {
+/// The wgpu device on adapter `index`, registered with burn as its own runtime.
+fn wgpu_device(index: usize) -> Result<Device> {
     use transduce::burn::tensor::wgpu::{WgpuSetup, wgpu};
     cache::install(GpuApi::Wgpu);
     let instance = wgpu::Instance::default();
@@ -148,69 +136,65 @@ pub(crate) fn wgpu_devices(indices: &[usize]) -> Result<Vec<Device>> {
                 .into(),
         ));
     }
-    let mut devices = Vec::with_capacity(indices.len());
-    for (n, &index) in indices.iter().enumerate() {
-        let adapter = adapters.get(index).cloned().ok_or_else(|| {
-            CliError::Usage(format!(
-                "--devices: no wgpu adapter {index}; this machine has {}: {}",
-                adapters.len(),
-                adapters
-                    .iter()
-                    .enumerate()
-                    .map(|(i, a)| format!("{i} = {}", a.get_info().name))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ))
-        })?;
-        let info = adapter.get_info();
-        let failed =
-            |e: String| CliError::Usage(format!("--devices: adapter {index} ({}): {e}", info.name));
-        // With the `spirv` feature a Vulkan adapter gets the device cubecl's SPIR-V
-        // compiler needs (native Vulkan extensions on); others, and Vulkan adapters it
-        // cannot serve, the request burn makes for its own devices: every feature the adapter has (mappable primary
-        // buffers aside) and its full limits, compiled through WGSL.
-        #[cfg(feature = "spirv")]
-        let native = match info.backend {
-            wgpu::Backend::Vulkan => {
-                pollster::block_on(cubecl_wgpu::vulkan::try_request_vulkan_device(&adapter))
-                    .map_err(|e| failed(format!("{e:?}")))?
-            }
-            _ => None,
-        };
-        #[cfg(not(feature = "spirv"))]
-        let native: Option<(wgpu::Device, wgpu::Queue)> = None;
-        let (device, queue) = match native {
-            Some(pair) => pair,
-            None => pollster::block_on(
-                adapter.request_device(&wgpu::DeviceDescriptor {
-                    label: Some("transduce data-parallel worker"),
-                    required_features: adapter
-                        .features()
-                        .difference(wgpu::Features::MAPPABLE_PRIMARY_BUFFERS),
-                    required_limits: adapter.limits(),
-                    memory_hints: wgpu::MemoryHints::MemoryUsage,
-                    ..Default::default()
-                }),
-            )
-            .map_err(|e| failed(e.to_string()))?,
-        };
-        let setup = WgpuSetup {
-            instance: instance.clone(),
-            adapter,
-            device,
-            queue,
-            backend: info.backend,
-        };
-        let device = Device::wgpu_options().setup(setup).init().map_err(|e| {
-            CliError::Usage(format!("--devices: adapter {index} ({}): {e:?}", info.name))
-        })?;
-        eprintln!(
-            "device {n}: wgpu adapter {index}: {} ({:?}, {:?})",
-            info.name, info.device_type, info.backend
-        );
-        devices.push(device);
-    }
-    Ok(devices)
+    let adapter = adapters.get(index).cloned().ok_or_else(|| {
+        CliError::Usage(format!(
+            "--devices: no wgpu adapter {index}; this machine has {}: {}",
+            adapters.len(),
+            adapters
+                .iter()
+                .enumerate()
+                .map(|(i, a)| format!("{i} = {}", a.get_info().name))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))
+    })?;
+    let info = adapter.get_info();
+    let failed =
+        |e: String| CliError::Usage(format!("--devices: adapter {index} ({}): {e}", info.name));
+    // With the `spirv` feature a Vulkan adapter gets the device cubecl's SPIR-V
+    // compiler needs (native Vulkan extensions on); others, and Vulkan adapters it
+    // cannot serve, the request burn makes for its own devices: every feature the adapter has (mappable primary
+    // buffers aside) and its full limits, compiled through WGSL.
+    #[cfg(feature = "spirv")]
+    let native = match info.backend {
+        wgpu::Backend::Vulkan => {
+            pollster::block_on(cubecl_wgpu::vulkan::try_request_vulkan_device(&adapter))
+                .map_err(|e| failed(format!("{e:?}")))?
+        }
+        _ => None,
+    };
+    #[cfg(not(feature = "spirv"))]
+    let native: Option<(wgpu::Device, wgpu::Queue)> = None;
+    let (device, queue) = match native {
+        Some(pair) => pair,
+        None => pollster::block_on(
+            adapter.request_device(&wgpu::DeviceDescriptor {
+                label: Some("transduce training device"),
+                required_features: adapter
+                    .features()
+                    .difference(wgpu::Features::MAPPABLE_PRIMARY_BUFFERS),
+                required_limits: adapter.limits(),
+                memory_hints: wgpu::MemoryHints::MemoryUsage,
+                ..Default::default()
+            }),
+        )
+        .map_err(|e| failed(e.to_string()))?,
+    };
+    let setup = WgpuSetup {
+        instance: instance.clone(),
+        adapter,
+        device,
+        queue,
+        backend: info.backend,
+    };
+    let device = Device::wgpu_options().setup(setup).init().map_err(|e| {
+        CliError::Usage(format!("--devices: adapter {index} ({}): {e:?}", info.name))
+    })?;
+    eprintln!(
+        "wgpu adapter {index}: {} ({:?}, {:?})",
+        info.name, info.device_type, info.backend
+    );
+    Ok(device)
 }
 
 #[cfg(feature = "cuda")]

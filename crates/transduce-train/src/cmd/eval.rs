@@ -180,6 +180,11 @@ pub fn pair_loss(model: &ModelArgs, src: &Path, tgt: &Path) -> Result<PairLoss> 
             ids.push(s, t);
         }
     }
+    loss_of(&bundle, ids)
+}
+
+/// The bundle's loss per target wordpiece on encoded pairs, teacher-forced.
+fn loss_of(bundle: &transduce::Bundle, mut ids: data::cache::Pairs) -> Result<PairLoss> {
     if ids.is_empty() {
         return Err(CliError::Usage("nothing to score: no usable pairs".into()));
     }
@@ -206,78 +211,56 @@ fn eval_ppl(
     tgt: Option<PathBuf>,
     trees: Option<PathBuf>,
 ) -> Result<()> {
-    if let (Some(src), Some(tgt), None) = (&src, &tgt, &trees) {
-        let loss = pair_loss(model, src, tgt)?;
-        println!(
-            "perplexity {:.6} (loss {:.6} nats per target wordpiece, {} pairs)",
-            loss.nll.exp(),
-            loss.nll,
-            loss.pairs
-        );
-        return Ok(());
-    }
-    let device = model.backend.device()?;
-    let task = match trees {
-        Some(_) => Task::Parse,
-        None => Task::Translate {
-            source: String::new(),
-            target: String::new(),
-        },
-    };
-    let bundle = source::load(&model.model, model.checkpoint.as_deref(), task, &device)?;
-    let tree_vocabulary = bundle.tokenizer.token_to_id(PLACEHOLDER).is_some();
-    let ids = match (src, tgt, trees) {
-        (_, _, Some(trees)) => {
-            if !tree_vocabulary {
-                return Err(CliError::Usage(format!(
-                    "--trees needs a parsing model; {} has no `{PLACEHOLDER}` \
-                     slot token in its vocabulary",
-                    model.model.display()
-                )));
-            }
-            let mut summary = prepared::PrepareSummary::default();
-            let pairs: Vec<_> = prepared::read_treebank(&trees, &mut summary)?
-                .iter()
-                .map(linearize)
-                .collect();
-            let ids = prepared::encode_trees(&bundle.tokenizer, &pairs, usize::MAX, &mut summary)?;
-            let skipped = summary.skipped_trees.len() + summary.empty_trees + summary.dropped_empty;
-            if skipped + summary.dropped_unknown_label > 0 {
-                eprintln!(
-                    "{}: scored {} trees; skipped {skipped} malformed or empty, \
-                     {} with labels outside the model's vocabulary",
-                    trees.display(),
-                    ids.len(),
-                    summary.dropped_unknown_label
-                );
-            }
-            ids
-        }
+    let loss = match (src, tgt, trees) {
+        (Some(src), Some(tgt), None) => pair_loss(model, &src, &tgt)?,
+        (None, None, Some(trees)) => tree_loss(model, &trees)?,
         _ => {
             return Err(CliError::Usage(
                 "give --trees (a parser), or --src and --tgt (a translator)".into(),
             ));
         }
     };
-    if ids.is_empty() {
-        return Err(CliError::Usage("nothing to score: no usable pairs".into()));
-    }
-    let mut ids = ids;
-    ids.close_sources(&bundle.config.model);
-    let focus = train::focus_rule(&bundle.config.model, &bundle.tokenizer)?;
-    let nll = train::evaluate_nll(
-        bundle.model()?,
-        &ids,
-        focus.as_ref(),
-        4096,
-        crate::data::shape::Shapes::Exact,
-    )?;
     println!(
-        "perplexity {:.6} (loss {nll:.6} nats per target wordpiece, {} pairs)",
-        nll.exp(),
-        ids.len()
+        "perplexity {:.6} (loss {:.6} nats per target wordpiece, {} pairs)",
+        loss.nll.exp(),
+        loss.nll,
+        loss.pairs
     );
     Ok(())
+}
+
+/// Loss per target wordpiece of a parsing model on the linearized trees of a treebank.
+fn tree_loss(model: &ModelArgs, trees: &Path) -> Result<PairLoss> {
+    let device = model.backend.device()?;
+    let bundle = source::load(
+        &model.model,
+        model.checkpoint.as_deref(),
+        Task::Parse,
+        &device,
+    )?;
+    if bundle.tokenizer.token_to_id(PLACEHOLDER).is_none() {
+        return Err(CliError::Usage(format!(
+            "--trees needs a parsing model; {} has no `{PLACEHOLDER}` slot token in its vocabulary",
+            model.model.display()
+        )));
+    }
+    let mut summary = prepared::PrepareSummary::default();
+    let pairs: Vec<_> = prepared::read_treebank(trees, &mut summary)?
+        .iter()
+        .map(linearize)
+        .collect();
+    let ids = prepared::encode_trees(&bundle.tokenizer, &pairs, usize::MAX, &mut summary)?;
+    let skipped = summary.skipped_trees.len() + summary.empty_trees + summary.dropped_empty;
+    if skipped + summary.dropped_unknown_label > 0 {
+        eprintln!(
+            "{}: scored {} trees; skipped {skipped} malformed or empty, \
+             {} with labels outside the model's vocabulary",
+            trees.display(),
+            ids.len(),
+            summary.dropped_unknown_label
+        );
+    }
+    loss_of(&bundle, ids)
 }
 
 /// An error for a parsing model where sentence pairs are scored: it scores trees.

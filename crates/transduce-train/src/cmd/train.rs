@@ -9,6 +9,7 @@ use transduce::bundle::TOKENIZER_FILE;
 use crate::backend::Backend;
 use crate::data::shape::Shapes;
 use crate::distributed::env::Launch;
+use crate::distributed::spawn::{self, LocalRanks};
 use crate::error::{CliError, Result, io};
 use crate::prepared::Prepared;
 use crate::{distributed, fsutil, options, source, train};
@@ -54,12 +55,33 @@ pub struct TrainCmd {
     /// accumulation of --accum stays a kernel); eager steps use burn's Adam either way.
     #[arg(long)]
     pub no_fused_layers: bool,
-    /// Data-parallel training on these devices of --backend, e.g. `0,1,2,3` (the paper
-    /// used 8 GPUs): each step takes accum × devices batches, one share per device. wgpu
-    /// numbers the machine's adapters (listing one twice opens two devices on it); CUDA
-    /// its GPUs. Default: the backend's one default device.
+    /// The device of --backend to train on, e.g. `1`. Listing several, e.g. `0,1,2,3` (the
+    /// paper used 8 GPUs), is short for --nproc-per-node over them: one rank per device,
+    /// rank r on the r-th listed. wgpu numbers the machine's adapters (listing one twice
+    /// opens two devices on it); CUDA its GPUs. Default: the backend's default device, or
+    /// in a job of several ranks the device numbered by the rank's LOCAL_RANK.
     #[arg(long, value_delimiter = ',')]
     pub devices: Vec<usize>,
+    /// Data-parallel training: start N ranks on this machine, one process per device, as
+    /// `torchrun --nproc-per-node N` does. Each step takes accum × ranks batches, rank r
+    /// those j ≡ r (mod ranks); the ranks sum their gradients over TCP (or MPI under
+    /// mpirun), every rank applies the same Adam update, rank 0 alone validates, logs and
+    /// checkpoints. Trains as one process with --accum multiplied by the ranks.
+    #[arg(long, value_parser = options::count)]
+    pub nproc_per_node: Option<usize>,
+    /// Machines in the job, each running the same command with its own --node-rank
+    /// (torchrun's --nnodes).
+    #[arg(long, default_value_t = 1, value_parser = options::count)]
+    pub nnodes: usize,
+    /// This machine's place among --nnodes, from 0; machine 0 runs rank 0.
+    #[arg(long, default_value_t = 0)]
+    pub node_rank: usize,
+    /// Machine 0's address as the others reach it (with --nnodes; default 127.0.0.1).
+    #[arg(long)]
+    pub master_addr: Option<String>,
+    /// The port rank 0 listens on for the other ranks (default on one machine: a free one).
+    #[arg(long)]
+    pub master_port: Option<u16>,
     /// Source/target tokens per batch, padding included (§5.1: 25,000).
     #[arg(long, default_value_t = 25_000, value_parser = options::count)]
     pub max_tokens: usize,
@@ -128,8 +150,8 @@ pub struct TrainCmd {
     /// step count (other masks than an eager run's, as reproducible), and half precision
     /// checks its gradients and skips overflowing steps there. With --accum N each batch
     /// shape's gradients and the update are captured (N + 1 replays a step). Steps stay
-    /// eager with burn's Adam, and one line says why, with --devices (the devices exchange
-    /// gradients through the host every step) and for word-focus models. The CPU backend
+    /// eager with burn's Adam, and one line says why, in a job of several ranks (they sum
+    /// gradients through host buffers) and for word-focus models. The CPU backend
     /// captures no graphs: there --graph takes eager steps with the device-scalar Adam only
     /// for a model without dropout (--dropout 0); with dropout (every preset's default) its
     /// masks come from the host and the steps stay eager with burn's Adam, as without
@@ -140,25 +162,47 @@ pub struct TrainCmd {
 }
 
 pub fn run(cmd: TrainCmd) -> Result<()> {
-    crate::backend::set_fusion(!cmd.no_fusion)?;
-    // A rank of a job mpirun, srun or torchrun started: one device a rank.
+    // A rank of a job mpirun, srun or torchrun started (or this process's starter).
     let launch = Launch::from_env()?;
+    let local = LocalRanks::requested(
+        cmd.nproc_per_node,
+        &cmd.devices,
+        cmd.nnodes,
+        cmd.node_rank,
+        cmd.master_addr.as_deref(),
+        cmd.master_port,
+    )?;
+    match (&local, &launch) {
+        (Some(local), None) => return spawn::run(local),
+        (Some(_), Some(launch)) if !spawn::is_started_rank() => {
+            return Err(CliError::Usage(format!(
+                "{} started this process as rank {} of {}, and --nproc-per-node, --nnodes or --devices listing several would start ranks too: use one or the other",
+                launch.launcher, launch.rank, launch.world
+            )));
+        }
+        _ => {}
+    }
+    crate::backend::set_fusion(!cmd.no_fusion)?;
     let collective = distributed::join::join(launch.as_ref())?;
     let lead = collective.as_ref().is_none_or(|c| c.leads());
-    let device_ids = match (&collective, &launch) {
-        (Some(_), Some(launch))
-            if cmd.devices.is_empty() && matches!(cmd.backend, Backend::Wgpu | Backend::Cuda) =>
-        {
-            vec![launch.local_rank]
+    let number = match (&launch, cmd.devices.as_slice()) {
+        // One device a rank: its LOCAL_RANK's, or the LOCAL_RANK-th listed.
+        (Some(launch), []) if matches!(cmd.backend, Backend::Wgpu | Backend::Cuda) => {
+            Some(launch.local_rank)
         }
-        (Some(_), _) if cmd.devices.len() > 1 => {
-            return Err(CliError::Usage(
-                "--devices lists several devices, but this process is one rank of a job: a rank trains on one device".into(),
-            ));
+        (Some(launch), listed) if listed.len() > 1 => {
+            let id = listed.get(launch.local_rank).ok_or_else(|| {
+                CliError::Usage(format!(
+                    "--devices lists {} devices, but this is local rank {}: list one per rank on this machine",
+                    listed.len(),
+                    launch.local_rank
+                ))
+            })?;
+            Some(*id)
         }
-        _ => cmd.devices.clone(),
+        (_, listed) => listed.first().copied(),
     };
-    let devices = cmd.backend.devices(&device_ids)?;
+    let device = cmd.backend.device_numbered(number)?;
     if let (Some(c), Some(launch)) = (&collective, &launch) {
         eprintln!(
             "rank {} of {} ({}, local rank {})",
@@ -168,9 +212,8 @@ pub fn run(cmd: TrainCmd) -> Result<()> {
             launch.local_rank
         );
     }
-    for device in &devices {
-        eprintln!("device: {device:?}");
-    }
+    eprintln!("device: {device:?}");
+    let world = collective.as_ref().map_or(1, |c| c.world());
     let (data_dir, run_config) = if cmd.resume {
         let run = train::RunConfig::read(&cmd.out)?;
         (run.data.clone(), Some(run))
@@ -207,6 +250,7 @@ pub fn run(cmd: TrainCmd) -> Result<()> {
                     valid_every: cmd.valid_every,
                     seed: cmd.seed,
                     precision: cmd.precision,
+                    world,
                     shapes: cmd.shapes.unwrap_or(match cmd.backend {
                         Backend::Cpu | Backend::Ndarray => Shapes::Exact,
                         Backend::Wgpu | Backend::Cuda => Shapes::Classes,
@@ -223,6 +267,7 @@ pub fn run(cmd: TrainCmd) -> Result<()> {
         config.options.max_steps = cmd.max_steps.or(config.options.max_steps);
         config.options.max_epochs = cmd.max_epochs.or(config.options.max_epochs);
         config.options.max_minutes = cmd.max_minutes.or(config.options.max_minutes);
+        keep_step_batches(&mut config.options, world, lead)?;
     }
     let mut prepared = prepared;
     prepared.train.close_sources(&config.model);
@@ -248,7 +293,7 @@ pub fn run(cmd: TrainCmd) -> Result<()> {
         train: &prepared.train,
         valid: prepared.valid.as_ref(),
         focus,
-        devices,
+        device,
         resume: cmd.resume,
         progress: !cmd.quiet,
         log_every: cmd.log_every,
@@ -274,6 +319,32 @@ pub fn run(cmd: TrainCmd) -> Result<()> {
             .map(|n| format!("; validation perplexity {:.3}", n.exp()))
             .unwrap_or_default()
     );
+    Ok(())
+}
+
+/// A run resumed by another number of ranks than it was trained with keeps its batches per
+/// step (`accum × world`, the step's data and dropout) by taking `--accum` from them, so
+/// it continues as it would have; a world size that cannot share them evenly is refused.
+fn keep_step_batches(options: &mut train::TrainOptions, world: usize, lead: bool) -> Result<()> {
+    if options.world == world {
+        return Ok(());
+    }
+    let batches = options.accum.max(1) * options.world;
+    if batches % world != 0 {
+        return Err(CliError::Usage(format!(
+            "this run takes {batches} batches a step ({} rank(s) × --accum {}); {world} ranks cannot share them evenly: resume it with a number of ranks that divides {batches}",
+            options.world, options.accum
+        )));
+    }
+    let accum = batches / world;
+    if lead {
+        eprintln!(
+            "resuming a run of {} rank(s) × --accum {} as {world} rank(s) × --accum {accum}: the same {batches} batches a step",
+            options.world, options.accum
+        );
+    }
+    options.accum = accum;
+    options.world = world;
     Ok(())
 }
 

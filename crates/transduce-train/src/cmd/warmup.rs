@@ -156,7 +156,6 @@ pub fn run(cmd: WarmupCmd) -> Result<()> {
     let mut model = Transformer::new(&config, &ad)?.with_precision(cmd.precision);
     let mut optimizer = adam();
     let mut loss_scale = LossScale::initial(cmd.precision);
-    let devices = [ad.clone()];
     let mut rng = Rng::new(7);
     watch.loaded();
     let began = Instant::now();
@@ -166,7 +165,7 @@ pub fn run(cmd: WarmupCmd) -> Result<()> {
         let batch: Vec<usize> = (0..rows).collect();
         let group = [&batch];
         let work = StepWork {
-            devices: &devices,
+            device: &ad,
             group: &group,
             examples: Examples {
                 pairs: &pairs,

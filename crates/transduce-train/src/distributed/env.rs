@@ -51,7 +51,9 @@ pub struct Launch {
     /// Rank among the processes of this machine: the device it trains on.
     pub local_rank: usize,
     pub launcher: Launcher,
-    /// torchrun's rendezvous (`MASTER_ADDR`, `MASTER_PORT`), where it is set.
+    /// Where rank 0 listens for the others (`MASTER_ADDR`, `MASTER_PORT`), where set:
+    /// torchrun always sets them; with `mpirun` or `srun` they are read when the build has
+    /// no MPI.
     pub master: Option<(String, u16)>,
 }
 
@@ -127,10 +129,7 @@ fn read(launcher: Launcher, var: &impl Fn(&str) -> Option<String>) -> Result<Opt
             "{local_var}={local_rank} above {rank_var}={rank} ({launcher}): a rank on a machine counts from the job's ranks"
         )));
     }
-    let master = match launcher {
-        Launcher::Torchrun => master(var)?,
-        _ => None,
-    };
+    let master = master(var)?;
     Ok(Some(Launch {
         rank,
         world,
@@ -140,8 +139,11 @@ fn read(launcher: Launcher, var: &impl Fn(&str) -> Option<String>) -> Result<Opt
     }))
 }
 
-/// torchrun's `MASTER_ADDR` and `MASTER_PORT`: both or neither.
+/// `MASTER_ADDR` and `MASTER_PORT`: both or neither. Where torchrun's agent hosts its own
+/// store on `MASTER_PORT` (`TORCHELASTIC_USE_AGENT_STORE=True`), rank 0 listens on the
+/// port after it.
 fn master(var: &impl Fn(&str) -> Option<String>) -> Result<Option<(String, u16)>> {
+    let agent_store = var("TORCHELASTIC_USE_AGENT_STORE").is_some_and(|v| v.trim() == "True");
     match (var("MASTER_ADDR"), var("MASTER_PORT")) {
         (None, None) => Ok(None),
         (Some(addr), Some(port)) => {
@@ -151,6 +153,14 @@ fn master(var: &impl Fn(&str) -> Option<String>) -> Result<Option<(String, u16)>
             if addr.trim().is_empty() {
                 return Err(CliError::Usage("MASTER_ADDR is empty".into()));
             }
+            let port = match agent_store {
+                true => port.checked_add(1).ok_or_else(|| {
+                    CliError::Usage(format!(
+                        "MASTER_PORT={port} is torchrun's store and the port after it does not exist"
+                    ))
+                })?,
+                false => port,
+            };
             Ok(Some((addr.trim().to_string(), port)))
         }
         (Some(_), None) => Err(CliError::Usage(
@@ -207,6 +217,20 @@ mod tests {
                 master: Some(("node0".into(), 29500)),
             }
         );
+    }
+
+    #[test]
+    fn torchruns_agent_store_keeps_master_port_and_rank_zero_takes_the_next() {
+        let l = launch(&[
+            ("RANK", "0"),
+            ("WORLD_SIZE", "2"),
+            ("MASTER_ADDR", "node0"),
+            ("MASTER_PORT", "29500"),
+            ("TORCHELASTIC_USE_AGENT_STORE", "True"),
+        ])
+        .unwrap()
+        .unwrap();
+        assert_eq!(l.master, Some(("node0".into(), 29501)));
     }
 
     #[test]

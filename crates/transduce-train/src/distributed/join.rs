@@ -1,8 +1,12 @@
 //! Joining the job a launcher started: the collectives for the ranks its variables name
-//! ([`super::env::Launch`]), or none for a single process.
+//! ([`super::env::Launch`]), or none for a single process. Ranks started torchrun's way
+//! (`RANK`, `MASTER_ADDR`, …; also `train --nproc-per-node`) meet over TCP ([`super::tcp`]);
+//! ranks started by `mpirun` or `srun` talk through MPI in a build with the `mpi` feature,
+//! and over TCP without it when `MASTER_ADDR` and `MASTER_PORT` name rank 0's host.
 
 use super::Collective;
 use super::env::{Launch, Launcher};
+use super::tcp::TcpWorld;
 use crate::error::{CliError, Result};
 
 /// The collectives of the job `launch` describes; none for no job or a job of one rank.
@@ -10,13 +14,19 @@ pub fn join(launch: Option<&Launch>) -> Result<Option<Box<dyn Collective>>> {
     let Some(launch) = launch.filter(|l| l.world > 1) else {
         return Ok(None);
     };
-    match launch.launcher {
-        Launcher::OpenMpi | Launcher::Slurm => mpi_world(launch),
-        Launcher::Torchrun => Err(CliError::Usage(format!(
-            "torchrun-style rank {} of {}: joining through MASTER_ADDR:MASTER_PORT is not built yet; start the ranks with mpirun or srun (a build with --features mpi)",
+    match (launch.launcher, &launch.master) {
+        (Launcher::Torchrun, Some((addr, port))) => tcp_world(launch, addr, *port),
+        (Launcher::Torchrun, None) => Err(CliError::Usage(format!(
+            "rank {} of {} (RANK, WORLD_SIZE) without MASTER_ADDR and MASTER_PORT: set both to rank 0's host and a free port",
             launch.rank, launch.world
         ))),
+        (Launcher::OpenMpi | Launcher::Slurm, _) => mpi_world(launch),
     }
+}
+
+fn tcp_world(launch: &Launch, addr: &str, port: u16) -> Result<Option<Box<dyn Collective>>> {
+    let world = TcpWorld::join(launch.rank, launch.world, addr, port)?;
+    Ok(Some(Box::new(world)))
 }
 
 #[cfg(feature = "mpi")]
@@ -38,8 +48,11 @@ fn mpi_world(launch: &Launch) -> Result<Option<Box<dyn Collective>>> {
 
 #[cfg(not(feature = "mpi"))]
 fn mpi_world(launch: &Launch) -> Result<Option<Box<dyn Collective>>> {
-    Err(CliError::Usage(format!(
-        "{} started {} ranks, but this transduce was built without MPI: build it with --features mpi (Open MPI's libopenmpi-dev)",
-        launch.launcher, launch.world
-    )))
+    match &launch.master {
+        Some((addr, port)) => tcp_world(launch, addr, *port),
+        None => Err(CliError::Usage(format!(
+            "{} started {} ranks, but this transduce was built without MPI: build it with --features mpi (Open MPI's libopenmpi-dev), or set MASTER_ADDR and MASTER_PORT to rank 0's host and a free port for the ranks to meet over TCP",
+            launch.launcher, launch.world
+        ))),
+    }
 }

@@ -1,6 +1,8 @@
-//! Data-parallel training over processes, one per device (issue 78): the job a launcher
-//! started ([`env`]), the collectives its ranks talk through ([`Collective`]; MPI's in
-//! [`mpi`], feature `mpi`), and a step's gradients summed over the ranks ([`reduce`]).
+//! Data-parallel training over processes, one per device: the job a launcher started
+//! ([`env`]) or `train --nproc-per-node` starts itself ([`spawn`]), the collectives its
+//! ranks talk through ([`Collective`]: over TCP in [`tcp`], through MPI in `mpi` with the
+//! feature `mpi`; [`join`] picks), and a step's gradients summed over the ranks
+//! ([`reduce`]).
 //!
 //! Every rank holds the same weights and Adam state: rank 0's, broadcast at the start
 //! ([`start`]); each step rank r computes the gradients of batches j ≡ r (mod world) of the
@@ -12,7 +14,9 @@ pub mod join;
 #[cfg(feature = "mpi")]
 pub mod mpi;
 pub mod reduce;
+pub mod spawn;
 pub mod start;
+pub mod tcp;
 
 use crate::error::Result;
 

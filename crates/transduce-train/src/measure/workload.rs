@@ -263,9 +263,8 @@ fn train(config: &ModelConfig, device: &Device, options: &BenchOptions) -> Resul
     let mut loss_scale = LossScale::initial(precision);
     let mut optimizer = adam();
     let group = [&batch];
-    let devices = [ad.clone()];
     let work = |n: u64| StepWork {
-        devices: &devices,
+        device: &ad,
         group: &group,
         examples: Examples {
             pairs: &pairs,

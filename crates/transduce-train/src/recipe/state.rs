@@ -154,9 +154,10 @@ pub fn state(plan: &Plan, node: usize, spec: &Spec, pending: &[bool]) -> Result<
         if !run_started {
             return Ok(State::Redo("the run never started".into()));
         }
-        let step = train::checkpoint::list(dir)?
-            .last()
-            .map_or(0, |(step, _)| *step);
+        // A run stopped before its first checkpoint has nothing to resume from.
+        let Some(step) = train::checkpoint::list(dir)?.last().map(|(step, _)| *step) else {
+            return Ok(State::Redo("it stopped before its first checkpoint".into()));
+        };
         return Ok(
             if step >= target_steps(spec, plan.context.scale) && marker.done {
                 State::Done

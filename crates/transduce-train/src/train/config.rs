@@ -41,10 +41,18 @@ pub struct TrainOptions {
     /// The type activations are computed in ([`transduce::precision`]); weights and Adam stay f32.
     #[serde(default)]
     pub precision: Precision,
+    /// Ranks sharing each step (data-parallel processes, [`crate::distributed`]): a step
+    /// takes `accum × world` batches. Runs from before ranks existed had one.
+    #[serde(default = "one_rank")]
+    pub world: usize,
     /// Batch shapes: exact (as long as each batch's longest pair) or padded to a few shape
     /// classes, so that a GPU tunes and compiles for a handful of shapes.
     #[serde(default)]
     pub shapes: Shapes,
+}
+
+fn one_rank() -> usize {
+    1
 }
 
 impl Default for TrainOptions {
@@ -63,6 +71,7 @@ impl Default for TrainOptions {
             valid_every: 0,
             seed: 1,
             precision: Precision::F32,
+            world: 1,
             shapes: Shapes::Exact,
         }
     }

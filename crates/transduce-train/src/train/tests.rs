@@ -14,6 +14,8 @@ use super::run::validate::evaluate_nll;
 use crate::data::batch::Batch;
 use crate::data::cache::Pairs;
 use crate::data::shape::Shapes;
+use crate::distributed::Collective;
+use crate::distributed::tcp::TcpWorld;
 use crate::measure::census;
 use transduce::train::adam;
 
@@ -44,34 +46,33 @@ pub(crate) fn reversal_pairs(seed: u64, lengths: impl Iterator<Item = usize>) ->
     pairs
 }
 
-/// Losses of `steps` optimizer steps on `group` from the same initial weights, on one
-/// device or data-parallel over several.
+/// Losses of `steps` optimizer steps on `group` from the same initial weights.
 pub(crate) fn losses(
     start: &(ModelConfig, Vec<u8>),
-    devices: &[Device],
+    device: &Device,
     pairs: &Pairs,
     group: &[&Batch],
     steps: u64,
 ) -> Vec<f64> {
-    losses_in(start, devices, pairs, group, steps, Precision::F32)
+    losses_in(start, device, pairs, group, steps, Precision::F32)
 }
 
 /// [`losses`] computed in `precision`, with `train`'s loss scaling.
 pub(crate) fn losses_in(
     start: &(ModelConfig, Vec<u8>),
-    devices: &[Device],
+    device: &Device,
     pairs: &Pairs,
     group: &[&Batch],
     steps: u64,
     precision: Precision,
 ) -> Vec<f64> {
-    losses_shaped(start, devices, pairs, group, steps, precision, None)
+    losses_shaped(start, device, pairs, group, steps, precision, None)
 }
 
 /// [`losses_in`] with each batch padded to its shape class under `classes` tokens.
 pub(crate) fn losses_shaped(
     start: &(ModelConfig, Vec<u8>),
-    devices: &[Device],
+    device: &Device,
     pairs: &Pairs,
     group: &[&Batch],
     steps: u64,
@@ -80,7 +81,7 @@ pub(crate) fn losses_shaped(
 ) -> Vec<f64> {
     let scale = LossScale::initial(precision);
     let (losses, skipped): (Vec<f64>, Vec<u64>) = losses_scaled(
-        start, devices, pairs, group, steps, precision, classes, scale,
+        start, device, pairs, group, steps, precision, classes, scale,
     )
     .into_iter()
     .unzip();
@@ -92,17 +93,32 @@ pub(crate) fn losses_shaped(
 /// skipped so far after it.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn losses_scaled(
-    (config, weights): &(ModelConfig, Vec<u8>),
-    devices: &[Device],
+    start: &(ModelConfig, Vec<u8>),
+    device: &Device,
     pairs: &Pairs,
     group: &[&Batch],
     steps: u64,
     precision: Precision,
     classes: Option<usize>,
-    mut scale: Option<LossScale>,
+    scale: Option<LossScale>,
 ) -> Vec<(f64, u64)> {
-    let devices: Vec<Device> = devices.iter().map(|d| d.clone().autodiff()).collect();
-    let mut model = load_weights(config, weights, &devices[0])
+    let run = (precision, classes, scale);
+    rank_losses(start, device, None, pairs, group, steps, run)
+}
+
+/// [`losses_scaled`] as one rank of `collective`'s job (none: a single process), which
+/// takes its share of `group` and sums gradients with the other ranks.
+fn rank_losses(
+    (config, weights): &(ModelConfig, Vec<u8>),
+    device: &Device,
+    collective: Option<&dyn Collective>,
+    pairs: &Pairs,
+    group: &[&Batch],
+    steps: u64,
+    (precision, classes, mut scale): (Precision, Option<usize>, Option<LossScale>),
+) -> Vec<(f64, u64)> {
+    let device = device.clone().autodiff();
+    let mut model = load_weights(config, weights, &device)
         .unwrap()
         .with_precision(precision);
     let mut optimizer = adam();
@@ -111,7 +127,7 @@ pub(crate) fn losses_scaled(
     let mut skipped = Vec::new();
     for step in 0..steps {
         let work = StepWork {
-            devices: &devices,
+            device: &device,
             group,
             examples: Examples {
                 pairs,
@@ -121,7 +137,7 @@ pub(crate) fn losses_scaled(
             group_tokens: tokens,
             epsilon: 0.1,
             seed: step,
-            collective: None,
+            collective,
         };
         let (next, loss) =
             optimizer_step(model, &mut optimizer, &work, 1e-3, precision, &mut scale).unwrap();
@@ -141,7 +157,7 @@ fn shape_classes_train_like_exact_batches() {
     let start = tiny_start(7);
     let pairs = reversal_pairs(4, (0..10).map(|n| 3 + n % 5));
     let batch: Batch = (0..10).collect();
-    let cpu = [Device::flex()];
+    let cpu = Device::flex();
     let exact = losses(&start, &cpu, &pairs, &[&batch], 6);
     // 256 tokens: the class of length 8 has 32 rows, so 22 are padding.
     let shape = Examples {
@@ -186,7 +202,7 @@ fn f32_steps_read_nothing_until_the_losses_are_read_together() {
     let mut losses = Vec::new();
     for step in 0..4 {
         let work = StepWork {
-            devices: std::slice::from_ref(&device),
+            device: &device,
             group: &[&batch],
             examples: Examples {
                 pairs: &pairs,
@@ -267,7 +283,7 @@ fn half_precision_tracks_f32_on_wgpu() {
     let start = tiny_start(11);
     let pairs = reversal_pairs(3, std::iter::repeat_n(8, 16));
     let batch: Batch = (0..16).collect();
-    let reference = losses(&start, std::slice::from_ref(&wgpu), &pairs, &[&batch], 6);
+    let reference = losses(&start, &wgpu, &pairs, &[&batch], 6);
     assert!(reference[5] < reference[0], "{reference:?}");
     for (precision, tolerance) in [(Precision::F16, 0.01), (Precision::Bf16, 0.03)] {
         if !wgpu.supports_dtype(precision.dtype()) {
@@ -277,14 +293,7 @@ fn half_precision_tracks_f32_on_wgpu() {
             );
             continue;
         }
-        let half = losses_in(
-            &start,
-            std::slice::from_ref(&wgpu),
-            &pairs,
-            &[&batch],
-            6,
-            precision,
-        );
+        let half = losses_in(&start, &wgpu, &pairs, &[&batch], 6, precision);
         for (step, (x, y)) in reference.iter().zip(&half).enumerate() {
             assert!(
                 (x - y).abs() / x.abs() < tolerance,
@@ -308,8 +317,8 @@ fn wgpu_and_cpu_training_agree() {
     let start = tiny_start(11);
     let pairs = reversal_pairs(3, std::iter::repeat_n(8, 16));
     let batch: Batch = (0..16).collect();
-    let a = losses(&start, &[Device::flex()], &pairs, &[&batch], 4);
-    let b = losses(&start, &[wgpu], &pairs, &[&batch], 4);
+    let a = losses(&start, &Device::flex(), &pairs, &[&batch], 4);
+    let b = losses(&start, &wgpu, &pairs, &[&batch], 4);
     for (step, (x, y)) in a.iter().zip(&b).enumerate() {
         assert!(
             (x - y).abs() / x.abs() < 1e-3,
@@ -320,31 +329,35 @@ fn wgpu_and_cpu_training_agree() {
     assert!(a[3] < a[0], "{a:?}");
 }
 
-/// Data parallelism changes where gradients are computed, not the update: two wgpu
-/// devices (two queues on lavapipe's one adapter when there is no GPU), one batch each,
-/// train like one device accumulating both batches.
+/// Data parallelism changes where gradients are computed, not the update: two ranks
+/// (threads here, joined over TCP as `train --nproc-per-node 2` joins processes), one
+/// batch each, train bit for bit like one process accumulating both batches.
 #[test]
-fn data_parallel_equals_accumulation() {
-    let _gpu = gpu_lock();
-    let devices = match crate::backend::wgpu_devices(&[0, 0]) {
-        Ok(devices) => devices,
-        Err(e) => {
-            println!("SKIP: data_parallel_equals_accumulation: {e}");
-            return;
-        }
-    };
+fn two_ranks_train_like_accumulation() {
     let start = tiny_start(5);
     let pairs = reversal_pairs(9, (0..12).map(|n| 6 + n % 4));
     let (a, b): (Batch, Batch) = ((0..6).collect(), (6..12).collect());
-    // Losses, not weights: Adam turns gradients that are rounding noise (the key
-    // projection's bias, to which softmax is blind) into full-size steps of either sign.
-    let one = losses(&start, &devices[..1], &pairs, &[&a, &b], 4);
-    let two = losses(&start, &devices, &pairs, &[&a, &b], 4);
-    assert!(one[3] < one[0], "training moved: {one:?}");
-    for (step, (x, y)) in one.iter().zip(&two).enumerate() {
-        assert!(
-            (x - y).abs() / x < 1e-4,
-            "step {step}: one device {x}, two {y}"
-        );
-    }
+    let group = [&a, &b];
+    let f32_run = || (Precision::F32, None, None);
+    let one = rank_losses(&start, &Device::flex(), None, &pairs, &group, 4, f32_run());
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .unwrap()
+        .port();
+    let ranks: Vec<Vec<(f64, u64)>> = std::thread::scope(|scope| {
+        let ranks: Vec<_> = (0..2)
+            .map(|rank| {
+                let (start, pairs, group) = (&start, &pairs, &group);
+                scope.spawn(move || {
+                    let world = TcpWorld::join(rank, 2, "127.0.0.1", port).unwrap();
+                    let device = Device::flex();
+                    rank_losses(start, &device, Some(&world), pairs, group, 4, f32_run())
+                })
+            })
+            .collect();
+        ranks.into_iter().map(|r| r.join().unwrap()).collect()
+    });
+    assert!(one[3].0 < one[0].0, "training moved: {one:?}");
+    assert_eq!(ranks[0], one);
+    assert_eq!(ranks[1], one);
 }

@@ -1,15 +1,36 @@
-//! Data-parallel ranks started by `mpirun` (issue 78): N ranks on the CPU backend train as
-//! one process accumulating N batches (`--accum N`). Skipped, with the reason, where the
-//! binary is built without the `mpi` feature or Open MPI's `mpirun` is missing.
+//! Data-parallel ranks (issue 78): N ranks on the CPU backend train as one process
+//! accumulating N batches (`--accum N`), whether `train --nproc-per-node N` starts them
+//! (they meet over TCP) or `mpirun` does (MPI). The MPI cases are skipped, with the reason,
+//! where the binary is built without the `mpi` feature or Open MPI's `mpirun` is missing.
 
 use crate::harness::*;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+/// What starts a job's ranks.
+#[derive(Clone, Debug)]
+enum Launcher {
+    /// `transduce train --nproc-per-node N`: the ranks meet over TCP.
+    Local,
+    /// `mpirun -n N transduce train`: MPI.
+    Mpi(PathBuf),
+}
+
+/// The launchers these tests can use: always `--nproc-per-node`, and `mpirun` where the
+/// build has MPI and Open MPI is installed (the reason is printed where not).
+fn launchers(test: &str) -> Vec<Launcher> {
+    let mut found = vec![Launcher::Local];
+    found.extend(mpirun(test).map(Launcher::Mpi));
+    found
+}
 
 /// `mpirun`, if these tests can use it; the reason they are skipped otherwise.
 fn mpirun(test: &str) -> Option<PathBuf> {
     if !cfg!(feature = "mpi") {
-        println!("SKIP: {test}: built without the `mpi` feature (cargo test --features mpi)");
+        println!(
+            "SKIP: {test} through MPI: built without the `mpi` feature (cargo test --features mpi)"
+        );
         return None;
     }
     let found = std::env::var_os("PATH").and_then(|paths| {
@@ -18,7 +39,9 @@ fn mpirun(test: &str) -> Option<PathBuf> {
             .find(|p| p.is_file())
     });
     if found.is_none() {
-        println!("SKIP: {test}: no mpirun on PATH (apt-get install openmpi-bin libopenmpi-dev)");
+        println!(
+            "SKIP: {test} through MPI: no mpirun on PATH (apt-get install openmpi-bin libopenmpi-dev)"
+        );
     }
     found
 }
@@ -69,33 +92,44 @@ fn train_for<'a>(
     ]
 }
 
-/// `mpirun` starting `transduce ARGS` as `ranks` ranks on this machine.
-fn mpi_command(mpirun: &Path, ranks: usize, args: &[&str]) -> Command {
-    let mut command = Command::new(mpirun);
-    command
-        .args([
-            "-n",
-            &ranks.to_string(),
-            "--oversubscribe",
-            "--bind-to",
-            "none",
-        ])
-        .arg(env!("CARGO_BIN_EXE_transduce"))
-        .args(args)
-        // Containers and CI run as root, which mpirun refuses without these.
-        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
-    command
+/// `launcher` starting `transduce ARGS` as `ranks` ranks on this machine.
+fn ranks_command(launcher: &Launcher, ranks: usize, args: &[&str]) -> Command {
+    match launcher {
+        Launcher::Local => {
+            let mut command = bin();
+            command
+                .args(args)
+                .args(["--nproc-per-node", &ranks.to_string()]);
+            command
+        }
+        Launcher::Mpi(mpirun) => {
+            let mut command = Command::new(mpirun);
+            command
+                .args([
+                    "-n",
+                    &ranks.to_string(),
+                    "--oversubscribe",
+                    "--bind-to",
+                    "none",
+                ])
+                .arg(env!("CARGO_BIN_EXE_transduce"))
+                .args(args)
+                // Containers and CI run as root, which mpirun refuses without these.
+                .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+                .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+            command
+        }
+    }
 }
 
-/// `transduce ARGS` as `ranks` MPI ranks on this machine; its output.
-fn mpi_run(mpirun: &Path, ranks: usize, args: &[&str]) -> String {
-    let out = mpi_command(mpirun, ranks, args).output().unwrap();
+/// `transduce ARGS` as `ranks` ranks on this machine; its output.
+fn ranks_run(launcher: &Launcher, ranks: usize, args: &[&str]) -> String {
+    let out = ranks_command(launcher, ranks, args).output().unwrap();
     let text =
         String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
     assert!(
         out.status.success(),
-        "mpirun -n {ranks} transduce {args:?} failed:\n{text}"
+        "{launcher:?} with {ranks} ranks of transduce {args:?} failed:\n{text}"
     );
     text
 }
@@ -147,61 +181,70 @@ fn position(checkpoint: &Path) -> serde_json::Value {
     state
 }
 
-#[test]
-fn two_ranks_train_bit_for_bit_like_accumulating_two_batches() {
-    let Some(mpirun) = mpirun("two_ranks_train_bit_for_bit_like_accumulating_two_batches") else {
-        return;
-    };
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path();
-    let (_, _, data) = prepare_toy(dir);
-    let (one, two) = (dir.join("accum2"), dir.join("ranks2"));
-    run(&train_args(&data, &one, "2"));
-    let out = mpi_run(&mpirun, 2, &train_args(&data, &two, "1"));
-    assert!(out.contains("rank 1 of 2 (Open MPI"), "{out}");
-    let (a, b) = (
-        one.join("checkpoints/step-00000020"),
-        two.join("checkpoints/step-00000020"),
-    );
+/// Two checkpoints hold the same bits: weights, Adam's state and position.
+fn assert_same_checkpoint(a: &Path, b: &Path, what: &str) {
     let x = std::fs::read(a.join("model.safetensors")).unwrap();
     let y = std::fs::read(b.join("model.safetensors")).unwrap();
-    assert!(x == y, "the weights of 2 ranks differ from --accum 2's");
-    let ((xt, xs), (yt, ys)) = (adam_state(&a), adam_state(&b));
+    assert!(x == y, "{what}: the weights differ");
+    let ((xt, xs), (yt, ys)) = (adam_state(a), adam_state(b));
     assert_eq!(xt.len(), yt.len());
     assert!(!xt.is_empty());
     for (x, y) in xt.iter().zip(&yt) {
-        assert!(x == y, "Adam's {}: 2 ranks differ from --accum 2", x.0);
+        assert!(x == y, "{what}: Adam's {} differs", x.0);
     }
-    assert_eq!(xs, ys);
-    assert_eq!(position(&a), position(&b));
-    let (x, y) = (losses(&one), losses(&two));
+    assert_eq!(xs, ys, "{what}");
+    assert_eq!(position(a), position(b), "{what}");
+}
+
+#[test]
+fn two_ranks_train_bit_for_bit_like_accumulating_two_batches() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let (_, _, data) = prepare_toy(dir);
+    let one = dir.join("accum2");
+    run(&train_args(&data, &one, "2"));
+    let x = losses(&one);
     assert_eq!(x.len(), 20, "{x:?}");
-    assert_eq!(x, y);
     // Dropout and training moved the loss: the runs compared are not trivially equal.
     assert!(x[19] < x[0], "{x:?}");
+    for (n, launcher) in launchers("two_ranks_train_bit_for_bit").iter().enumerate() {
+        let two = dir.join(format!("ranks2-{n}"));
+        let out = ranks_run(launcher, 2, &train_args(&data, &two, "1"));
+        let named = match launcher {
+            Launcher::Local => "rank 1 of 2 (torchrun",
+            Launcher::Mpi(_) => "rank 1 of 2 (Open MPI",
+        };
+        assert!(out.contains(named), "{out}");
+        assert_same_checkpoint(
+            &one.join("checkpoints/step-00000020"),
+            &two.join("checkpoints/step-00000020"),
+            &format!("2 ranks ({launcher:?}) against --accum 2"),
+        );
+        assert_eq!(x, losses(&two), "{launcher:?}");
+    }
 }
 
 #[test]
 fn four_oversubscribed_ranks_lose_like_accumulating_four_batches() {
-    let Some(mpirun) = mpirun("four_oversubscribed_ranks_lose_like_accumulating_four_batches")
-    else {
-        return;
-    };
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     let (_, _, data) = prepare_toy(dir);
-    let (one, four) = (dir.join("accum4"), dir.join("ranks4"));
+    let one = dir.join("accum4");
     run(&train_args(&data, &one, "4"));
-    mpi_run(&mpirun, 4, &train_args(&data, &four, "1"));
-    let (x, y) = (losses(&one), losses(&four));
+    let x = losses(&one);
     assert_eq!(x.len(), 20, "{x:?}");
-    assert_eq!(y.len(), 20, "{y:?}");
-    for (step, (a, b)) in x.iter().zip(&y).enumerate() {
-        assert!(
-            (a - b).abs() / a.abs() <= 1e-5,
-            "step {}: --accum 4 {a}, 4 ranks {b}",
-            step + 1
-        );
+    for (n, launcher) in launchers("four_oversubscribed_ranks").iter().enumerate() {
+        let four = dir.join(format!("ranks4-{n}"));
+        ranks_run(launcher, 4, &train_args(&data, &four, "1"));
+        let y = losses(&four);
+        assert_eq!(y.len(), 20, "{launcher:?}: {y:?}");
+        for (step, (a, b)) in x.iter().zip(&y).enumerate() {
+            assert!(
+                (a - b).abs() / a.abs() <= 1e-5,
+                "step {}: --accum 4 {a}, 4 ranks ({launcher:?}) {b}",
+                step + 1
+            );
+        }
     }
 }
 
@@ -221,54 +264,9 @@ fn ranks_of(out: &Path) -> Vec<u32> {
     pids
 }
 
-/// A rank killed mid-run ends the job within 60 s, leaving its checkpoints whole; ranks
-/// resumed from the last one train on exactly as an uninterrupted run.
-#[test]
-fn a_killed_rank_ends_the_job_and_ranks_resume_exactly() {
-    let Some(mpirun) = mpirun("a_killed_rank_ends_the_job_and_ranks_resume_exactly") else {
-        return;
-    };
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path();
-    let (_, _, data) = prepare_toy(dir);
-    let (whole, killed) = (dir.join("whole"), dir.join("killed"));
-    run(&train_for(&data, &whole, "2", "200", "10"));
-    let mut job = mpi_command(&mpirun, 2, &train_for(&data, &killed, "1", "100000", "10"))
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let first = killed.join("checkpoints/step-00000010");
-    let waited = std::time::Instant::now();
-    while !first.exists() {
-        assert!(
-            waited.elapsed().as_secs() < 120,
-            "no checkpoint within 120 s"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    let ranks = ranks_of(&killed);
-    assert_eq!(ranks.len(), 2, "{ranks:?}");
-    let status = Command::new("kill")
-        .args(["-9", &ranks[1].to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let killed_at = std::time::Instant::now();
-    let exit = loop {
-        if let Some(exit) = job.try_wait().unwrap() {
-            break exit;
-        }
-        if killed_at.elapsed().as_secs() >= 60 {
-            job.kill().unwrap();
-            panic!("the other rank still runs 60 s after one was killed");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    };
-    assert!(!exit.success());
-    assert!(ranks_of(&killed).is_empty(), "a rank outlived the job");
-    // Resumed to a step the killed run cannot have reached.
-    let last = std::fs::read_dir(killed.join("checkpoints"))
+/// The newest checkpoint's step of a run.
+fn last_step(run: &Path) -> u64 {
+    std::fs::read_dir(run.join("checkpoints"))
         .unwrap()
         .filter_map(|e| {
             e.ok()?
@@ -279,12 +277,71 @@ fn a_killed_rank_ends_the_job_and_ranks_resume_exactly() {
                 .ok()
         })
         .max()
+        .unwrap()
+}
+
+/// Kills rank 1 of `job` (training into `out`) with SIGKILL once its first checkpoint is
+/// written; the job must end, unsuccessfully, within 60 s, leaving no rank behind.
+fn kill_a_rank(mut job: Child, out: &Path) {
+    let first = out.join("checkpoints/step-00000010");
+    let waited = Instant::now();
+    while !first.exists() {
+        assert!(
+            waited.elapsed().as_secs() < 120,
+            "no checkpoint within 120 s"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The ranks, not `--nproc-per-node`'s starter (the job itself here).
+    let ranks: Vec<u32> = ranks_of(out)
+        .into_iter()
+        .filter(|&p| p != job.id())
+        .collect();
+    assert_eq!(ranks.len(), 2, "{ranks:?}");
+    let status = Command::new("kill")
+        .args(["-9", &ranks[1].to_string()])
+        .status()
         .unwrap();
-    assert!(last < 200, "the killed run reached step {last}");
-    let out = mpi_run(
-        &mpirun,
-        2,
-        &[
+    assert!(status.success());
+    let killed_at = Instant::now();
+    let exit = loop {
+        if let Some(exit) = job.try_wait().unwrap() {
+            break exit;
+        }
+        if killed_at.elapsed().as_secs() >= 60 {
+            job.kill().unwrap();
+            panic!("the other rank still runs 60 s after one was killed");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(!exit.success());
+    assert!(ranks_of(out).is_empty(), "a rank outlived the job");
+}
+
+/// A rank killed mid-run ends the job within 60 s, leaving its checkpoints whole; the run
+/// resumed from the last one trains on exactly as an uninterrupted run, whether by as many
+/// ranks or (started by `--nproc-per-node`) by one process, which takes `--accum 2` to keep
+/// the 2 batches a step.
+#[test]
+fn a_killed_rank_ends_the_job_and_the_run_resumes_exactly() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let (_, _, data) = prepare_toy(dir);
+    let whole = dir.join("whole");
+    run(&train_for(&data, &whole, "2", "200", "10"));
+    for (n, launcher) in launchers("a_killed_rank_ends_the_job").iter().enumerate() {
+        let killed = dir.join(format!("killed-{n}"));
+        let args = train_for(&data, &killed, "1", "100000", "10");
+        let job = ranks_command(launcher, 2, &args)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        kill_a_rank(job, &killed);
+        // Resumed to a step the killed run cannot have reached.
+        let last = last_step(&killed);
+        assert!(last < 200, "the killed run reached step {last}");
+        let resume = [
             "train",
             "--out",
             s(&killed),
@@ -292,14 +349,58 @@ fn a_killed_rank_ends_the_job_and_ranks_resume_exactly() {
             "--max-steps",
             "200",
             "--quiet",
-        ],
-    );
-    assert!(out.contains("resuming from"), "{out}");
-    let step = |run: &Path| {
-        std::fs::read(run.join("checkpoints/step-00000200/model.safetensors")).unwrap()
+        ];
+        let out = match launcher {
+            Launcher::Local => {
+                let out = run(&resume);
+                assert!(
+                    out.contains(
+                        "resuming a run of 2 rank(s) × --accum 1 as 1 rank(s) × --accum 2"
+                    ),
+                    "{out}"
+                );
+                out
+            }
+            Launcher::Mpi(_) => ranks_run(launcher, 2, &resume),
+        };
+        assert!(out.contains("resuming from"), "{out}");
+        let step = |run: &Path| {
+            std::fs::read(run.join("checkpoints/step-00000200/model.safetensors")).unwrap()
+        };
+        assert!(
+            step(&whole) == step(&killed),
+            "{launcher:?}: resumed from step {last}, the run differs from --accum 2 at step 200"
+        );
+    }
+}
+
+/// A run resumed by a number of ranks that cannot share its batches is refused in one line.
+#[test]
+fn ranks_that_cannot_share_a_steps_batches_are_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let (_, _, data) = prepare_toy(dir);
+    let out = dir.join("run");
+    run(&train_for(&data, &out, "2", "2", "2"));
+    let resume = [
+        "train",
+        "--out",
+        s(&out),
+        "--resume",
+        "--max-steps",
+        "4",
+        "--quiet",
+    ];
+    let text = {
+        let output = ranks_command(&Launcher::Local, 3, &resume)
+            .output()
+            .unwrap();
+        assert!(!output.status.success());
+        String::from_utf8_lossy(&output.stderr).to_string()
     };
     assert!(
-        step(&whole) == step(&killed),
-        "ranks resumed from step {last} differ from --accum 2 at step 200"
+        text.contains("this run takes 2 batches a step (1 rank(s) × --accum 2); 3 ranks cannot share them evenly"),
+        "{text}"
     );
+    assert_eq!(last_step(&out), 2, "a refused resume trained");
 }

@@ -239,9 +239,9 @@ fn prepare_train_resume_average_translate_export() {
     ]);
     assert!(ppl.contains("perplexity"), "{ppl}");
 }
-/// `--devices 0,0` opens two wgpu devices on the first adapter (lavapipe on a machine
-/// without a GPU) and trains data-parallel through the whole loop: steps, validation,
-/// checkpoint.
+/// `--devices 0,0` starts two ranks, each opening a wgpu device on the first adapter
+/// (lavapipe on a machine without a GPU), and trains data-parallel through the whole loop:
+/// steps, validation, checkpoint.
 #[test]
 fn data_parallel_training_on_two_wgpu_devices() {
     let tmp = tempfile::tempdir().unwrap();
@@ -274,10 +274,14 @@ fn data_parallel_training_on_two_wgpu_devices() {
         return;
     }
     assert!(out.status.success(), "{stderr}");
-    assert!(
-        stderr.contains("device 0: wgpu adapter 0") && stderr.contains("device 1: wgpu adapter 0"),
-        "{stderr}"
-    );
+    assert!(stderr.contains("starting ranks 0–1 of 2"), "{stderr}");
+    for rank in [
+        "rank 0 of 2 (torchrun, local rank 0)",
+        "rank 1 of 2 (torchrun, local rank 1)",
+    ] {
+        assert!(stderr.contains(rank), "{stderr}");
+    }
+    assert_eq!(stderr.matches("wgpu adapter 0:").count(), 2, "{stderr}");
     assert!(
         stderr.contains("stopped at step 2") && stderr.contains("validation perplexity"),
         "{stderr}"

@@ -1,13 +1,10 @@
 //! The eager optimizer step as `train` takes it without graphs: the forward and backward
-//! passes of a group of batches (one after another with `--accum`, side by side with
-//! `--devices`), then burn's Adam, with half precision's loss scale kept on the host.
+//! passes of a group of batches (one after another with `--accum`; a rank's share of them
+//! in a data-parallel job), then burn's Adam, with half precision's loss scale kept on the host.
 
 use transduce::Precision;
 use transduce::Transformer;
-use transduce::burn::module::Module;
-use transduce::burn::optim::{
-    GradientsAccumulator, GradientsParams, ModuleOptimizer, MultiGradientsParams,
-};
+use transduce::burn::optim::{GradientsAccumulator, GradientsParams, ModuleOptimizer};
 use transduce::burn::prelude::*;
 use transduce::burn::tensor::TensorData;
 use transduce::train::loss;
@@ -21,17 +18,11 @@ use crate::train::batches::{Examples, batch_tensors};
 use crate::train::read::read_scalars;
 use crate::train::rng;
 
-/// The gradients of one optimizer step: summed over batches on one device, or, from
-/// several devices, one set per device for burn's `step_multi` to add up.
-enum Grads {
-    One(GradientsParams),
-    Multi(MultiGradientsParams),
-}
-
 /// What one step's forward and backward passes give.
 struct StepGradients {
-    pub grads: Grads,
-    /// The step's loss, on the main device and not yet read ([`read_scalars`] reads many
+    /// Summed over this process's batches of the step.
+    pub grads: GradientsParams,
+    /// The step's loss, on the device and not yet read ([`read_scalars`] reads many
     /// steps' at once: a read per step would stop the host from running ahead).
     pub loss: StepLoss,
     /// Every gradient finite: false only in half precision, where the step is skipped.
@@ -48,20 +39,20 @@ pub struct StepLoss {
 }
 
 impl StepLoss {
-    /// Adds another device's share, brought to `device`.
-    fn add(self, other: StepLoss, device: &Device) -> StepLoss {
+    /// Adds another batch's sums.
+    fn add(self, other: StepLoss) -> StepLoss {
         StepLoss {
-            smoothed: self.smoothed + other.smoothed.to_device(device),
-            nll: self.nll + other.nll.to_device(device),
+            smoothed: self.smoothed + other.smoothed,
+            nll: self.nll + other.nll,
         }
     }
 }
 
 /// Forward and backward passes of one step. The loss is summed over `group` and divided
 /// by its target tokens, so the update is the same whether the batches run one after
-/// another (`--accum`) or side by side on several devices (`--devices`): batch j goes to
-/// device j mod N, each device in its own thread with its own copy of the model, as the
-/// paper's 8 GPUs each took a share of every batch (§5.2). With a `loss_scale` (half
+/// another (`--accum`) or side by side on the ranks of a data-parallel job, one process a
+/// device: batch j goes to rank j mod N, as the paper's 8 GPUs each took a share of every
+/// batch (§5.2). With a `loss_scale` (half
 /// precision, [`loss_scale`]) the loss is scaled before the backward pass and the gradients
 /// unscaled and checked after it.
 fn gradients(
@@ -70,7 +61,7 @@ fn gradients(
     loss_scale: Option<f64>,
 ) -> Result<StepGradients> {
     let &StepWork {
-        devices,
+        device,
         group,
         examples,
         group_tokens,
@@ -107,7 +98,7 @@ fn gradients(
             let grads = GradientsParams::from_grads(scaled.backward(), model);
             accumulator.accumulate(model, grads);
             sums = Some(match sums {
-                Some(s) => s.add(batch_loss, device),
+                Some(s) => s.add(batch_loss),
                 None => batch_loss,
             });
         }
@@ -128,90 +119,23 @@ fn gradients(
         Ok::<_, CliError>((grads, sums, finite))
     };
     let indexed: Vec<(usize, &Batch)> = group.iter().copied().enumerate().collect();
-    if let Some(collective) = collective {
-        // One device a rank: batches j ≡ rank (mod world) of the group.
-        let share: Vec<(usize, &Batch)> = indexed
-            .iter()
-            .copied()
-            .skip(collective.rank())
-            .step_by(collective.world())
-            .collect();
-        let (grads, loss, finite) = pass(model, &devices[0], &share)?;
-        return Ok(StepGradients {
-            grads: Grads::One(grads),
-            loss,
-            finite,
-        });
-    }
-    if devices.len() == 1 {
-        let (grads, loss, finite) = pass(model, &devices[0], &indexed)?;
-        return Ok(StepGradients {
-            grads: Grads::One(grads),
-            loss,
-            finite,
-        });
-    }
-    let shares: Vec<Vec<(usize, &Batch)>> = (0..devices.len())
-        .map(|d| {
-            indexed
-                .iter()
-                .skip(d)
-                .step_by(devices.len())
-                .copied()
-                .collect()
-        })
-        .collect();
-    let replicas: Vec<Transformer> = devices
-        .iter()
-        .enumerate()
-        .map(|(d, device)| match d {
-            0 => model.clone(),
-            _ => model.clone().fork(device),
-        })
-        .collect();
-    let results = std::thread::scope(|scope| {
-        let workers: Vec<_> = replicas
-            .into_iter()
-            .zip(devices)
-            .zip(&shares)
-            .map(|((replica, device), share)| {
-                let pass = &pass;
-                scope.spawn(move || pass(&replica, device, share))
-            })
-            .collect();
-        workers
-            .into_iter()
-            .map(|w| {
-                w.join().unwrap_or_else(|_| {
-                    Err(CliError::Usage("a training device's thread failed".into()))
-                })
-            })
-            .collect::<Vec<_>>()
-    });
-    let mut multi = MultiGradientsParams::default();
-    let (mut loss, mut all_finite) = (None::<StepLoss>, true);
-    for (result, device) in results.into_iter().zip(devices) {
-        let (grads, sums, finite) = result?;
-        multi.grads.push((grads, device.clone()));
-        loss = Some(match loss {
-            Some(l) => l.add(sums, &devices[0]),
-            None => sums,
-        });
-        all_finite &= finite;
-    }
+    // A rank of a data-parallel job takes batches j ≡ rank (mod world) of the group.
+    let (rank, world) = collective.map_or((0, 1), |c| (c.rank(), c.world()));
+    let share: Vec<(usize, &Batch)> = indexed.into_iter().skip(rank).step_by(world).collect();
+    let (grads, loss, finite) = pass(model, device, &share)?;
     Ok(StepGradients {
-        grads: Grads::Multi(multi),
-        loss: loss.ok_or_else(|| CliError::Usage("a training step with no batch".into()))?,
-        finite: all_finite,
+        grads,
+        loss,
+        finite,
     })
 }
 
 /// The work of one optimizer step: its batches, where they run and what they need.
 #[derive(Clone, Copy)]
 pub struct StepWork<'a> {
-    /// Training devices (autodiff), the first the main one.
-    pub devices: &'a [Device],
-    /// The step's batches: `accum` per device.
+    /// The training device (autodiff).
+    pub device: &'a Device,
+    /// The step's batches: `accum` per rank.
     pub group: &'a [&'a Batch],
     pub examples: Examples<'a>,
     /// Target tokens of the whole group: the loss is averaged over them.
@@ -257,20 +181,13 @@ pub fn optimizer_step_between(
         finite,
     } = gradients(&model, work, loss_scale.as_ref().map(|s| s.scale))?;
     between();
-    let (grads, loss, finite) = match (work.collective, grads) {
-        (Some(collective), Grads::One(grads)) => {
-            all_reduce(collective, &model, grads, loss, finite, &work.devices[0])?
-        }
-        (_, grads) => (grads, loss, finite),
+    let (grads, loss, finite) = match work.collective {
+        Some(collective) => all_reduce(collective, &model, grads, loss, finite, work.device)?,
+        None => (grads, loss, finite),
     };
-    let model = match (finite, grads) {
-        (false, _) => model,
-        (true, Grads::One(grads)) => optimizer.step(lr, model, grads),
-        // burn updates each parameter on one of the devices; the model comes back to the
-        // main device for the next step, validation and checkpoints.
-        (true, Grads::Multi(grads)) => optimizer
-            .step_multi(lr, model, grads)
-            .fork(&work.devices[0]),
+    let model = match finite {
+        false => model,
+        true => optimizer.step(lr, model, grads),
     };
     if let Some(scale) = loss_scale.as_mut() {
         scale.update(precision, finite);
@@ -287,7 +204,7 @@ fn all_reduce(
     loss: StepLoss,
     finite: bool,
     device: &Device,
-) -> Result<(Grads, StepLoss, bool)> {
+) -> Result<(GradientsParams, StepLoss, bool)> {
     // f32 sums read as f64 and back: exact.
     let sums = read_scalars(vec![loss.smoothed, loss.nll])?;
     let mine = StepSums {
@@ -302,5 +219,5 @@ fn all_reduce(
         smoothed: value(sums.loss[0]),
         nll: value(sums.loss[1]),
     };
-    Ok((Grads::One(sums.grads), loss, sums.finite))
+    Ok((sums.grads, loss, sums.finite))
 }

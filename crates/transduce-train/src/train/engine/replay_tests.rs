@@ -188,7 +188,7 @@ fn accumulated_replays_equal_eager_accumulation_on_wgpu() {
     assert_eq!(eager, replayed);
     assert_eq!(eager_w, replayed_w);
     let group: Vec<&Batch> = shapes.iter().map(|(batch, _)| batch).collect();
-    let burns = losses(&start, std::slice::from_ref(&device), &pairs, &group, STEPS);
+    let burns = losses(&start, &device, &pairs, &group, STEPS);
     let worst = replayed
         .iter()
         .zip(&burns)
@@ -324,7 +324,7 @@ fn half_precision_skips_overflowing_steps_on_the_device() {
     let ours = read_all(sums);
     let burns = losses_scaled(
         &(config.clone(), weights.clone()),
-        std::slice::from_ref(&gpu),
+        &gpu,
         &pairs,
         &[&batch],
         12,
@@ -352,7 +352,7 @@ fn device_adam_is_burns_adam_on_the_cpu() {
     let start = tiny_start(9);
     let pairs = reversal_pairs(2, (0..4).map(|n| 3 + n));
     let batch: Batch = (0..4).collect();
-    let burns = losses(&start, &[Device::flex()], &pairs, &[&batch], 8);
+    let burns = losses(&start, &Device::flex(), &pairs, &[&batch], 8);
     let device = Device::flex().autodiff();
     let (config, weights) = &start;
     let mut model = load_weights(config, weights, &device).unwrap();
@@ -393,9 +393,8 @@ fn device_adam_state_is_burns_record() {
     let lr = |t: u64| 1e-3 / (t as f64).sqrt();
     let tokens = forced.outputs.iter().map(Vec::len).sum::<usize>();
     let group = [&batch];
-    let devices = [device.clone()];
     let work = |step: u64| StepWork {
-        devices: &devices,
+        device: &device,
         group: &group,
         examples: Examples {
             pairs: &pairs,

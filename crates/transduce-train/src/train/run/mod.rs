@@ -53,9 +53,8 @@ pub struct Trainer<'a> {
     pub valid: Option<&'a Pairs>,
     /// The word-focus rule, for models with `word_focus` ([`crate::train::config::focus_rule`]).
     pub focus: Option<WordFocus>,
-    /// Training devices; the first holds the model between steps, validates and saves.
-    /// With several, each step is data-parallel over `accum × devices.len()` batches.
-    pub devices: Vec<Device>,
+    /// The training device (one per process: several devices are several ranks).
+    pub device: Device,
     /// Continue from the newest checkpoint.
     pub resume: bool,
     /// Draw a progress bar on stderr.
@@ -93,24 +92,12 @@ impl Stepper {
     }
 }
 
-/// Why a run's steps cannot be captured as graphs, if they cannot.
-/// `--accum` is captured (each batch's gradients, then the update); `--devices` is not: its
-/// devices exchange gradients through the host every step.
-fn graph_refusal(
-    model: &Transformer,
-    device: &Device,
-    devices: usize,
-    ranks: usize,
-) -> Option<String> {
+/// Why a run's steps cannot be captured as graphs, if they cannot. `--accum` is captured
+/// (each batch's gradients, then the update); the ranks of a job are not yet.
+fn graph_refusal(model: &Transformer, device: &Device, ranks: usize) -> Option<String> {
     if ranks > 1 {
         return Some(
             "the ranks sum their gradients through host buffers after eager passes (graph steps with collectives are not built yet)"
-                .into(),
-        );
-    }
-    if devices > 1 {
-        return Some(
-            "--devices exchanges gradients between devices through the host every step; graphs run on one device"
                 .into(),
         );
     }
@@ -122,20 +109,10 @@ impl Trainer<'_> {
     pub fn run(self) -> Result<Summary> {
         let mut watch = StartWatch::begin();
         let options = &self.config.options;
-        loss_scale::check(options.precision, &self.devices)?;
-        let devices: Vec<Device> = self.devices.iter().map(|d| d.clone().autodiff()).collect();
-        let device = devices
-            .first()
-            .cloned()
-            .ok_or_else(|| CliError::Usage("no training device".into()))?;
+        loss_scale::check(options.precision, std::slice::from_ref(&self.device))?;
+        let device = self.device.clone().autodiff();
         let collective = self.collective;
         let (ranks, lead) = collective.map_or((1, true), |c| (c.world(), c.leads()));
-        if ranks > 1 && devices.len() > 1 {
-            return Err(CliError::Usage(
-                "--devices with several ranks: a rank trains on one device (its LOCAL_RANK's)"
-                    .into(),
-            ));
-        }
         if lead {
             self.config.write(self.run_dir)?;
         }
@@ -194,7 +171,7 @@ impl Trainer<'_> {
         }
         let mut stepper = match self.graph {
             false => Stepper::Eager(optimizer),
-            true => match graph_refusal(&model, &device, devices.len(), ranks) {
+            true => match graph_refusal(&model, &device, ranks) {
                 Some(why) => {
                     eprintln!("graph: eager steps: {why}");
                     Stepper::Eager(optimizer)
@@ -294,16 +271,16 @@ impl Trainer<'_> {
                 continue;
             }
 
-            // One optimizer step over `accum` batches per device.
+            // One optimizer step over `accum` batches per rank.
             let group: Vec<&Batch> = order[state.cursor..]
                 .iter()
-                .take(options.accum.max(1) * devices.len() * ranks)
+                .take(options.accum.max(1) * ranks)
                 .map(|&b| &batches[b])
                 .collect();
             let group_tokens: usize = group.iter().map(|b| target_tokens(self.train, b)).sum();
             let lr = noam.lr(state.step + 1);
             let work = StepWork {
-                devices: &devices,
+                device: &device,
                 group: &group,
                 examples: Examples {
                     pairs: self.train,
