@@ -190,10 +190,12 @@ fn wgpu_device(index: usize) -> Result<Device> {
     let device = Device::wgpu_options().setup(setup).init().map_err(|e| {
         CliError::Usage(format!("--devices: adapter {index} ({}): {e:?}", info.name))
     })?;
-    eprintln!(
+    // One write: ranks opening devices side by side would interleave pieces of lines.
+    let line = format!(
         "wgpu adapter {index}: {} ({:?}, {:?})",
         info.name, info.device_type, info.backend
     );
+    eprintln!("{line}");
     Ok(device)
 }
 

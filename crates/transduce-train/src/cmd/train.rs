@@ -204,13 +204,16 @@ pub fn run(cmd: TrainCmd) -> Result<()> {
     };
     let device = cmd.backend.device_numbered(number)?;
     if let (Some(c), Some(launch)) = (&collective, &launch) {
-        eprintln!(
+        // Formatted first: stderr is unbuffered, and ranks writing piece by piece would
+        // interleave their lines.
+        let line = format!(
             "rank {} of {} ({}, local rank {})",
             c.rank(),
             c.world(),
             launch.launcher,
             launch.local_rank
         );
+        eprintln!("{line}");
     }
     eprintln!("device: {device:?}");
     let world = collective.as_ref().map_or(1, |c| c.world());
@@ -330,7 +333,7 @@ fn keep_step_batches(options: &mut train::TrainOptions, world: usize, lead: bool
         return Ok(());
     }
     let batches = options.accum.max(1) * options.world;
-    if batches % world != 0 {
+    if !batches.is_multiple_of(world) {
         return Err(CliError::Usage(format!(
             "this run takes {batches} batches a step ({} rank(s) × --accum {}); {world} ranks cannot share them evenly: resume it with a number of ranks that divides {batches}",
             options.world, options.accum
