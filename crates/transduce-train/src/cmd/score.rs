@@ -102,7 +102,11 @@ pub fn run(cmd: ScoreCmd) -> Result<()> {
 }
 
 /// The (source line, translation) entries of an n-best list, in file order.
-fn nbest_entries(lines: &[String], path: &Path, sources: usize) -> Result<Vec<(usize, String)>> {
+pub(crate) fn nbest_entries(
+    lines: &[String],
+    path: &Path,
+    sources: usize,
+) -> Result<Vec<(usize, String)>> {
     lines
         .iter()
         .enumerate()

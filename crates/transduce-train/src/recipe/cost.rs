@@ -1,6 +1,10 @@
 //! A stage's cost for `--dry-run`, roughly: a training run's remaining steps at the speed
 //! its own metrics show, or else at the CPU speed measured in docs/BENCHMARKS.md scaled
 //! by parameter count; decoding stages by sentences × grid points at a third of that.
+//!
+//! A step's work is the target tokens its batch really holds: the prepared data's own
+//! batches where the data is there, else [`TARGET_FILL`] of `max_tokens` (the budget
+//! bounds each side's padded size, so a batch's target side is nearly full, not half).
 
 use std::path::Path;
 
@@ -18,6 +22,11 @@ use super::state::{State, target_steps};
 /// (docs/BENCHMARKS.md, release build); other models in inverse proportion to size.
 const SMALL_TOKENS_PER_SECOND: f64 = 2352.0;
 const SMALL_PARAMS: f64 = 7.6e6;
+
+/// Target tokens (EOS included, padding not) of a batch per token of `max_tokens`, before
+/// the data is prepared: the trainer reported 10,835 for 12,000 (the mixed en-de's GPU
+/// stage) and about 3,500 for 4,000 (Multi30k, recipes/table3.toml).
+const TARGET_FILL: f64 = 0.88;
 
 /// Seconds a stage may take from where it stands, and how that was estimated.
 pub fn estimate(
@@ -56,30 +65,44 @@ pub fn estimate(
                     _ => preset_params("base")?,
                 }
             };
-            let tokens = match options.get("max_tokens") {
-                Some(toml::Value::Integer(n)) if !smoke => *n as f64,
-                _ if smoke => 600.0,
-                _ => 25_000.0,
+            let max_tokens = match options.get("max_tokens") {
+                Some(toml::Value::Integer(n)) if !smoke => *n as usize,
+                _ if smoke => 600,
+                _ => 25_000,
             };
             let accum = match options.get("accum") {
                 Some(toml::Value::Integer(n)) if !smoke => *n as f64,
                 _ => 1.0,
             };
-            let per_step = tokens * accum / 2.0 / tokens_per_second(params);
+            let Spec::Train { data, .. } = spec else {
+                unreachable!("matched above")
+            };
+            let tokens =
+                batch_target_tokens(data, max_tokens).unwrap_or(max_tokens as f64 * TARGET_FILL);
+            let per_step = tokens * accum / tokens_per_second(params);
             Some((
                 (target - from.min(target)) as f64 * per_step,
                 "from the model's size",
             ))
         }
         Spec::Teacher {
-            models, src, beam, ..
+            models,
+            rescore,
+            src,
+            beam,
+            ..
         } => {
             let lines = if smoke {
                 SMOKE_EVAL_LINES
             } else {
                 count_lines(src)
             };
-            let params: f64 = models.iter().filter_map(model_params).sum();
+            // A rescoring model decodes every source too (its scoring pass is cheaper).
+            let params: f64 = models
+                .iter()
+                .chain(rescore.as_ref().map(|r| &r.model))
+                .filter_map(model_params)
+                .sum();
             let params = if params > 0.0 {
                 params
             } else {
@@ -96,18 +119,7 @@ pub fn estimate(
             beams,
             alphas,
         } => {
-            let lines: usize = if smoke {
-                SMOKE_EVAL_LINES * val.len()
-            } else {
-                val.iter()
-                    .map(|s| match &s.data {
-                        super::spec::SetData::Pairs { src, .. } => {
-                            count_lines(std::slice::from_ref(src))
-                        }
-                        super::spec::SetData::Trees(t) => count_lines(std::slice::from_ref(t)),
-                    })
-                    .sum()
-            };
+            let lines = set_lines(val, smoke);
             let params = model_params(model).or_else(|| preset_params("small"))?;
             let (beams, alphas) = if smoke {
                 (&beams[..1], &alphas[..alphas.len().min(2)])
@@ -121,29 +133,20 @@ pub fn estimate(
             Some((lines as f64 * per_line, "from the model's size"))
         }
         Spec::Test { sets, .. } => {
-            let lines = if smoke {
-                SMOKE_EVAL_LINES * sets.len()
-            } else {
-                sets.iter()
-                    .map(|s| match &s.data {
-                        super::spec::SetData::Pairs { src, .. } => {
-                            count_lines(std::slice::from_ref(src))
-                        }
-                        super::spec::SetData::Trees(t) => count_lines(std::slice::from_ref(t)),
-                    })
-                    .sum()
-            };
+            let lines = set_lines(sets, smoke);
             Some((
                 lines as f64 * decode_seconds(preset_params("small")?, 4),
                 "as a small model",
             ))
         }
-        Spec::Prepare { src, .. } => {
+        Spec::Prepare(p) => {
             // BPE learning and encoding, about 2 MB of text a second.
             let bytes: u64 = if smoke {
                 100_000
             } else {
-                src.iter()
+                p.src
+                    .iter()
+                    .chain(&p.tsv)
                     .filter_map(|p| std::fs::metadata(p).ok())
                     .map(|m| m.len() * 2)
                     .sum()
@@ -208,6 +211,17 @@ fn model_params(model: &Model) -> Option<f64> {
     Some(run.model.num_params() as f64)
 }
 
+/// The mean target tokens of the batches `transduce train` makes of prepared data (§5.1's
+/// bucketing at `max_tokens`), where the data is prepared.
+fn batch_target_tokens(data: &Path, max_tokens: usize) -> Option<f64> {
+    let pairs = crate::data::cache::read(&data.join(crate::prepared::TRAIN_FILE)).ok()?;
+    let src: Vec<usize> = pairs.src.iter().map(Vec::len).collect();
+    let tgt: Vec<usize> = pairs.tgt.iter().map(Vec::len).collect();
+    let batches = crate::data::batch::make_batches(&src, &tgt, max_tokens);
+    let total: usize = tgt.iter().map(|n| n + 1).sum();
+    (!batches.is_empty()).then(|| total as f64 / batches.len() as f64)
+}
+
 /// Seconds per step from a run's metrics.jsonl (its last line with a step and a time).
 fn measured_seconds_per_step(dir: &Path) -> Option<f64> {
     let text = std::fs::read_to_string(dir.join(train::config::METRICS_FILE)).ok()?;
@@ -219,10 +233,49 @@ fn measured_seconds_per_step(dir: &Path) -> Option<f64> {
     })
 }
 
+/// The sentences of test or validation sets, as many as a run at the scale decodes.
+fn set_lines(sets: &[super::spec::TestSet], smoke: bool) -> usize {
+    if smoke {
+        return SMOKE_EVAL_LINES * sets.len();
+    }
+    sets.iter()
+        .map(|s| count_lines(&[s.data.lines_file().to_path_buf()]))
+        .sum()
+}
+
 fn count_lines(files: &[std::path::PathBuf]) -> usize {
     files
         .iter()
         .filter_map(|f| crate::data::corpus::read_bytes(f).ok())
         .map(|b| b.iter().filter(|&&c| c == b'\n').count())
         .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::data::cache::{self, Pairs};
+
+    #[test]
+    fn a_batch_holds_nearly_max_tokens_of_target_not_half() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut pairs = Pairs::default();
+        // 200 pairs of 9 source and 9 target pieces: 10 a side with BOS/EOS, so 100-token
+        // batches hold 10 pairs, 100 target tokens each.
+        for i in 0..200u32 {
+            pairs.push(vec![i % 50; 9], vec![i % 40; 9]);
+        }
+        cache::write(&dir.path().join(crate::prepared::TRAIN_FILE), &pairs).unwrap();
+        let tokens = batch_target_tokens(dir.path(), 100).unwrap();
+        assert_eq!(tokens, 100.0);
+        // Not prepared yet: none (the estimate falls back on TARGET_FILL).
+        assert!(batch_target_tokens(&dir.path().join("none"), 100).is_none());
+    }
+
+    #[test]
+    fn seconds_read_as_minutes_and_hours() {
+        assert_eq!(format_seconds(40.0), "40 s");
+        assert_eq!(format_seconds(720.0), "12 min");
+        assert_eq!(format_seconds(3900.0), "1 h 05 min");
+    }
 }

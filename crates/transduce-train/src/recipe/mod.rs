@@ -6,6 +6,7 @@
 mod cost;
 mod format;
 mod plan;
+mod rescore;
 mod row;
 mod spec;
 mod stage;

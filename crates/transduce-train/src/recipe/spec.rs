@@ -15,7 +15,8 @@ use crate::error::Result;
 use super::format::{Input, Kind, Scale};
 use super::plan::{Model, Output, Plan};
 
-/// A named set of sentence pairs (`src`, `ref`) or of treebank trees (`trees`).
+/// A named set of sentence pairs (`src`, `ref`, or one `tsv`) or of treebank trees
+/// (`trees`).
 #[derive(Clone, Debug)]
 pub struct TestSet {
     pub name: String,
@@ -24,23 +25,56 @@ pub struct TestSet {
 
 #[derive(Clone, Debug)]
 pub enum SetData {
-    Pairs { src: PathBuf, reference: PathBuf },
+    Pairs {
+        src: PathBuf,
+        reference: PathBuf,
+    },
+    /// `source<TAB>reference` lines, split into `Pairs` when the stage runs.
+    Tsv(PathBuf),
     Trees(PathBuf),
+}
+
+impl SetData {
+    /// The file with one line per sentence (or tree) of the set.
+    pub fn lines_file(&self) -> &Path {
+        match self {
+            SetData::Pairs { src, .. } => src,
+            SetData::Tsv(f) | SetData::Trees(f) => f,
+        }
+    }
+}
+
+/// A prepare stage's corpora and vocabulary, resolved.
+#[derive(Clone, Debug)]
+pub struct Prepare {
+    pub parse: bool,
+    /// Sources (or trees, for parsing) and targets, each a list of files joined in order.
+    pub src: Vec<PathBuf>,
+    pub tgt: Vec<PathBuf>,
+    pub valid_src: Vec<PathBuf>,
+    pub valid_tgt: Vec<PathBuf>,
+    /// `source<TAB>target` files, split into the two sides before `transduce prepare`
+    /// reads them (joined after `src`/`tgt`, so a recipe may give both).
+    pub tsv: Vec<PathBuf>,
+    pub valid_tsv: Vec<PathBuf>,
+    pub vocab_size: Option<usize>,
+    pub tokenizer: Option<PathBuf>,
+    pub max_len: Option<usize>,
+}
+
+/// A second model that rescores a teacher's candidates (scripts' `DISTILL_RESCORE`): both
+/// translate, every candidate is scored under both, the weighted best is kept.
+#[derive(Clone, Debug)]
+pub struct Rescore {
+    pub model: Model,
+    /// The weight of the teacher's own score; the rescoring model's is 1 − weight.
+    pub weight: f64,
 }
 
 /// A stage's settings, resolved.
 #[derive(Clone, Debug)]
 pub enum Spec {
-    Prepare {
-        parse: bool,
-        src: Vec<PathBuf>,
-        tgt: Vec<PathBuf>,
-        valid_src: Vec<PathBuf>,
-        valid_tgt: Vec<PathBuf>,
-        vocab_size: Option<usize>,
-        tokenizer: Option<PathBuf>,
-        max_len: Option<usize>,
-    },
+    Prepare(Prepare),
     Train {
         data: PathBuf,
         init: Option<Model>,
@@ -50,6 +84,9 @@ pub enum Spec {
         /// A row of Table 3 (`row`, at `width_divisor`): the runner writes its model
         /// config into the stage's folder and trains it with `--config`.
         row: Option<Row>,
+        /// `--precision` when `recipe run --backend` is a GPU (the CPU trains in f32 only):
+        /// a stage that ran in bf16 on a GPU keeps its setting and still runs on a CPU.
+        gpu_precision: Option<String>,
     },
     Average {
         /// A run's newest `last` checkpoints, or else these weights (a soup).
@@ -60,6 +97,11 @@ pub enum Spec {
     Teacher {
         models: Vec<Model>,
         channel: Option<(Model, Option<f64>)>,
+        rescore: Option<Rescore>,
+        /// Back-translation (Sennrich et al. 2016): `src` is the target language's
+        /// monolingual text and the model translates it back; the pairs are (its
+        /// translation, the original).
+        back: bool,
         src: Vec<PathBuf>,
         tgt: Vec<PathBuf>,
         beam: Option<usize>,
@@ -186,7 +228,7 @@ impl Spec {
             Kind::Prepare => {
                 let parse = task_parse("task")?;
                 let (src, tgt, valid_src, valid_tgt) = if parse {
-                    for f in ["src", "tgt", "valid_src", "valid_tgt"] {
+                    for f in ["src", "tgt", "valid_src", "valid_tgt", "tsv", "valid_tsv"] {
                         if stage.fields.contains_key(f) {
                             return Err(err(f, "a parsing task reads `trees`".into()));
                         }
@@ -213,12 +255,21 @@ impl Spec {
                         };
                         return Err(err(f, "give valid_src and valid_tgt together".into()));
                     }
-                    (
-                        plan.files(node, "src")?,
-                        plan.files(node, "tgt")?,
-                        valid_src,
-                        valid_tgt,
-                    )
+                    // A TSV stands in for src and tgt: either is then optional.
+                    let has_tsv = stage.fields.contains_key("tsv");
+                    let side = |field: &str| -> Result<Vec<PathBuf>> {
+                        if has_tsv {
+                            optional_files(field)
+                        } else {
+                            plan.files(node, field)
+                        }
+                    };
+                    let (src, tgt) = (side("src")?, side("tgt")?);
+                    if src.len() != tgt.len() && (src.is_empty() || tgt.is_empty()) {
+                        let f = if src.is_empty() { "tgt" } else { "src" };
+                        return Err(err(f, "give src and tgt together".into()));
+                    }
+                    (src, tgt, valid_src, valid_tgt)
                 };
                 let tokenizer = match stage.fields.get("tokenizer") {
                     None => None,
@@ -248,16 +299,18 @@ impl Spec {
                         "a reused tokenizer has its own vocabulary".into(),
                     ));
                 }
-                Spec::Prepare {
+                Spec::Prepare(Prepare {
                     parse,
                     src,
                     tgt,
                     valid_src,
                     valid_tgt,
+                    tsv: optional_files("tsv")?,
+                    valid_tsv: optional_files("valid_tsv")?,
                     vocab_size,
                     tokenizer,
                     max_len: count("max_len")?,
-                }
+                })
             }
             Kind::Train => {
                 let data = match plan.single(node, "data")? {
@@ -317,7 +370,10 @@ impl Spec {
                     .fields
                     .iter()
                     .filter(|(k, _)| {
-                        !matches!(k.as_str(), "data" | "init" | "row" | "width_divisor")
+                        !matches!(
+                            k.as_str(),
+                            "data" | "init" | "row" | "width_divisor" | "gpu_precision"
+                        )
                     })
                     .map(|(k, f)| (k.clone(), f.value.clone()))
                     .collect();
@@ -336,12 +392,21 @@ impl Spec {
                     Some(v) => return Err(err("max_steps", format!("{v} is not a step count"))),
                     None => return Err(plan.missing(node, "max_steps")),
                 };
+                let gpu_precision = match get("gpu_precision") {
+                    None => None,
+                    Some(toml::Value::String(p)) => {
+                        crate::options::precision(p).map_err(|e| err("gpu_precision", e))?;
+                        Some(p.clone())
+                    }
+                    Some(v) => return Err(err("gpu_precision", format!("{v} is not a string"))),
+                };
                 let spec = Spec::Train {
                     data,
                     init,
                     options,
                     max_steps,
                     row,
+                    gpu_precision,
                 };
                 // The trainer's own parser checks every option, at both scales.
                 for scale in [Scale::Full, Scale::Smoke] {
@@ -439,9 +504,49 @@ impl Spec {
                 if channel.is_none() && stage.fields.contains_key("channel_weight") {
                     return Err(err("channel_weight", "there is no `channel`".into()));
                 }
+                let rescore = match stage.fields.get("rescore") {
+                    None => None,
+                    Some(_) => {
+                        if models.len() != 1 {
+                            return Err(err(
+                                "rescore",
+                                "a rescoring model checks one model".into(),
+                            ));
+                        }
+                        if channel.is_some() {
+                            return Err(err(
+                                "rescore",
+                                "give `channel` or `rescore`, not both".into(),
+                            ));
+                        }
+                        let weight = number("rescore_weight")?.unwrap_or(0.6);
+                        if weight > 1.0 {
+                            return Err(err(
+                                "rescore_weight",
+                                format!("{weight} is the teacher's share: at most 1"),
+                            ));
+                        }
+                        Some(Rescore {
+                            model: plan.model(node, "rescore", &plan.single(node, "rescore")?)?,
+                            weight,
+                        })
+                    }
+                };
+                if rescore.is_none() && stage.fields.contains_key("rescore_weight") {
+                    return Err(err("rescore_weight", "there is no `rescore`".into()));
+                }
+                let back = flag("back")?;
+                if back && stage.fields.contains_key("tgt") {
+                    return Err(err(
+                        "tgt",
+                        "a back-translation's targets are its `src` (the monolingual text)".into(),
+                    ));
+                }
                 Spec::Teacher {
                     models,
                     channel,
+                    rescore,
+                    back,
                     src: plan.files(node, "src")?,
                     tgt: optional_files("tgt")?,
                     beam: count("beam")?,
@@ -587,17 +692,18 @@ impl Spec {
     /// missing download shows before a run).
     pub fn data_files(&self) -> Vec<PathBuf> {
         match self {
-            Spec::Prepare {
-                src,
-                tgt,
-                valid_src,
-                valid_tgt,
-                ..
-            } => [src, tgt, valid_src, valid_tgt]
-                .into_iter()
-                .flatten()
-                .cloned()
-                .collect(),
+            Spec::Prepare(p) => [
+                &p.src,
+                &p.tgt,
+                &p.valid_src,
+                &p.valid_tgt,
+                &p.tsv,
+                &p.valid_tsv,
+            ]
+            .into_iter()
+            .flatten()
+            .cloned()
+            .collect(),
             Spec::Teacher { src, tgt, .. } => src.iter().chain(tgt).cloned().collect(),
             Spec::Table3 { src, reference, .. } => vec![src.clone(), reference.clone()],
             _ => Vec::new(),
@@ -612,6 +718,7 @@ impl Spec {
             options,
             max_steps,
             row,
+            ..
         } = self
         else {
             return Vec::new();
@@ -752,21 +859,22 @@ fn sets(plan: &Plan, node: usize, field: &str) -> Result<Vec<TestSet>> {
         };
         if let Some(k) = t
             .keys()
-            .find(|k| !matches!(k.as_str(), "name" | "src" | "ref" | "trees"))
+            .find(|k| !matches!(k.as_str(), "name" | "src" | "ref" | "tsv" | "trees"))
         {
             return Err(err(format!(
-                "set `{name}`: no field `{k}`; a set has name and src + ref, or trees"
+                "set `{name}`: no field `{k}`; a set has name and src + ref, tsv, or trees"
             )));
         }
         if out.iter().any(|s| s.name == name) {
             return Err(err(format!("two sets named `{name}`")));
         }
-        let data = match (path("src")?, path("ref")?, path("trees")?) {
-            (Some(src), Some(reference), None) => SetData::Pairs { src, reference },
-            (None, None, Some(trees)) => SetData::Trees(trees),
+        let data = match (path("src")?, path("ref")?, path("tsv")?, path("trees")?) {
+            (Some(src), Some(reference), None, None) => SetData::Pairs { src, reference },
+            (None, None, Some(tsv), None) => SetData::Tsv(tsv),
+            (None, None, None, Some(trees)) => SetData::Trees(trees),
             _ => {
                 return Err(err(format!(
-                    "set `{name}`: give src and ref (translation), or trees (parsing)"
+                    "set `{name}`: give src and ref or tsv (translation), or trees (parsing)"
                 )));
             }
         };

@@ -47,19 +47,29 @@ pub fn run(plan: &Plan, node: usize, spec: &Spec, resume: bool, options: &Option
         .map(|v| v.get_name().to_string())
         .unwrap_or_else(|| "cpu".into());
     match spec {
-        Spec::Prepare {
-            parse,
-            src,
-            tgt,
-            valid_src,
-            valid_tgt,
-            vocab_size,
-            tokenizer,
-            max_len,
-        } => {
+        Spec::Prepare(p) => {
             let inputs = dir.join("inputs");
             let train_limit = smoke.then_some(SMOKE_TRAIN_LINES);
             let valid_limit = smoke.then_some(SMOKE_EVAL_LINES * 4);
+            // TSV files are split into two sides first, and joined after src / tgt.
+            let (mut src, mut tgt) = (p.src.clone(), p.tgt.clone());
+            let (mut valid_src, mut valid_tgt) = (p.valid_src.clone(), p.valid_tgt.clone());
+            for (files, name, limit, s, t) in [
+                (&p.tsv, "train", train_limit, &mut src, &mut tgt),
+                (
+                    &p.valid_tsv,
+                    "valid",
+                    valid_limit,
+                    &mut valid_src,
+                    &mut valid_tgt,
+                ),
+            ] {
+                if !files.is_empty() {
+                    let (a, b) = split_tsv(files, limit, &inputs.join(format!("{name}-tsv")))?;
+                    s.push(a);
+                    t.push(b);
+                }
+            }
             let mut args: Vec<String> = vec!["--out".into(), dir.display().to_string()];
             let mut add = |flag: &str, files: &[PathBuf], name: &str, limit| -> Result<()> {
                 if !files.is_empty() {
@@ -68,32 +78,34 @@ pub fn run(plan: &Plan, node: usize, spec: &Spec, resume: bool, options: &Option
                 }
                 Ok(())
             };
-            if *parse {
-                add("--trees", src, "train.trees", train_limit)?;
-                add("--valid-trees", valid_src, "valid.trees", valid_limit)?;
+            if p.parse {
+                add("--trees", &src, "train.trees", train_limit)?;
+                add("--valid-trees", &valid_src, "valid.trees", valid_limit)?;
             } else {
-                add("--src", src, "train.src", train_limit)?;
-                add("--tgt", tgt, "train.tgt", train_limit)?;
-                add("--valid-src", valid_src, "valid.src", valid_limit)?;
-                add("--valid-tgt", valid_tgt, "valid.tgt", valid_limit)?;
+                add("--src", &src, "train.src", train_limit)?;
+                add("--tgt", &tgt, "train.tgt", train_limit)?;
+                add("--valid-src", &valid_src, "valid.src", valid_limit)?;
+                add("--valid-tgt", &valid_tgt, "valid.tgt", valid_limit)?;
             }
             args.extend([
                 "--task".into(),
-                if *parse { "parse" } else { "translate" }.into(),
+                if p.parse { "parse" } else { "translate" }.into(),
             ]);
-            if let Some(t) = tokenizer {
+            if let Some(t) = &p.tokenizer {
                 args.extend(["--tokenizer".into(), t.display().to_string()]);
             } else {
-                let v = vocab_size.unwrap_or(37_000);
+                let v = p.vocab_size.unwrap_or(37_000);
                 let v = if smoke { v.min(400) } else { v };
                 args.extend(["--vocab-size".into(), v.to_string()]);
             }
-            if let Some(m) = max_len {
+            if let Some(m) = p.max_len {
                 args.extend(["--max-len".into(), m.to_string()]);
             }
             cmd::prepare::run(Argv::<PrepareCmd>::read(&args)?)
         }
-        Spec::Train { row, .. } => {
+        Spec::Train {
+            row, gpu_precision, ..
+        } => {
             if let Some(row) = row
                 && !resume
             {
@@ -101,6 +113,12 @@ pub fn run(plan: &Plan, node: usize, spec: &Spec, resume: bool, options: &Option
                 fsutil::write_atomic(&dir.join(ROW_CONFIG_FILE), json.as_bytes())?;
             }
             let mut args = spec.train_args(&dir, scale, resume);
+            if let Some(p) = gpu_precision
+                && options.backend != Backend::Cpu
+                && !resume
+            {
+                args.extend(["--precision".into(), p.clone()]);
+            }
             args.extend(["--backend".into(), backend]);
             if !options.devices.is_empty() {
                 let devices: Vec<String> = options.devices.iter().map(usize::to_string).collect();
@@ -126,6 +144,8 @@ pub fn run(plan: &Plan, node: usize, spec: &Spec, resume: bool, options: &Option
         Spec::Teacher {
             models,
             channel,
+            rescore,
+            back,
             src,
             tgt,
             beam,
@@ -170,14 +190,49 @@ pub fn run(plan: &Plan, node: usize, spec: &Spec, resume: bool, options: &Option
                     args.extend(["--channel-weight".into(), w.to_string()]);
                 }
             }
-            if let Some(b) = beam {
-                args.extend(["--beam".into(), b.to_string()]);
+            match rescore {
+                None => {
+                    if let Some(b) = beam {
+                        args.extend(["--beam".into(), b.to_string()]);
+                    }
+                    if let Some(a) = alpha {
+                        args.extend(["--alpha".into(), a.to_string()]);
+                    }
+                    args.extend(["--backend".into(), backend]);
+                    translate(args, &unique_file, &teacher_file)?;
+                }
+                Some(rescore) => {
+                    // Each model decodes with its own α, at beam 4 unless `beam` says
+                    // otherwise; `alpha` (else the teacher bundle's) is the reranking's
+                    // length penalty.
+                    let alpha = match alpha {
+                        Some(a) => *a,
+                        None => bundle_alpha(&models[0].path)?,
+                    };
+                    let decoding = [
+                        "--beam".to_string(),
+                        beam.unwrap_or(4).to_string(),
+                        "--backend".into(),
+                        backend,
+                    ];
+                    let mut other = model_args(std::slice::from_ref(&rescore.model))?;
+                    args.extend(decoding.iter().cloned());
+                    other.extend(decoding);
+                    let scorers = [
+                        super::rescore::Scorer {
+                            args,
+                            weight: rescore.weight,
+                        },
+                        super::rescore::Scorer {
+                            args: other,
+                            weight: 1.0 - rescore.weight,
+                        },
+                    ];
+                    let work = dir.join("rescore");
+                    std::fs::create_dir_all(&work).map_err(io(&work))?;
+                    super::rescore::translate(&scorers, alpha, &unique_file, &teacher_file, &work)?;
+                }
             }
-            if let Some(a) = alpha {
-                args.extend(["--alpha".into(), a.to_string()]);
-            }
-            args.extend(["--backend".into(), backend]);
-            translate(args, &unique_file, &teacher_file)?;
             let translations = data::corpus::read_lines(&teacher_file)?;
             let by_source: std::collections::HashMap<&str, &str> = unique
                 .iter()
@@ -201,7 +256,8 @@ pub fn run(plan: &Plan, node: usize, spec: &Spec, resume: bool, options: &Option
                 let t = by_source.get(s.as_str()).copied().unwrap_or_default();
                 let (a, b) = (s.split_whitespace().count(), t.split_whitespace().count());
                 if a > 0 && b > 0 && a <= 2 * b && b <= 2 * a {
-                    pairs.push((s, t));
+                    // A back-translation's source is the model's, its target the text's.
+                    pairs.push(if *back { (t, s) } else { (s, t) });
                     kept += 1;
                 }
             }
@@ -238,17 +294,13 @@ pub fn run(plan: &Plan, node: usize, spec: &Spec, resume: bool, options: &Option
                             )));
                         };
                         let hyp = dir.join(format!("{}.beam{beam}.alpha{alpha}.txt", set.name));
-                        let mut args = model_args(std::slice::from_ref(model))?;
-                        args.extend([
-                            "--beam".into(),
-                            beam.to_string(),
-                            "--alpha".into(),
-                            alpha.to_string(),
-                            "--backend".into(),
-                            backend.clone(),
-                        ]);
-                        translate(args, src, &hyp)?;
-                        let (bleu, _) = bleu(&hyp, reference)?;
+                        let args = model_args(std::slice::from_ref(model))?;
+                        let decoding = Decoding {
+                            beam,
+                            alpha,
+                            backend: &backend,
+                        };
+                        let bleu = decoding.bleu(args, src, reference, &hyp)?;
                         scores.insert(set.name.clone(), bleu);
                     }
                     let mean = scores.values().sum::<f64>() / scores.len() as f64;
@@ -396,18 +448,13 @@ pub fn run(plan: &Plan, node: usize, spec: &Spec, resume: bool, options: &Option
                 };
                 let loss = cmd::eval::pair_loss(&model, src, reference)?;
                 let hyp = dir.join(format!("{name}.hyp"));
-                let args = vec![
-                    "--model".to_string(),
-                    run.display().to_string(),
-                    "--beam".into(),
-                    beam.to_string(),
-                    "--alpha".into(),
-                    alpha.to_string(),
-                    "--backend".into(),
-                    backend.clone(),
-                ];
-                translate(args, src, &hyp)?;
-                let (score, _) = bleu(&hyp, reference)?;
+                let args = vec!["--model".to_string(), run.display().to_string()];
+                let decoding = Decoding {
+                    beam: *beam,
+                    alpha: *alpha,
+                    backend: &backend,
+                };
+                let score = decoding.bleu(args, src, reference, &hyp)?;
                 let ppl = loss.nll.exp();
                 eprintln!(
                     "{name}: step {step}, dev perplexity {ppl:.2} ({} pairs), BLEU {score:.2} \
@@ -463,6 +510,7 @@ pub fn run(plan: &Plan, node: usize, spec: &Spec, resume: bool, options: &Option
                         metrics.insert(format!("bleu_{}", set.name), round2(score).into());
                         metrics.insert("bleu_signature".into(), signature.into());
                     }
+                    SetData::Tsv(_) => unreachable!("sets_at_scale splits every TSV"),
                     SetData::Trees(trees) => {
                         let args = vec![
                             "--model".to_string(),
@@ -570,8 +618,49 @@ fn model_args(models: &[Model]) -> Result<Vec<String>> {
     Ok(args)
 }
 
+/// A beam and α to decode a set with, and what it scores.
+struct Decoding<'a> {
+    beam: usize,
+    alpha: f64,
+    backend: &'a str,
+}
+
+impl Decoding<'_> {
+    /// Translates `src` into `hyp` with `model` (`--model …` arguments) and scores it
+    /// against `reference`: corpus BLEU.
+    fn bleu(
+        &self,
+        mut model: Vec<String>,
+        src: &Path,
+        reference: &Path,
+        hyp: &Path,
+    ) -> Result<f64> {
+        model.extend([
+            "--beam".into(),
+            self.beam.to_string(),
+            "--alpha".into(),
+            self.alpha.to_string(),
+            "--backend".into(),
+            self.backend.to_string(),
+        ]);
+        translate(model, src, hyp)?;
+        Ok(bleu(hyp, reference)?.0)
+    }
+}
+
+/// The length penalty α a bundle decodes with (its card's `decoding`).
+fn bundle_alpha(bundle: &Path) -> Result<f64> {
+    let path = bundle.join(CONFIG_FILE);
+    let bytes = std::fs::read(&path).map_err(io(&path))?;
+    let config = BundleConfig::from_json(&bytes).map_err(|e| CliError::Format {
+        path: path.clone(),
+        message: e.to_string(),
+    })?;
+    Ok(config.decoding.alpha)
+}
+
 /// `transduce translate ARGS --input INPUT --output OUTPUT` (written whole or not at all).
-fn translate(mut args: Vec<String>, input: &Path, output: &Path) -> Result<()> {
+pub(super) fn translate(mut args: Vec<String>, input: &Path, output: &Path) -> Result<()> {
     let part = output.with_extension("part");
     args.extend([
         "--input".into(),
@@ -618,14 +707,16 @@ fn bracket_f1(gold: &Path, test: &Path) -> Result<f64> {
     Ok(report.summary_all.bracketing_fmeasure())
 }
 
-/// The sets with their files cut to the scale's lines (into `dir`).
+/// The sets as a stage decodes them: TSV files split into their sides, and at `smoke`
+/// every file cut to the scale's lines (into `dir`).
 fn sets_at_scale(sets: &[TestSet], dir: &Path, scale: Scale) -> Result<Vec<TestSet>> {
-    if scale != Scale::Smoke {
-        return Ok(sets.to_vec());
-    }
+    let smoke = scale == Scale::Smoke;
     sets.iter()
         .map(|set| {
             let cut = |p: &PathBuf, ext: &str, n: usize| {
+                if !smoke {
+                    return Ok(p.clone());
+                }
                 corpus(
                     std::slice::from_ref(p),
                     Some(n),
@@ -637,6 +728,15 @@ fn sets_at_scale(sets: &[TestSet], dir: &Path, scale: Scale) -> Result<Vec<TestS
                     src: cut(src, "src", SMOKE_EVAL_LINES)?,
                     reference: cut(reference, "ref", SMOKE_EVAL_LINES)?,
                 },
+                SetData::Tsv(tsv) => {
+                    let limit = smoke.then_some(SMOKE_EVAL_LINES);
+                    let (src, reference) = split_tsv(
+                        std::slice::from_ref(tsv),
+                        limit,
+                        &dir.join(format!("{}.tsv", set.name)),
+                    )?;
+                    SetData::Pairs { src, reference }
+                }
                 SetData::Trees(t) => SetData::Trees(cut(t, "trees", SMOKE_TREES)?),
             };
             Ok(TestSet {
@@ -673,7 +773,32 @@ fn corpus(files: &[PathBuf], limit: Option<usize>, out: &Path) -> Result<PathBuf
     Ok(out.to_path_buf())
 }
 
-fn write_lines<'a>(path: &Path, lines: impl Iterator<Item = &'a str>) -> Result<()> {
+/// The two sides of `source<TAB>target` files (the first `limit` lines), written to
+/// `OUT.src` and `OUT.tgt`; a line without a tab is an error naming its file and line.
+fn split_tsv(files: &[PathBuf], limit: Option<usize>, out: &Path) -> Result<(PathBuf, PathBuf)> {
+    let (mut src, mut tgt) = (Vec::new(), Vec::new());
+    'files: for f in files {
+        for (i, line) in data::corpus::read_lines(f)?.into_iter().enumerate() {
+            if limit.is_some_and(|n| src.len() >= n) {
+                break 'files;
+            }
+            let Some((s, t)) = line.split_once('\t') else {
+                return Err(CliError::Format {
+                    path: f.clone(),
+                    message: format!("line {}: expected source<TAB>target", i + 1),
+                });
+            };
+            src.push(s.to_string());
+            tgt.push(t.to_string());
+        }
+    }
+    let (a, b) = (out.with_extension("src"), out.with_extension("tgt"));
+    write_lines(&a, src.iter().map(String::as_str))?;
+    write_lines(&b, tgt.iter().map(String::as_str))?;
+    Ok((a, b))
+}
+
+pub(super) fn write_lines<'a>(path: &Path, lines: impl Iterator<Item = &'a str>) -> Result<()> {
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent).map_err(io(parent))?;
     }

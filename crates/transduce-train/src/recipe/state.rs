@@ -93,7 +93,16 @@ pub fn input_ids(plan: &Plan, node: usize, pending: &[bool]) -> Option<BTreeMap<
             return None;
         }
         let marker = Marker::read(&plan.nodes[*dep].dir)?;
-        ids.insert(plan.label(*dep), marker.id);
+        // Named from the stage's own recipe, not the plan's root: the same stage has the
+        // same inputs whichever recipe's run finds it (en-de's plan runs de-en-free's
+        // stages, and a later run of de-en-free must find them done).
+        let (recipe, stage) = plan.stage_of(*dep);
+        let key = if plan.nodes[*dep].recipe == plan.nodes[node].recipe {
+            stage.name.clone()
+        } else {
+            format!("{}:{}", recipe.name, stage.name)
+        };
+        ids.insert(key, marker.id);
     }
     Some(ids)
 }

@@ -4,8 +4,60 @@
 //! shipped recipe at `--scale smoke` on the shared data.
 
 use crate::harness::*;
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+
+/// The repository root (recipes/, web/models/).
+fn root() -> PathBuf {
+    manifest_dir().join("../..")
+}
+
+/// `../shared/data` beside the checkout when it holds every one of `needs`, else `None`
+/// after a SKIP line naming the test.
+fn shared_data(test: &str, needs: &[&str]) -> Option<PathBuf> {
+    let data = root().join("../shared/data");
+    match needs.iter().find(|n| !data.join(n).exists()) {
+        None => Some(data),
+        Some(missing) => {
+            println!("SKIP: {test}: {} not found", data.join(missing).display());
+            None
+        }
+    }
+}
+
+/// `transduce recipe run RECIPE --scale smoke --data DATA --work WORK EXTRA…`, its stderr.
+fn smoke(recipe: &Path, data: &Path, work: &Path, extra: &[&str]) -> String {
+    let args = [
+        "recipe",
+        "run",
+        s(recipe),
+        "--scale",
+        "smoke",
+        "--data",
+        s(data),
+        "--work",
+        s(work),
+    ];
+    run(&[&args[..], extra].concat())
+}
+
+/// Writes `text` as `DIR/bad.toml`, runs `recipe run` on it with `extra` and checks that
+/// it fails with one error line starting `error: FILE:EXPECTED`.
+fn one_error(dir: &Path, text: &str, extra: &[&str], expected: &str) {
+    let path = dir.join("bad.toml");
+    std::fs::write(&path, text).unwrap();
+    let mut args = vec!["recipe", "run", s(&path), "--dry-run", "--work", s(dir)];
+    args.extend(extra);
+    let err = fail(&args);
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    let want = format!("error: {}:{expected}", path.display());
+    assert!(err.starts_with(&want), "expected {want}\ngot {err}");
+}
+
+/// A stage prepare of two files, the start of the recipes the refusal tests write.
+const PREPARE: &str = "[[stage]]\nname = \"data\"\nkind = \"prepare\"\nsrc = \"a\"\ntgt = \"b\"\n";
 
 /// The toy recipe: prepare, train (tiny), average, select, export, test.
 fn toy_recipe(dir: &Path, steps: u64) -> PathBuf {
@@ -227,16 +279,8 @@ fn recipe_stopped_mid_training_resumes_and_skips_what_is_done() {
 fn bad_recipes_get_one_error_naming_file_line_and_field() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    let check = |text: &str, expected: &str| {
-        let path = dir.join("bad.toml");
-        std::fs::write(&path, text).unwrap();
-        let err = fail(&["recipe", "run", s(&path), "--dry-run"]);
-        assert!(!err.contains("panicked"), "{err}");
-        assert_eq!(err.lines().count(), 1, "{err}");
-        let want = format!("error: {}:{expected}", path.display());
-        assert!(err.starts_with(&want), "expected {want}\ngot {err}");
-    };
-    let prepare = "[[stage]]\nname = \"data\"\nkind = \"prepare\"\nsrc = \"a\"\ntgt = \"b\"\n";
+    let check = |text: &str, expected: &str| one_error(dir, text, &[], expected);
+    let prepare = PREPARE;
     check(
         &format!("{prepare}[[stage]]\nname = \"x\"\nkind = \"distil\"\n"),
         "8: stage `x`, field `kind`: unknown stage kind \"distil\"",
@@ -284,53 +328,319 @@ fn bad_recipes_get_one_error_naming_file_line_and_field() {
         "[[stage]]\nname = \"a\"\nkind = \"train\"\nmax_steps = [\n",
         "4: ",
     );
+    // The teacher's rescoring and back-translation, the trainer's GPU precision.
+    let teacher = format!("{prepare}[[stage]]\nname = \"t\"\nkind = \"teacher\"\n");
+    check(
+        &format!("{teacher}models = [\"a\", \"b\"]\nrescore = \"c\"\nsrc = \"s\"\n"),
+        "10: stage `t`, field `rescore`: a rescoring model checks one model",
+    );
+    check(
+        &format!("{teacher}models = \"a\"\nrescore_weight = 0.5\nsrc = \"s\"\n"),
+        "10: stage `t`, field `rescore_weight`: there is no `rescore`",
+    );
+    check(
+        &format!("{teacher}models = \"a\"\nrescore = \"c\"\nrescore_weight = 1.5\nsrc = \"s\"\n"),
+        "11: stage `t`, field `rescore_weight`: 1.5 is the teacher's share: at most 1",
+    );
+    check(
+        &format!("{teacher}models = \"a\"\nback = true\nsrc = \"s\"\ntgt = \"r\"\n"),
+        "12: stage `t`, field `tgt`: a back-translation's targets are its `src`",
+    );
+    check(
+        &format!(
+            "{prepare}[[stage]]\nname = \"run\"\nkind = \"train\"\ndata = \"@data\"\nmax_steps = 5\ngpu_precision = \"f8\"\n"
+        ),
+        "11: stage `run`, field `gpu_precision`: `f8` is not a precision",
+    );
 }
 
-/// The shipped recipes (recipes/*.toml), every stage at `--scale smoke` on the shared data.
+/// Every stage of a recipe's plan as `recipe:stage`, from `--dry-run` (its own stages are
+/// unprefixed there).
+fn planned_stages(recipe: &Path, data: &Path, work: &Path) -> BTreeSet<String> {
+    let name = recipe.file_stem().unwrap().to_str().unwrap();
+    let out = smoke(recipe, data, work, &["--dry-run"]);
+    out.lines()
+        .filter_map(|l| {
+            let mut words = l.split_whitespace();
+            words.next()?.strip_suffix('.')?.parse::<usize>().ok()?;
+            Some(qualified(name, words.next()?))
+        })
+        .collect()
+}
+
+fn qualified(recipe: &str, label: &str) -> String {
+    if label.contains(':') {
+        label.to_string()
+    } else {
+        format!("{recipe}:{label}")
+    }
+}
+
+/// The stages a run ran (not found done), as `recipe:stage`, from its `==> [i/n] LABEL
+/// (kind): STATE` lines.
+fn ran_stages(recipe: &Path, out: &str) -> BTreeSet<String> {
+    let name = recipe.file_stem().unwrap().to_str().unwrap();
+    out.lines()
+        .filter_map(|l| l.strip_prefix("==> ["))
+        .filter(|l| !l.contains(": done, ") && !l.contains(": done in "))
+        .filter_map(|l| Some(qualified(name, l.split_whitespace().nth(1)?)))
+        .collect()
+}
+
+/// The shipped recipes (recipes/*.toml but Table 3, the student and my-pair, which have
+/// tests of their own below), every stage at `--scale smoke` on the shared data. They share
+/// one work folder, as their plans share stages (en-de's takes en-de-free's, de-en's
+/// en-de's, …): each stage runs once, in the first plan that needs it, and the test checks
+/// that every stage of every recipe ran.
 #[test]
 fn every_shipped_recipe_runs_at_smoke_scale() {
-    let root = manifest_dir().join("../..");
-    let data = root.join("../shared/data");
-    if !data.join("ptb-sample").exists() {
-        println!(
-            "SKIP: every_shipped_recipe_runs_at_smoke_scale: {} not found",
-            data.display()
-        );
+    let needs = [
+        "ptb-sample",
+        "tatoeba-en-de",
+        "multi30k",
+        "common-voice-sentences",
+    ];
+    let Some(data) = shared_data("every_shipped_recipe_runs_at_smoke_scale", &needs) else {
         return;
-    }
+    };
     let tmp = tempfile::tempdir().unwrap();
-    let mut recipes: Vec<PathBuf> = std::fs::read_dir(root.join("recipes"))
+    let work = tmp.path().join("work");
+    let mut recipes: Vec<PathBuf> = std::fs::read_dir(root().join("recipes"))
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+        .filter(|p| {
+            !["table3.toml", "distill-student.toml", "my-pair.toml"]
+                .iter()
+                .any(|own| p.ends_with(own))
+        })
         .collect();
-    // Table 3 (20 training runs) has a test of its own at smoke scale, below.
-    recipes.retain(|p| !p.ends_with("table3.toml"));
-    recipes.sort();
-    assert!(!recipes.is_empty());
+    // de-en's plan holds most of the others' stages: it runs first, so the rest share them.
+    recipes.sort_by_key(|p| (!p.ends_with("de-en.toml"), p.clone()));
+    assert!(recipes.len() >= 5, "{recipes:?}");
+    let started = Instant::now();
+    let (mut planned, mut ran) = (BTreeSet::new(), BTreeSet::new());
     for recipe in &recipes {
-        let out = run(&[
-            "recipe",
-            "run",
-            s(recipe),
-            "--scale",
-            "smoke",
-            "--data",
-            s(&data),
-            "--work",
-            s(tmp.path()),
-        ]);
+        planned.extend(planned_stages(recipe, &data, &tmp.path().join("plan")));
+        let out = smoke(recipe, &data, &work, &[]);
         assert!(
             out.contains("every stage done"),
             "{}: {out}",
             recipe.display()
         );
+        let now = ran_stages(recipe, &out);
         assert!(
-            !out.contains(": done, "),
-            "{}: a stage was skipped: {out}",
-            recipe.display()
+            now.is_disjoint(&ran),
+            "{}: a stage ran twice: {:?}",
+            recipe.display(),
+            now.intersection(&ran).collect::<Vec<_>>()
+        );
+        ran.extend(now);
+    }
+    println!(
+        "{} recipes, {} stages at smoke scale: {:.1} s",
+        recipes.len(),
+        ran.len(),
+        started.elapsed().as_secs_f64()
+    );
+    assert_eq!(
+        planned.difference(&ran).collect::<Vec<_>>(),
+        Vec::<&String>::new(),
+        "stages planned but never run"
+    );
+    for recipe in ["en-de", "de-en", "en-de-free", "de-en-free", "ptb-parser"] {
+        assert!(planned.contains(&format!("{recipe}:test")), "{planned:?}");
+    }
+
+    // The shipped en-de's bundle: the soup of two averages, its provenance the lineage
+    // through both free recipes and de-en's.
+    let card: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(work.join("en-de/bundle/bundle/config.json")).unwrap(),
+    )
+    .unwrap();
+    let lineage: BTreeSet<String> = card["provenance"]["recipe"]["lineage"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            format!(
+                "{}:{}",
+                s["recipe"].as_str().unwrap(),
+                s["stage"].as_str().unwrap()
+            )
+        })
+        .collect();
+    for stage in [
+        "en-de:soup",
+        "en-de:kd-teacher",
+        "en-de-free:final",
+        "de-en:bundle",
+        "en-de:r-final",
+    ] {
+        assert!(lineage.contains(stage), "{stage}: {lineage:?}");
+    }
+    assert!(card["metrics"]["bleu_tatoeba_test"].is_number(), "{card}");
+}
+
+/// The teacher stage's back-translation and rescoring, with shipped bundles as the models so
+/// their outputs are real sentences: back-translated pairs are de-en-free's translation of
+/// each German sentence beside the sentence itself; the rescoring teacher picks, for every
+/// line, one of the two models' own beam-4 translations (each checked apart from the
+/// runner with `transduce translate`), and both models' candidates were scored.
+#[test]
+fn teachers_back_translate_and_rescore_with_real_bundles() {
+    let Some(data) = shared_data(
+        "teachers_back_translate_and_rescore_with_real_bundles",
+        &[
+            "common-voice-sentences/de.txt.gz",
+            "tatoeba-en-de/val.en.gz",
+        ],
+    ) else {
+        return;
+    };
+    let models = root().join("web/models");
+    let tmp = tempfile::tempdir().unwrap();
+    let recipe = tmp.path().join("teachers.toml");
+    std::fs::write(
+        &recipe,
+        format!(
+            "[[stage]]\nname = \"bt\"\nkind = \"teacher\"\nback = true\nmodels = \"{de_en}\"\n\
+             src = \"{{data}}/common-voice-sentences/de.txt.gz\"\n\n\
+             [[stage]]\nname = \"kd\"\nkind = \"teacher\"\nmodels = \"{en_de}\"\n\
+             rescore = \"{en_de_free}\"\nrescore_weight = 0.6\n\
+             src = \"{{data}}/tatoeba-en-de/val.en.gz\"\n",
+            de_en = s(&models.join("de-en-free")),
+            en_de = s(&models.join("en-de")),
+            en_de_free = s(&models.join("en-de-free")),
+        ),
+    )
+    .unwrap();
+    let work = tmp.path().join("work");
+    let out = smoke(&recipe, &data, &work, &[]);
+    assert!(out.contains("every stage done"), "{out}");
+
+    // Back-translation: (de-en-free's English, the German original), length-filtered.
+    let bt = work.join("teachers/bt");
+    let german = lines(&bt.join("sources.txt"));
+    assert_eq!(german.len(), 8);
+    let english = translate_file(
+        &models.join("de-en-free"),
+        &bt.join("sources.txt"),
+        &tmp.path().join("bt.en"),
+        &[],
+    );
+    let expected: Vec<(&str, &str)> = english
+        .lines()
+        .zip(german.iter().map(String::as_str))
+        .filter(|(e, g)| {
+            let (a, b) = (e.split_whitespace().count(), g.split_whitespace().count());
+            a > 0 && b > 0 && a <= 2 * b && b <= 2 * a
+        })
+        .collect();
+    assert!(expected.len() >= 6, "{expected:?}");
+    let (src, tgt) = (lines(&bt.join("src.txt")), lines(&bt.join("tgt.txt")));
+    let got: Vec<(&str, &str)> = src
+        .iter()
+        .map(String::as_str)
+        .zip(tgt.iter().map(String::as_str))
+        .collect();
+    assert_eq!(got, expected);
+
+    // Rescoring: each line's choice is one of the two models' own translations.
+    let kd = work.join("teachers/kd");
+    let sources = kd.join("sources.txt");
+    let by = |model: &str| -> Vec<String> {
+        translate_file(
+            &models.join(model),
+            &sources,
+            &tmp.path().join(model),
+            &["--beam", "4"],
+        )
+        .lines()
+        .map(str::to_string)
+        .collect()
+    };
+    let (a, b) = (by("en-de"), by("en-de-free"));
+    let chosen = lines(&kd.join("teacher.txt"));
+    // Each distinct source once (Tatoeba's val repeats some).
+    let n = lines(&sources).len();
+    assert!(n >= 4, "{n}");
+    assert_eq!(chosen.len(), n);
+    for (i, c) in chosen.iter().enumerate() {
+        assert!(
+            c == &a[i] || c == &b[i],
+            "line {i}: {c:?} is neither {:?} nor {:?}",
+            a[i],
+            b[i]
         );
     }
+    let pooled = lines(&kd.join("rescore/union.nbest"));
+    let distinct = a.iter().zip(&b).filter(|(x, y)| x != y).count();
+    assert_eq!(pooled.len(), n + distinct);
+    for scores in ["scores-0.txt", "scores-1.txt"] {
+        assert_eq!(lines(&kd.join("rescore").join(scores)).len(), pooled.len());
+    }
+}
+
+fn lines(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// recipes/my-pair.toml, the README's "bring a TSV, get a browser bundle", at smoke scale
+/// on a toy TSV: a bundle comes out with its test score and the recipe as provenance; a
+/// line without a tab is one error naming the file and line.
+#[test]
+fn my_pair_recipe_turns_a_tsv_into_a_bundle() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let pair = data.join("my-pair");
+    std::fs::create_dir_all(&pair).unwrap();
+    let (src, tgt) = corpus(tmp.path());
+    let tsv: String = lines(&src)
+        .iter()
+        .zip(lines(&tgt))
+        .map(|(a, b)| format!("{a}\t{b}\n"))
+        .collect();
+    for name in ["train.tsv", "valid.tsv", "test.tsv"] {
+        std::fs::write(pair.join(name), &tsv).unwrap();
+    }
+    let recipe = root().join("recipes/my-pair.toml");
+    let work = tmp.path().join("work");
+    let out = smoke(&recipe, &data, &work, &[]);
+    assert!(out.contains("every stage done"), "{out}");
+    let split = lines(&work.join("my-pair/data/inputs/train-tsv.src"));
+    assert_eq!(split, lines(&src)[..split.len()]);
+    let card: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(work.join("my-pair/bundle/bundle/config.json")).unwrap(),
+    )
+    .unwrap();
+    assert!(card["metrics"]["bleu_test"].is_number(), "{card}");
+    assert!(card["metrics"]["bleu_valid"].is_number(), "{card}");
+    assert_eq!(card["provenance"]["recipe"]["stage"], "bundle");
+
+    std::fs::write(pair.join("train.tsv"), "1 2\tone two\n3 4 three four\n").unwrap();
+    let err = fail(&[
+        "recipe",
+        "run",
+        s(&recipe),
+        "--scale",
+        "smoke",
+        "--data",
+        s(&data),
+        "--work",
+        s(&tmp.path().join("work2")),
+    ]);
+    assert!(
+        err.contains(&format!(
+            "{}: line 2: expected source<TAB>target",
+            pair.join("train.tsv").display()
+        )),
+        "{err}"
+    );
 }
 
 /// The distillation recipe at smoke scale: its teacher is a shipped bundle, so the student's
@@ -340,30 +650,16 @@ fn every_shipped_recipe_runs_at_smoke_scale() {
 #[test]
 fn distilled_student_learns_the_teachers_translations() {
     use std::io::BufRead;
-    let root = manifest_dir().join("../..");
-    let data = root.join("../shared/data");
-    let train_en = data.join("tatoeba-en-de/train.en.gz");
-    if !train_en.exists() || !data.join("multi30k").exists() {
-        println!(
-            "SKIP: distilled_student_learns_the_teachers_translations: {} not found",
-            data.display()
-        );
+    let root = root();
+    let test = "distilled_student_learns_the_teachers_translations";
+    let Some(data) = shared_data(test, &["tatoeba-en-de", "multi30k"]) else {
         return;
-    }
+    };
+    let train_en = data.join("tatoeba-en-de/train.en.gz");
     let tmp = tempfile::tempdir().unwrap();
     let work = tmp.path().join("work");
     let recipe = root.join("recipes/distill-student.toml");
-    let out = run(&[
-        "recipe",
-        "run",
-        s(&recipe),
-        "--scale",
-        "smoke",
-        "--data",
-        s(&data),
-        "--work",
-        s(&work),
-    ]);
+    let out = smoke(&recipe, &data, &work, &[]);
     assert!(out.contains("every stage done"), "{out}");
 
     // The smoke scale's teacher corpus: the first 8 sources, read here from the gzip.
@@ -423,20 +719,11 @@ fn bad_scales_and_rows_get_one_error_naming_file_line_and_field() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     let check = |text: &str, scale: Option<&str>, expected: &str| {
-        let path = dir.join("bad.toml");
-        std::fs::write(&path, text).unwrap();
-        let mut args = vec!["recipe", "run", s(&path), "--dry-run", "--work", s(dir)];
-        if let Some(scale) = scale {
-            args.extend(["--scale", scale]);
-        }
-        let err = fail(&args);
-        assert!(!err.contains("panicked"), "{err}");
-        assert_eq!(err.lines().count(), 1, "{err}");
-        let want = format!("error: {}:{expected}", path.display());
-        assert!(err.starts_with(&want), "expected {want}\ngot {err}");
+        let extra = scale.map(|sc| vec!["--scale", sc]).unwrap_or_default();
+        one_error(dir, text, &extra, expected)
     };
     let header = "[recipe]\nscales = [\"reduced\", \"paper\"]\ndefault_scale = \"reduced\"\n";
-    let prepare = "[[stage]]\nname = \"data\"\nkind = \"prepare\"\nsrc = \"a\"\ntgt = \"b\"\n";
+    let prepare = PREPARE;
     let train = |extra: &str| {
         format!(
             "{header}{prepare}[[stage]]\nname = \"run\"\nkind = \"train\"\ndata = \"@data\"\n{extra}"
@@ -507,12 +794,11 @@ fn bad_scales_and_rows_get_one_error_naming_file_line_and_field() {
 /// `--dry-run` of Table 3 at the paper's scale: WMT14 in, 20 rows and the report planned.
 #[test]
 fn table3_recipe_plans_the_paper_scale_on_wmt14() {
-    let root = manifest_dir().join("../..");
     let tmp = tempfile::tempdir().unwrap();
     let out = run(&[
         "recipe",
         "run",
-        s(&root.join("recipes/table3.toml")),
+        s(&root().join("recipes/table3.toml")),
         "--scale",
         "paper",
         "--dry-run",
@@ -574,32 +860,17 @@ fn table3_recipe_plans_the_paper_scale_on_wmt14() {
 #[test]
 fn table3_recipe_at_smoke_scale_reports_every_row() {
     use std::io::BufRead;
-    let root = manifest_dir().join("../..");
-    let data = root.join("../shared/data");
-    let val_en = data.join("multi30k/val.en.gz");
-    if !val_en.exists() {
-        println!(
-            "SKIP: table3_recipe_at_smoke_scale_reports_every_row: {} not found",
-            data.display()
-        );
+    let root = root();
+    let test = "table3_recipe_at_smoke_scale_reports_every_row";
+    let Some(data) = shared_data(test, &["multi30k/val.en.gz"]) else {
         return;
-    }
+    };
+    let val_en = data.join("multi30k/val.en.gz");
     let tmp = tempfile::tempdir().unwrap();
     let work = tmp.path().join("work");
     let recipe = root.join("recipes/table3.toml");
-    let args = [
-        "recipe",
-        "run",
-        s(&recipe),
-        "--scale",
-        "smoke",
-        "--data",
-        s(&data),
-        "--work",
-        s(&work),
-    ];
     let started = Instant::now();
-    let out = run(&args);
+    let out = smoke(&recipe, &data, &work, &[]);
     println!(
         "table3 at smoke scale: {:.1} s",
         started.elapsed().as_secs_f64()
@@ -758,6 +1029,6 @@ fn table3_recipe_at_smoke_scale_reports_every_row() {
     assert_eq!(format!("{bleu:.1}"), ours("base", 11), "{bleu_out}\n{md}");
 
     // Run again: every stage is done, nothing is trained or scored again.
-    let again = run(&args);
+    let again = smoke(&recipe, &data, &work, &[]);
     assert_eq!(again.matches(": done, ").count(), 22, "{again}");
 }
