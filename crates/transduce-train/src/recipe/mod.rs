@@ -5,6 +5,7 @@
 
 mod cost;
 mod format;
+mod outputs;
 mod plan;
 mod rescore;
 mod row;

@@ -37,7 +37,7 @@ pub fn translate(
         let list = dir.join(format!("candidates-{i}.nbest"));
         let mut args = scorer.args.clone();
         args.extend(["--nbest".into(), "1".into(), "--quiet".into()]);
-        super::stage::translate(args, input, &list)?;
+        super::outputs::translate(args, input, &list)?;
         lists.extend(data::corpus::read_lines(&list)?);
     }
     let entries = pool(cmd::score::nbest_entries(
@@ -46,7 +46,7 @@ pub fn translate(
         sources.len(),
     )?);
     let union = dir.join("union.nbest");
-    super::stage::write_lines(
+    super::outputs::write_lines(
         &union,
         entries
             .iter()
@@ -76,7 +76,7 @@ pub fn translate(
         ));
     }
     let best = rerank(&entries, &scores, alpha, sources.len());
-    super::stage::write_lines(output, best.iter().map(String::as_str))
+    super::outputs::write_lines(output, best.iter().map(String::as_str))
 }
 
 /// `--model`, `--checkpoint` and `--backend` of a translate command line.

@@ -9,14 +9,12 @@ use clap::ValueEnum;
 use transduce::bundle::{BundleConfig, CONFIG_FILE, RecipeOrigin, RecipeStage};
 
 use crate::backend::Backend;
-use crate::cmd::{
-    export::ExportCmd, parse::ParseCmd, prepare::PrepareCmd, train::TrainCmd,
-    translate::TranslateCmd,
-};
+use crate::cmd::{export::ExportCmd, parse::ParseCmd, prepare::PrepareCmd, train::TrainCmd};
 use crate::error::{CliError, Result, io};
 use crate::{checkpoint_mean, cmd, data, fsutil, table3, train};
 
 use super::format::Scale;
+use super::outputs::{translate, write_lines};
 use super::plan::{Model, Plan};
 use super::spec::{Argv, ROW_CONFIG_FILE, SetData, Spec, TestSet};
 
@@ -659,19 +657,6 @@ fn bundle_alpha(bundle: &Path) -> Result<f64> {
     Ok(config.decoding.alpha)
 }
 
-/// `transduce translate ARGS --input INPUT --output OUTPUT` (written whole or not at all).
-pub(super) fn translate(mut args: Vec<String>, input: &Path, output: &Path) -> Result<()> {
-    let part = output.with_extension("part");
-    args.extend([
-        "--input".into(),
-        input.display().to_string(),
-        "--output".into(),
-        part.display().to_string(),
-    ]);
-    cmd::translate::run(Argv::<TranslateCmd>::read(&args)?)?;
-    std::fs::rename(&part, output).map_err(io(output))
-}
-
 /// Corpus BLEU as sacreBLEU computes it by default, and its signature.
 fn bleu(hyp: &Path, reference: &Path) -> Result<(f64, String)> {
     use transduce_metrics::bleu;
@@ -796,18 +781,6 @@ fn split_tsv(files: &[PathBuf], limit: Option<usize>, out: &Path) -> Result<(Pat
     write_lines(&a, src.iter().map(String::as_str))?;
     write_lines(&b, tgt.iter().map(String::as_str))?;
     Ok((a, b))
-}
-
-pub(super) fn write_lines<'a>(path: &Path, lines: impl Iterator<Item = &'a str>) -> Result<()> {
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent).map_err(io(parent))?;
-    }
-    let mut text = String::new();
-    for line in lines {
-        text.push_str(line);
-        text.push('\n');
-    }
-    fsutil::write_atomic(path, text.as_bytes())
 }
 
 fn round2(x: f64) -> f64 {

@@ -263,6 +263,16 @@ fn recipe_stopped_mid_training_resumes_and_skips_what_is_done() {
     // One stage alone.
     let out = run(&[&args[..], &["--stage", "select"]].concat());
     assert!(out.contains("[1/1] select (select): done"), "{out}");
+    // A run stopped before its first checkpoint has nothing to resume: it is made anew.
+    let run_json = std::fs::read(run_dir.join("run.json")).unwrap();
+    std::fs::rename(run_dir.join("checkpoints"), dir.join("checkpoints-away")).unwrap();
+    let plan = run(&[&args[..], &["--dry-run"]].concat());
+    assert!(
+        plan.contains("to redo (it stopped before its first checkpoint)"),
+        "{plan}"
+    );
+    std::fs::rename(dir.join("checkpoints-away"), run_dir.join("checkpoints")).unwrap();
+    assert_eq!(std::fs::read(run_dir.join("run.json")).unwrap(), run_json);
     // A changed training setting is refused, not trained over.
     let text = std::fs::read_to_string(&recipe)
         .unwrap()
