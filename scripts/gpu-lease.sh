@@ -29,7 +29,10 @@
 #   5. kernels each fused training kernel family against its unfused oracle (`transduce
 #             bench kernels`): small at 4,096 tokens, f32/f16/bf16, time and launches per
 #             call (docs/BENCHMARKS.md, "The training kernels")          BUDGET_KERNELS=40
-# PARTS picks some (default "side start decode equal kernels").
+#   6. ranks  data-parallel ranks' host exchange on one GPU: `train --devices 0,0` (two ranks,
+#             gradients summed over TCP through host buffers each step) against one
+#             process with --accum 2, same batches; not in the default set  BUDGET_RANKS=90
+# PARTS picks some (default "side start decode equal kernels"; "ranks" is asked by name).
 #
 # Rehearsal (REHEARSAL=1): the debug binary of this checkout, wgpu on lavapipe instead of
 # CUDA, tiny sizes (it proves the plumbing and the tables, not the speed).
@@ -73,6 +76,36 @@ part() {
         echo "($name took $((SECONDS - t0)) s)"
         echo
     } >>"$OUT/SUMMARY.md"
+}
+
+# ranks_bench BIN BACKEND INPUT PRESET TOKENS STEPS: seconds for STEPS optimizer steps of
+# two batches each, as one process (--accum 2) and as two ranks on device 0 (--devices 0,0),
+# on a copy task made from INPUT; the difference is the ranks' exchange (and their sharing
+# of one GPU). Eager steps both (ranks do not replay yet).
+ranks_bench() {
+    local bin=$1 backend=$2 input=$3 preset=$4 tokens=$5 steps=$6
+    local dir
+    # Timing the exchange, not autotune's first calls.
+    export CUBECL_AUTOTUNE_LEVEL=${CUBECL_AUTOTUNE_LEVEL:-minimal}
+    dir=$(mktemp -d)
+    zcat -f "$input" | head -2000 >"$dir/text"
+    "$bin" prepare --src "$dir/text" --tgt "$dir/text" --vocab-size 2000 --out "$dir/data" \
+        >/dev/null 2>&1 || { echo "prepare failed"; return 1; }
+    echo "| run | seconds for $steps steps | steps/s |"
+    echo "|---|---:|---:|"
+    local name t0 t1
+    for name in accum2 ranks2; do
+        local extra=(--accum 2)
+        [ $name = ranks2 ] && extra=(--devices 0,0)
+        t0=$(date +%s.%N)
+        "$bin" train --data "$dir/data" --out "$dir/$name" --preset "$preset" --backend "$backend" \
+            --max-tokens "$tokens" --max-steps "$steps" --eager --quiet "${extra[@]}" \
+            >"$dir/$name.log" 2>&1 || { echo "$name failed:"; tail -5 "$dir/$name.log"; return 1; }
+        t1=$(date +%s.%N)
+        awk -v n=$name -v s=$steps -v a="$t0" -v b="$t1" \
+            'BEGIN { printf "| %s | %.1f | %.2f |\n", n, b - a, s / (b - a) }'
+    done
+    rm -rf "$dir"
 }
 
 measure() {
@@ -143,7 +176,14 @@ measure() {
                     part kernels "${BUDGET_KERNELS:-40}" env CUBECL_AUTOTUNE_LEVEL=minimal \
                         "$bin" bench kernels --backend cuda --preset small --batch-tokens 4096
                 fi ;;
-            *) echo "gpu-lease.sh: unknown part $p (side start decode equal kernels)" >&2; exit 2 ;;
+            ranks)
+                local ranks_preset=small ranks_tokens=12000 ranks_steps=40
+                [ -n "${REHEARSAL:-}" ] && ranks_preset=tiny ranks_tokens=400 ranks_steps=6
+                # A function, so through bash for `timeout`.
+                export -f ranks_bench
+                part ranks "${BUDGET_RANKS:-90}" bash -c 'ranks_bench "$@"' ranks_bench "$bin" \
+                    "$backend" "$input" $ranks_preset $ranks_tokens $ranks_steps ;;
+            *) echo "gpu-lease.sh: unknown part $p (side start decode equal kernels ranks)" >&2; exit 2 ;;
         esac
     done
     cat "$OUT/SUMMARY.md"
