@@ -190,12 +190,13 @@ fn wgpu_device(index: usize) -> Result<Device> {
     let device = Device::wgpu_options().setup(setup).init().map_err(|e| {
         CliError::Usage(format!("--devices: adapter {index} ({}): {e:?}", info.name))
     })?;
-    // One write: ranks opening devices side by side would interleave pieces of lines.
+    // One write, newline included: ranks opening devices side by side would interleave
+    // pieces of lines.
     let line = format!(
-        "wgpu adapter {index}: {} ({:?}, {:?})",
+        "wgpu adapter {index}: {} ({:?}, {:?})\n",
         info.name, info.device_type, info.backend
     );
-    eprintln!("{line}");
+    let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
     Ok(device)
 }
 

@@ -164,6 +164,12 @@ pub struct TrainCmd {
 pub fn run(cmd: TrainCmd) -> Result<()> {
     // A rank of a job mpirun, srun or torchrun started (or this process's starter).
     let launch = Launch::from_env()?;
+    if matches!(cmd.backend, Backend::Cpu | Backend::Ndarray) {
+        // The CPU's one device: other numbers are refused before any rank starts.
+        for &number in &cmd.devices {
+            cmd.backend.device_numbered(Some(number))?;
+        }
+    }
     let local = LocalRanks::requested(
         cmd.nproc_per_node,
         &cmd.devices,
@@ -204,18 +210,19 @@ pub fn run(cmd: TrainCmd) -> Result<()> {
     };
     let device = cmd.backend.device_numbered(number)?;
     if let (Some(c), Some(launch)) = (&collective, &launch) {
-        // Formatted first: stderr is unbuffered, and ranks writing piece by piece would
-        // interleave their lines.
+        // One write, newline included: stderr is unbuffered, and ranks writing piece by
+        // piece interleave their lines.
         let line = format!(
-            "rank {} of {} ({}, local rank {})",
+            "rank {} of {} ({}, local rank {}) on {device:?}\n",
             c.rank(),
             c.world(),
             launch.launcher,
             launch.local_rank
         );
-        eprintln!("{line}");
+        let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
+    } else {
+        eprintln!("device: {device:?}");
     }
-    eprintln!("device: {device:?}");
     let world = collective.as_ref().map_or(1, |c| c.world());
     let (data_dir, run_config) = if cmd.resume {
         let run = train::RunConfig::read(&cmd.out)?;
@@ -285,11 +292,14 @@ pub fn run(cmd: TrainCmd) -> Result<()> {
             prepared.tokenizer.to_json()?.as_bytes(),
         )?;
     }
-    eprintln!(
-        "model: {} parameters; {} training pairs",
-        config.model.num_params(),
-        prepared.train.len()
-    );
+    // The other ranks say only which they are: their settings are rank 0's.
+    if lead {
+        eprintln!(
+            "model: {} parameters; {} training pairs",
+            config.model.num_params(),
+            prepared.train.len()
+        );
+    }
     let summary = train::Trainer {
         run_dir: &cmd.out,
         config,

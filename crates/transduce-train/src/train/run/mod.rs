@@ -173,7 +173,9 @@ impl Trainer<'_> {
             false => Stepper::Eager(optimizer),
             true => match graph_refusal(&model, &device, ranks) {
                 Some(why) => {
-                    eprintln!("graph: eager steps: {why}");
+                    if lead {
+                        eprintln!("graph: eager steps: {why}");
+                    }
                     Stepper::Eager(optimizer)
                 }
                 None => {
@@ -198,11 +200,13 @@ impl Trainer<'_> {
             .shapes
             .batches(&src_lens, &tgt_lens, options.max_tokens);
         let classes = options.shapes.classes(options.max_tokens);
-        eprintln!(
-            "batches ({:?} shapes): {}",
-            options.shapes,
-            shape::Padding::of(&batches, &src_lens, &tgt_lens, classes)
-        );
+        if lead {
+            eprintln!(
+                "batches ({:?} shapes): {}",
+                options.shapes,
+                shape::Padding::of(&batches, &src_lens, &tgt_lens, classes)
+            );
+        }
         let noam = Noam {
             d_model: self.config.model.d_model,
             warmup: options.warmup,
