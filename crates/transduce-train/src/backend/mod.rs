@@ -80,6 +80,19 @@ impl Backend {
         }
     }
 
+    /// Refuses a device number the backend cannot have, without opening a device: the
+    /// CPU backends are the one device 0.
+    pub fn check_number(self, index: Option<usize>) -> Result<()> {
+        match (self, index) {
+            (Backend::Cpu | Backend::Ndarray, Some(n)) if n > 0 => Err(CliError::Usage(
+                "--devices: the CPU backend is a single device (0) that already uses every \
+                 core; data parallelism on it takes --nproc-per-node"
+                    .into(),
+            )),
+            _ => Ok(()),
+        }
+    }
+
     /// The device numbered `index` (`train --devices`, one per rank), or with none
     /// [`Backend::device`]'s default.
     ///
@@ -87,14 +100,10 @@ impl Backend {
     /// ranks given the same number open a device (a queue) each on one adapter. CUDA numbers
     /// are device ordinals. The CPU backends are one device that already uses every core.
     pub fn device_numbered(self, index: Option<usize>) -> Result<Device> {
+        self.check_number(index)?;
         self.install_cache();
         match (self, index) {
-            (_, None) | (Backend::Cpu | Backend::Ndarray, Some(0)) => self.device(),
-            (Backend::Cpu | Backend::Ndarray, Some(_)) => Err(CliError::Usage(
-                "--devices: the CPU backend is a single device (0) that already uses every \
-                 core; data parallelism on it takes --nproc-per-node"
-                    .into(),
-            )),
+            (_, None) | (Backend::Cpu | Backend::Ndarray, _) => self.device(),
             (Backend::Cuda, Some(i)) => {
                 let device = cuda(i)?;
                 self.pin_default();

@@ -164,11 +164,9 @@ pub struct TrainCmd {
 pub fn run(cmd: TrainCmd) -> Result<()> {
     // A rank of a job mpirun, srun or torchrun started (or this process's starter).
     let launch = Launch::from_env()?;
-    if matches!(cmd.backend, Backend::Cpu | Backend::Ndarray) {
-        // The CPU's one device: other numbers are refused before any rank starts.
-        for &number in &cmd.devices {
-            cmd.backend.device_numbered(Some(number))?;
-        }
+    // Device numbers the backend cannot have are refused before any rank starts.
+    for &number in &cmd.devices {
+        cmd.backend.check_number(Some(number))?;
     }
     let local = LocalRanks::requested(
         cmd.nproc_per_node,

@@ -234,7 +234,8 @@ fn greet(
     stream.set_read_timeout(Some(wait)).ok()?;
     let hello = receive(&mut stream, 0).ok()?;
     stream.set_read_timeout(None).ok()?;
-    let refusal = match parse_hello(&hello) {
+    let parsed = parse_hello(&hello);
+    let refusal = match parsed {
         None => Some(format!("{from} is not a transduce rank")),
         Some((_, theirs)) if theirs != world => Some(format!(
             "rank 0 runs a job of {world} ranks, this rank was told {theirs} (WORLD_SIZE)"
@@ -254,7 +255,7 @@ fn greet(
             eprintln!("rank 0 refused a connection from {from}: {why}");
             None
         }
-        None => parse_hello(&hello).map(|(rank, _)| (rank, stream)),
+        None => parsed.map(|(rank, _)| (rank, stream)),
     }
 }
 
