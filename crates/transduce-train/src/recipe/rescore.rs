@@ -9,6 +9,8 @@
 
 use std::path::Path;
 
+use transduce::decode::length_penalty;
+
 use crate::cmd::{self, score::ScoreCmd};
 use crate::data;
 use crate::error::{CliError, Result};
@@ -116,11 +118,6 @@ fn parse_scores(lines: &[String], path: &Path) -> Result<Vec<(f64, usize)>> {
             }
         })
         .collect()
-}
-
-/// GNMT's length penalty lp(Y) = ((5 + |Y|) / 6)^α (§6.1 uses α 0.6).
-fn length_penalty(pieces: usize, alpha: f64) -> f64 {
-    ((5.0 + pieces as f64) / 6.0).powf(alpha)
 }
 
 /// Each line's candidate with the highest Σ w·log p / lp under the models' scores (one
