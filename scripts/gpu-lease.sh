@@ -30,9 +30,15 @@
 #             bench kernels`): small at 4,096 tokens, f32/f16/bf16, time and launches per
 #             call (docs/BENCHMARKS.md, "The training kernels")          BUDGET_KERNELS=40
 #   6. ranks  data-parallel ranks' host exchange on one GPU: `train --devices 0,0` (two ranks,
-#             gradients summed over TCP through host buffers each step) against one
-#             process with --accum 2, same batches; not in the default set  BUDGET_RANKS=90
-# PARTS picks some (default "side start decode equal kernels"; "ranks" is asked by name).
+#             replayed steps, gradients summed over TCP through host buffers each step)
+#             against one process with --accum 2, same batches: same losses, and the
+#             exchange's cost per step; not in the default set            BUDGET_RANKS=90
+#   7. nccl   NCCL's world of one: `train --exchange nccl` (the ranks' path: the pack, the
+#             all-reduce in device memory, the update) against the plain run, same batches:
+#             same losses, overhead per step (goal <= 2%); not in the default set
+#                                                                         BUDGET_NCCL=90
+# PARTS picks some (default "side start decode equal kernels"; "ranks" and "nccl" are asked
+# by name).
 #
 # Rehearsal (REHEARSAL=1): the debug binary of this checkout, wgpu on lavapipe instead of
 # CUDA, tiny sizes (it proves the plumbing and the tables, not the speed).
@@ -78,33 +84,54 @@ part() {
     } >>"$OUT/SUMMARY.md"
 }
 
-# ranks_bench BIN BACKEND INPUT PRESET TOKENS STEPS: seconds for STEPS optimizer steps of
-# two batches each, as one process (--accum 2) and as two ranks on device 0 (--devices 0,0),
-# on a copy task made from INPUT; the difference is the ranks' exchange (and their sharing
-# of one GPU). Eager steps both (ranks do not replay yet).
-ranks_bench() {
+# pair_bench BIN BACKEND INPUT PRESET TOKENS STEPS NAME ARGS… -- NAME ARGS…: two training
+# runs of STEPS optimizer steps on a copy task made from INPUT, each with its own extra
+# arguments; a table of their wall time, their steady milliseconds a step (from
+# metrics.jsonl, after the first 10 steps, so captures and tunes are left out) and whether
+# their losses are equal, step for step.
+pair_bench() {
     local bin=$1 backend=$2 input=$3 preset=$4 tokens=$5 steps=$6
+    shift 6
     local dir
-    # Timing the exchange, not autotune's first calls.
+    # Timing the steps, not autotune's first calls.
     export CUBECL_AUTOTUNE_LEVEL=${CUBECL_AUTOTUNE_LEVEL:-minimal}
     dir=$(mktemp -d)
     zcat -f "$input" | head -2000 >"$dir/text"
     "$bin" prepare --src "$dir/text" --tgt "$dir/text" --vocab-size 2000 --out "$dir/data" \
         >/dev/null 2>&1 || { echo "prepare failed"; return 1; }
-    echo "| run | seconds for $steps steps | steps/s |"
-    echo "|---|---:|---:|"
-    local name t0 t1
-    for name in accum2 ranks2; do
-        local extra=(--accum 2)
-        [ $name = ranks2 ] && extra=(--devices 0,0)
+    echo "| run | arguments | seconds for $steps steps | steady ms/step |"
+    echo "|---|---|---:|---:|"
+    local names=() name t0 t1
+    while [ $# -gt 0 ]; do
+        name=$1
+        shift
+        local extra=()
+        while [ $# -gt 0 ] && [ "$1" != -- ]; do extra+=("$1"); shift; done
+        [ $# -gt 0 ] && shift
+        names+=("$name")
         t0=$(date +%s.%N)
         "$bin" train --data "$dir/data" --out "$dir/$name" --preset "$preset" --backend "$backend" \
-            --max-tokens "$tokens" --max-steps "$steps" --eager --quiet "${extra[@]}" \
-            >"$dir/$name.log" 2>&1 || { echo "$name failed:"; tail -5 "$dir/$name.log"; return 1; }
+            --max-tokens "$tokens" --max-steps "$steps" --checkpoint-steps "$steps" --seed 7 \
+            --quiet "${extra[@]}" >"$dir/$name.log" 2>&1 \
+            || { echo "$name failed:"; tail -5 "$dir/$name.log"; return 1; }
         t1=$(date +%s.%N)
-        awk -v n=$name -v s=$steps -v a="$t0" -v b="$t1" \
-            'BEGIN { printf "| %s | %.1f | %.2f |\n", n, b - a, s / (b - a) }'
+        python3 - "$dir/$name/metrics.jsonl" "$name" "${extra[*]}" "$t0" "$t1" <<'PY'
+import json, sys
+path, name, args, t0, t1 = sys.argv[1:]
+rows = [json.loads(l) for l in open(path) if '"loss"' in l]
+steady = [r for r in rows if r["step"] > 10]
+ms = (steady[-1]["elapsed_secs"] - steady[0]["elapsed_secs"]) / max(1, len(steady) - 1) * 1e3 if len(steady) > 1 else float("nan")
+print(f"| {name} | `{args}` | {float(t1) - float(t0):.1f} | {ms:.1f} |")
+PY
+        grep -h -e '^graph:' -e '^exchange:' "$dir/$name.log" | sed 's/^/    /'
     done
+    python3 - "$dir/${names[0]}/metrics.jsonl" "$dir/${names[1]}/metrics.jsonl" <<'PY'
+import json, sys
+a, b = ([json.loads(l)["loss"] for l in open(p) if '"loss"' in l] for p in sys.argv[1:])
+same = sum(x == y for x, y in zip(a, b))
+worst = max((abs(x - y) / abs(x) for x, y in zip(a, b)), default=0.0)
+print(f"\nlosses: {same} of {min(len(a), len(b))} steps equal, at most {worst:.1e} relative apart")
+PY
     rm -rf "$dir"
 }
 
@@ -178,12 +205,26 @@ measure() {
                 fi ;;
             ranks)
                 local ranks_preset=small ranks_tokens=12000 ranks_steps=40
-                [ -n "${REHEARSAL:-}" ] && ranks_preset=tiny ranks_tokens=400 ranks_steps=6
+                [ -n "${REHEARSAL:-}" ] && ranks_preset=tiny ranks_tokens=400 ranks_steps=12
                 # A function, so through bash for `timeout`.
-                export -f ranks_bench
-                part ranks "${BUDGET_RANKS:-90}" bash -c 'ranks_bench "$@"' ranks_bench "$bin" \
-                    "$backend" "$input" $ranks_preset $ranks_tokens $ranks_steps ;;
-            *) echo "gpu-lease.sh: unknown part $p (side start decode equal kernels ranks)" >&2; exit 2 ;;
+                export -f pair_bench
+                part ranks "${BUDGET_RANKS:-90}" bash -c 'pair_bench "$@"' pair_bench "$bin" \
+                    "$backend" "$input" $ranks_preset $ranks_tokens $ranks_steps \
+                    accum2 --accum 2 -- ranks2 --devices 0,0 --exchange host ;;
+            nccl)
+                local nccl_preset=small nccl_tokens=12000 nccl_steps=60 nccl=(--exchange nccl)
+                # lavapipe has no NCCL: the rehearsal checks the table with the host exchange.
+                [ -n "${REHEARSAL:-}" ] && nccl_preset=tiny nccl_tokens=400 nccl_steps=14 \
+                    nccl=(--exchange host)
+                # NCCL from PyTorch's wheels where the system has none.
+                local lib
+                lib=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null)
+                export LD_LIBRARY_PATH=${lib:+$lib:}${LD_LIBRARY_PATH:-}
+                export -f pair_bench
+                part nccl "${BUDGET_NCCL:-90}" bash -c 'pair_bench "$@"' pair_bench "$bin" \
+                    "$backend" "$input" $nccl_preset $nccl_tokens $nccl_steps \
+                    plain -- nccl1 "${nccl[@]}" ;;
+            *) echo "gpu-lease.sh: unknown part $p (side start decode equal kernels ranks nccl)" >&2; exit 2 ;;
         esac
     done
     cat "$OUT/SUMMARY.md"

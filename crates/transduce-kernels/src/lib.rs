@@ -29,6 +29,8 @@
 //! carries no cubecl.
 
 pub mod adam;
+#[cfg(feature = "cuda")]
+pub mod address;
 pub mod args;
 pub mod attention;
 pub mod device;

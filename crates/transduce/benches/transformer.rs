@@ -114,23 +114,19 @@ fn main() {
     // `cargo bench` passes `--bench`; ignore arguments.
     let runs = if quick() { 1 } else { 5 };
     println!(
-        "## CPU backend: burn-flex vs ndarray (preset `small`, {} threads)\n",
+        "## CPU backend: burn-flex (preset `small`, {} threads)\n",
         std::thread::available_parallelism().map_or(1, |n| n.get())
     );
     println!("| backend | forward+backward, 32×24 tokens | greedy, 16 sentences × 30 tokens |");
     println!("|---|---|---|");
-    // ndarray is deprecated in burn 0.22; it is measured here to justify the default.
-    #[allow(deprecated)]
-    let ndarray = Device::ndarray();
-    for (name, device) in [("flex", Device::flex()), ("ndarray", ndarray)] {
-        let train = train_step(&device, runs);
-        let decode = greedy_decode(&device, runs.min(3));
-        println!(
-            "| {name} | {:.1} ms | {:.1} ms |",
-            train.as_secs_f64() * 1e3,
-            decode.as_secs_f64() * 1e3
-        );
-    }
+    let device = Device::flex();
+    let train = train_step(&device, runs);
+    let decode = greedy_decode(&device, runs.min(3));
+    println!(
+        "| flex | {:.1} ms | {:.1} ms |",
+        train.as_secs_f64() * 1e3,
+        decode.as_secs_f64() * 1e3
+    );
 
     println!("\n## Decoder time per generated token, batch 1 (preset `small`, flex)\n");
     println!("| output length | with KV cache | without (full prefix each step) |");

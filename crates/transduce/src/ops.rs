@@ -35,14 +35,12 @@ pub fn fused(allowed: bool, device: &Device) -> bool {
     }
 }
 
-/// Whether `device` is one of the CPU backends (burn-flex, or ndarray kept to compare): no
-/// graphs and no cubecl kernels there. In wasm every device is (burn-flex).
+/// Whether `device` is the CPU backend (burn-flex): no graphs and no cubecl kernels there.
+/// In wasm every device is.
 pub fn is_cpu(device: &Device) -> bool {
     #[cfg(not(target_arch = "wasm32"))]
     {
-        #[allow(deprecated)]
-        let ndarray = Device::ndarray();
-        is_flex(device) || device.clone().inner() == ndarray
+        is_flex(device)
     }
     #[cfg(target_arch = "wasm32")]
     {

@@ -13,8 +13,6 @@ use cache::GpuApi;
 pub enum Backend {
     /// burn-flex on the CPU (pure Rust, SIMD, all cores).
     Cpu,
-    /// burn-ndarray on the CPU (deprecated in burn; kept for comparison).
-    Ndarray,
     /// wgpu: Vulkan, Metal or DX12, whichever the platform has.
     Wgpu,
     /// NVIDIA CUDA (build with `--features cuda`).
@@ -25,7 +23,7 @@ impl Backend {
     /// The GPU API of a GPU backend; none for the CPU backends.
     fn gpu_api(self) -> Option<GpuApi> {
         match self {
-            Backend::Cpu | Backend::Ndarray => None,
+            Backend::Cpu => None,
             Backend::Wgpu => Some(GpuApi::Wgpu),
             Backend::Cuda => Some(GpuApi::Cuda),
         }
@@ -44,7 +42,6 @@ impl Backend {
     fn pin_default(self) {
         let name = match self {
             Backend::Cpu => "flex",
-            Backend::Ndarray => "ndarray",
             Backend::Wgpu => "wgpu",
             Backend::Cuda => "cuda",
         };
@@ -59,9 +56,6 @@ impl Backend {
         self.install_cache();
         match self {
             Backend::Cpu => Ok(Device::flex()),
-            // Deprecated in burn 0.22, kept so the CPU backends can be compared.
-            #[allow(deprecated)]
-            Backend::Ndarray => Ok(Device::ndarray()),
             Backend::Wgpu => {
                 let (device, setup) = Device::wgpu_options().init_with_setup().map_err(|e| {
                     CliError::Usage(format!(
@@ -84,7 +78,7 @@ impl Backend {
     /// CPU backends are the one device 0.
     pub fn check_number(self, index: Option<usize>) -> Result<()> {
         match (self, index) {
-            (Backend::Cpu | Backend::Ndarray, Some(n)) if n > 0 => Err(CliError::Usage(
+            (Backend::Cpu, Some(n)) if n > 0 => Err(CliError::Usage(
                 "--devices: the CPU backend is a single device (0) that already uses every \
                  core; data parallelism on it takes --nproc-per-node"
                     .into(),
@@ -103,7 +97,7 @@ impl Backend {
         self.check_number(index)?;
         self.install_cache();
         match (self, index) {
-            (_, None) | (Backend::Cpu | Backend::Ndarray, _) => self.device(),
+            (_, None) | (Backend::Cpu, _) => self.device(),
             (Backend::Cuda, Some(i)) => {
                 let device = cuda(i)?;
                 self.pin_default();

@@ -139,6 +139,12 @@ pub struct TrainCmd {
     /// wgpu and CUDA, exact on the CPU (where padding only costs). Fixed for the run.
     #[arg(long, value_enum)]
     pub shapes: Option<Shapes>,
+    /// Where the ranks of a job sum their gradients: `host` buffers (through TCP or MPI),
+    /// or `nccl` in CUDA memory (replayed steps on CUDA; a single process then runs as a
+    /// job of one, to measure the exchange). `auto`: NCCL for a job of several ranks on
+    /// CUDA when the NCCL library loads, host buffers otherwise.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub exchange: distributed::exchange::Via,
     /// Take every step eagerly, op by op with burn's Adam, instead of replaying it (replay
     /// is the default on wgpu and CUDA; the CPU backend, which has no graphs, steps eagerly
     /// with burn's Adam unless --graph says otherwise).
@@ -149,9 +155,10 @@ pub struct TrainCmd {
     /// hundreds; Adam's scalars live on the device, dropout masks are drawn there from the
     /// step count (other masks than an eager run's, as reproducible), and half precision
     /// checks its gradients and skips overflowing steps there. With --accum N each batch
-    /// shape's gradients and the update are captured (N + 1 replays a step). Steps stay
-    /// eager with burn's Adam, and one line says why, in a job of several ranks (they sum
-    /// gradients through host buffers) and for word-focus models. The CPU backend
+    /// shape's gradients and the update are captured (N + 1 replays a step); the ranks of
+    /// a job replay their gradients, a pack of them into one buffer and the update, with
+    /// the exchange (--exchange) between. Steps stay eager with burn's Adam, and one line
+    /// says why, for word-focus models. The CPU backend
     /// captures no graphs: there --graph takes eager steps with the device-scalar Adam only
     /// for a model without dropout (--dropout 0); with dropout (every preset's default) its
     /// masks come from the host and the steps stay eager with burn's Adam, as without
@@ -207,6 +214,15 @@ pub fn run(cmd: TrainCmd) -> Result<()> {
         (_, listed) => listed.first().copied(),
     };
     let device = cmd.backend.device_numbered(number)?;
+    let graph = replays(cmd.backend, cmd.eager, cmd.graph);
+    let collective = distributed::exchange::on_device(
+        collective,
+        cmd.exchange,
+        cmd.backend,
+        number.unwrap_or(0),
+        graph,
+        lead,
+    )?;
     if let (Some(c), Some(launch)) = (&collective, &launch) {
         // One write, newline included: stderr is unbuffered, and ranks writing piece by
         // piece interleave their lines.
@@ -260,7 +276,7 @@ pub fn run(cmd: TrainCmd) -> Result<()> {
                     precision: cmd.precision,
                     world,
                     shapes: cmd.shapes.unwrap_or(match cmd.backend {
-                        Backend::Cpu | Backend::Ndarray => Shapes::Exact,
+                        Backend::Cpu => Shapes::Exact,
                         Backend::Wgpu | Backend::Cuda => Shapes::Classes,
                     }),
                 },
@@ -308,7 +324,7 @@ pub fn run(cmd: TrainCmd) -> Result<()> {
         resume: cmd.resume,
         progress: !cmd.quiet,
         log_every: cmd.log_every,
-        graph: replays(cmd.backend, cmd.eager, cmd.graph),
+        graph,
         fused: !cmd.no_fused_layers,
         collective: collective.as_deref(),
     }

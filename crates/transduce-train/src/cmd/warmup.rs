@@ -108,7 +108,7 @@ fn class_pairs(rows: usize, length: usize, vocab: usize, rng: &mut Rng) -> Pairs
 }
 
 pub fn run(cmd: WarmupCmd) -> Result<()> {
-    if matches!(cmd.backend, Backend::Cpu | Backend::Ndarray) {
+    if matches!(cmd.backend, Backend::Cpu) {
         return Err(CliError::Usage(
             "warmup: the CPU backends neither tune nor compile kernels; use --backend wgpu or cuda"
                 .into(),

@@ -2,7 +2,8 @@
 //! ([`env`]) or `train --nproc-per-node` starts itself ([`spawn`]), the collectives its
 //! ranks talk through ([`Collective`]: over TCP in [`tcp`], through MPI in `mpi` with the
 //! feature `mpi`; [`join`] picks), and a step's gradients summed over the ranks
-//! ([`reduce`]).
+//! ([`reduce`]). On CUDA the replayed steps' sums go through NCCL instead, in device
+//! memory (`nccl`, feature `cuda`); [`exchange`] chooses.
 //!
 //! Every rank holds the same weights and Adam state: rank 0's, broadcast at the start
 //! ([`start`]); each step rank r computes the gradients of batches j ≡ r (mod world) of the
@@ -10,13 +11,18 @@
 //! validates, logs, draws the progress bar and saves checkpoints.
 
 pub mod env;
+pub mod exchange;
 pub mod join;
 #[cfg(feature = "mpi")]
 pub mod mpi;
+#[cfg(feature = "cuda")]
+pub mod nccl;
 pub mod reduce;
 pub mod spawn;
 pub mod start;
 pub mod tcp;
+
+use transduce::burn::prelude::*;
 
 use crate::error::Result;
 
@@ -34,6 +40,44 @@ pub trait Collective {
     /// Whether this is the rank that validates, logs and checkpoints.
     fn leads(&self) -> bool {
         self.rank() == 0
+    }
+
+    /// An error naming a peer that is gone, if one is; for a rank waiting on something
+    /// other than this collective (NCCL). Without a cheap check: `Ok`.
+    // Only NCCL's wait (feature `cuda`) and the tests ask.
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    fn check_peers(&self) -> Result<()> {
+        Ok(())
+    }
+
+    /// Sums in device memory, where the job has them (NCCL on CUDA).
+    fn device_sums(&self) -> Option<&dyn DeviceSums> {
+        None
+    }
+}
+
+/// Sums over the ranks in device memory.
+pub trait DeviceSums {
+    /// Sums `values` (contiguous f32 on the job's device) over the ranks, in place.
+    fn all_reduce_in_place(&self, values: &Tensor<1>) -> Result<()>;
+}
+
+/// A job of one rank: its sums are its own values. With NCCL (`train --exchange nccl`) it
+/// runs a single process through the ranks' path, to compare it with a plain run.
+pub struct Alone;
+
+impl Collective for Alone {
+    fn rank(&self) -> usize {
+        0
+    }
+    fn world(&self) -> usize {
+        1
+    }
+    fn all_reduce_sum(&self, _values: &mut [f32]) -> Result<()> {
+        Ok(())
+    }
+    fn broadcast(&self, _bytes: &mut Vec<u8>) -> Result<()> {
+        Ok(())
     }
 }
 

@@ -26,7 +26,7 @@ pub struct StepSums {
 }
 
 /// A float parameter: its id and shape, in the model's order.
-fn parameters(model: &Transformer) -> Vec<(ParamId, Vec<usize>)> {
+pub(crate) fn parameters(model: &Transformer) -> Vec<(ParamId, Vec<usize>)> {
     struct Shapes(Vec<(ParamId, Vec<usize>)>);
     impl ModuleVisitor for Shapes {
         fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {

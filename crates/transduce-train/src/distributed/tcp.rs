@@ -106,6 +106,29 @@ impl Collective for TcpWorld {
         Ok(())
     }
 
+    /// A peek at every link without waiting: a closed one names its rank.
+    fn check_peers(&self) -> Result<()> {
+        let links = self.links();
+        let mut byte = [0u8; 1];
+        for (i, link) in links.iter().enumerate() {
+            link.set_nonblocking(true)
+                .map_err(|e| broken(self.peer(i), e))?;
+            let peeked = link.peek(&mut byte);
+            link.set_nonblocking(false)
+                .map_err(|e| broken(self.peer(i), e))?;
+            match peeked {
+                Ok(0) => {
+                    let closed = std::io::Error::from(std::io::ErrorKind::UnexpectedEof);
+                    return Err(broken(self.peer(i), closed));
+                }
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(e) => return Err(broken(self.peer(i), e)),
+            }
+        }
+        Ok(())
+    }
+
     fn broadcast(&self, bytes: &mut Vec<u8>) -> Result<()> {
         let mut links = self.links();
         if self.rank != 0 {
@@ -456,6 +479,43 @@ mod tests {
         });
         assert!(
             errors[0].starts_with("lost rank 1: it closed the connection"),
+            "{}",
+            errors[0]
+        );
+    }
+
+    /// The check a rank waiting on NCCL makes: quiet links pass (nothing is consumed, so
+    /// the next sum still works), a closed one names its rank, on either side.
+    #[test]
+    fn a_peek_finds_a_lost_rank_without_waiting() {
+        let barrier = std::sync::Barrier::new(3);
+        // Ranks 0 and 1 keep their links until both have looked.
+        let looked = std::sync::Barrier::new(2);
+        let errors = job(3, |w| {
+            w.check_peers().unwrap();
+            let mut v = vec![w.rank() as f32];
+            w.all_reduce_sum(&mut v).unwrap();
+            assert_eq!(v, vec![3.0]);
+            barrier.wait();
+            if w.rank() == 2 {
+                drop(w);
+                barrier.wait();
+                return String::new();
+            }
+            barrier.wait();
+            // Closed by rank 2 now; rank 1's link to rank 0 is quiet.
+            let error = match w.rank() {
+                0 => w.check_peers().unwrap_err().to_string(),
+                _ => {
+                    w.check_peers().unwrap();
+                    String::new()
+                }
+            };
+            looked.wait();
+            error
+        });
+        assert!(
+            errors[0].starts_with("lost rank 2: it closed the connection"),
             "{}",
             errors[0]
         );

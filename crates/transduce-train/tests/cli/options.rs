@@ -26,6 +26,27 @@ fn bad_input_gets_one_clear_error() {
         "{e}"
     );
     assert!(!dir.join("focus-run").join("checkpoints").exists(), "{e}");
+    // NCCL sums CUDA memory only: refused before the data is read.
+    let e = fail(&[
+        "train",
+        "--data",
+        s(&toy),
+        "--out",
+        s(&dir.join("nccl-run")),
+        "--preset",
+        "tiny",
+        "--max-steps",
+        "1",
+        "--exchange",
+        "nccl",
+    ]);
+    assert_eq!(
+        e.matches("--exchange nccl: NCCL sums CUDA memory, and this run is on Cpu")
+            .count(),
+        1,
+        "{e}"
+    );
+    assert!(!dir.join("nccl-run").exists(), "{e}");
     let a = dir.join("a.en");
     let b = dir.join("b.de");
     std::fs::write(&a, "one\ntwo\nthree\n").unwrap();

@@ -241,7 +241,7 @@ fn prepare_train_resume_average_translate_export() {
 }
 /// `--devices 0,0` starts two ranks, each opening a wgpu device on the first adapter
 /// (lavapipe on a machine without a GPU), and trains data-parallel through the whole loop:
-/// steps, validation, checkpoint.
+/// replayed steps, validation, checkpoint.
 #[test]
 fn data_parallel_training_on_two_wgpu_devices() {
     let tmp = tempfile::tempdir().unwrap();
@@ -284,6 +284,15 @@ fn data_parallel_training_on_two_wgpu_devices() {
     assert_eq!(stderr.matches("wgpu adapter 0:").count(), 2, "{stderr}");
     assert!(
         stderr.contains("stopped at step 2") && stderr.contains("validation perplexity"),
+        "{stderr}"
+    );
+    // The ranks take the replayed path (their exchange between the gradients and the
+    // update), said once, by rank 0.
+    assert_eq!(
+        stderr
+            .matches("on each of 2 ranks: 1 batch, the pack, the exchange and an update a step")
+            .count(),
+        1,
         "{stderr}"
     );
 }

@@ -281,15 +281,15 @@ mod tests {
         t.into_data().try_into_vec_as::<f64>().unwrap()[0]
     }
 
-    /// The three implementations: in host memory (the CPU backend), as tensor operations
-    /// on the device (any other backend; ndarray here), and as one kernel on a cubecl
-    /// device (wgpu, where there is an adapter).
-    fn devices() -> Vec<Device> {
-        #[allow(deprecated)]
-        let generic = Device::ndarray();
-        let mut devices = vec![Device::flex(), generic];
-        devices.extend(transduce_kernels::testing::wgpu_device("loss on wgpu"));
-        devices
+    /// The three implementations, each a device and whether fused kernels are allowed: in
+    /// host memory (the CPU backend), and on a cubecl device (wgpu, where there is an
+    /// adapter) as tensor operations (fused kernels off) and as one kernel.
+    fn paths() -> Vec<(Device, bool)> {
+        let mut paths = vec![(Device::flex(), true)];
+        if let Some(gpu) = transduce_kernels::testing::wgpu_device("loss on wgpu") {
+            paths.extend([(gpu.clone(), false), (gpu, true)]);
+        }
+        paths
     }
 
     #[test]
@@ -297,20 +297,20 @@ mod tests {
         // p = softmax(logits) = [0.25, 0.5, 0.25]; target 1; ε = 0.1 → q = [0.05, 0.9, 0.05]
         // CE = −(0.9·ln 0.5 + 0.05·ln 0.25 + 0.05·ln 0.25) = 0.9·0.693147 + 0.1·1.386294
         //    = 0.762462; NLL = ln 2 = 0.693147. A PAD target (id 0) in position 2 adds nothing.
-        for device in devices() {
+        for (device, fused) in paths() {
             let logits = Tensor::<1>::from_floats(
                 [0.25f32.ln(), 0.5f32.ln(), 0.25f32.ln(), 3.0, 1.0, -2.0],
                 &device,
             )
             .reshape([1, 2, 3]);
             let targets = Tensor::<2, Int>::from_data([[1i32, PAD as i32]], &device);
-            let sums = label_smoothed(logits.clone(), targets.clone(), 0.1, true);
+            let sums = label_smoothed(logits.clone(), targets.clone(), 0.1, fused);
             assert!(
                 (scalar(sums.smoothed) - 0.762_462).abs() < 1e-5,
-                "{device:?}"
+                "{device:?} fused {fused}"
             );
             assert!((scalar(sums.nll) - std::f64::consts::LN_2).abs() < 1e-5);
-            let plain = label_smoothed(logits, targets, 0.0, true);
+            let plain = label_smoothed(logits, targets, 0.0, fused);
             assert!((scalar(plain.smoothed) - std::f64::consts::LN_2).abs() < 1e-5);
         }
     }
@@ -347,7 +347,7 @@ mod tests {
         let values: Vec<f32> = (0..b * t * v)
             .map(|i| ((i * 37 % 23) as f32 - 11.0) * 0.4)
             .collect();
-        for device in devices().into_iter().map(|d| d.autodiff()) {
+        for (device, fused) in paths().into_iter().map(|(d, f)| (d.autodiff(), f)) {
             let targets = Tensor::<2, Int>::from_data([[3i32, 1, PAD as i32], [36, 2, 5]], &device);
             for epsilon in [0.0, 0.1] {
                 let leaf = || {
@@ -356,15 +356,14 @@ mod tests {
                         .require_grad()
                 };
                 let (x, y) = (leaf(), leaf());
-                let fused = label_smoothed(x.clone(), targets.clone(), epsilon, true).smoothed;
+                let loss = label_smoothed(x.clone(), targets.clone(), epsilon, fused).smoothed;
                 let expected = reference(y.clone(), targets.clone(), epsilon);
-                let (fused_value, expected_value) =
-                    (scalar(fused.clone()), scalar(expected.clone()));
+                let (value, expected_value) = (scalar(loss.clone()), scalar(expected.clone()));
                 assert!(
-                    (fused_value - expected_value).abs() < 1e-5 * expected_value.abs(),
-                    "{device:?} v {v} ε {epsilon}: {fused_value} vs {expected_value}"
+                    (value - expected_value).abs() < 1e-5 * expected_value.abs(),
+                    "{device:?} fused {fused} v {v} ε {epsilon}: {value} vs {expected_value}"
                 );
-                let gx = x.grad(&fused.backward()).unwrap().into_data();
+                let gx = x.grad(&loss.backward()).unwrap().into_data();
                 let gy = y.grad(&expected.backward()).unwrap().into_data();
                 let (gx, gy) = (
                     gx.try_to_vec::<f32>().unwrap(),
@@ -373,7 +372,7 @@ mod tests {
                 for (i, (a, e)) in gx.iter().zip(&gy).enumerate() {
                     assert!(
                         (a - e).abs() < 1e-6,
-                        "{device:?} v {v} ε {epsilon}, {i}: {a} vs {e}"
+                        "{device:?} fused {fused} v {v} ε {epsilon}, {i}: {a} vs {e}"
                     );
                 }
                 // The PAD position gets no gradient at all.
@@ -427,11 +426,14 @@ mod tests {
     /// A confident wrong prediction (p(target) ≈ e^-200) has a finite loss of ≈ 200.
     #[test]
     fn confident_mistakes_stay_finite() {
-        for device in devices() {
+        for (device, fused) in paths() {
             let logits = Tensor::<1>::from_floats([200.0, 0.0, 0.0], &device).reshape([1, 1, 3]);
             let targets = Tensor::<2, Int>::from_data([[2i32]], &device);
-            let nll = scalar(label_smoothed(logits, targets, 0.1, true).nll);
-            assert!((nll - 200.0).abs() < 1e-3, "{device:?}: {nll}");
+            let nll = scalar(label_smoothed(logits, targets, 0.1, fused).nll);
+            assert!(
+                (nll - 200.0).abs() < 1e-3,
+                "{device:?} fused {fused}: {nll}"
+            );
         }
     }
 }

@@ -17,7 +17,7 @@ use transduce::train::{TeacherForced, loss};
 use super::adam::DeviceAdam;
 use super::params::{flat_grads, slots};
 use super::replay::{Driven, GraphTrainer, Inputs, drive};
-use crate::error::Result;
+use crate::error::{CliError, Result};
 use transduce_kernels::adam::{AdamKernel, GROUP};
 use transduce_kernels::dropout::step_masks;
 
@@ -41,15 +41,40 @@ impl GraphTrainer {
         }
         self.check_capturable(&model);
         self.adam.prepare(step, lr)?;
+        let indexed: Vec<(usize, &TeacherForced)> = batches.iter().enumerate().collect();
+        let (model, total) = self.accumulate_batches(model, &indexed, tokens, batches.len())?;
+        let scaled = self.adam.scale.is_some();
+        let (model, after) = self.update(model, None)?;
+        let mut sums = vec![total];
+        if scaled {
+            sums.push(after);
+        }
+        // Counted as one step: the batches' runs were counted one by one.
+        Ok((model, Tensor::cat(sums, 0)))
+    }
+
+    /// The forward and backward passes of `batches`, each `(its index in the step's group
+    /// of `group` batches, the batch)`, their gradients of the loss over `tokens` summed
+    /// into [`GraphTrainer::accumulated`]. Returns `[loss, nll]` summed over them. With one
+    /// batch that is the replay's own output, which its next replay overwrites.
+    pub(super) fn accumulate_batches(
+        &mut self,
+        model: Transformer,
+        batches: &[(usize, &TeacherForced)],
+        tokens: usize,
+        group: usize,
+    ) -> Result<(Transformer, Tensor<1>)> {
         let inner = self.device.clone().inner();
-        let (epsilon, accum) = (self.epsilon, batches.len());
-        let masks = (!self.cpu).then_some((self.seed, accum));
+        let epsilon = self.epsilon;
+        // Dropout draws from (step × group + the batch's index): a batch draws the same
+        // masks whichever rank runs it.
+        let masks = (!self.cpu).then_some((self.seed, group));
         let mut model = model;
         let mut total: Option<Tensor<1>> = None;
-        let mut batch = 0;
-        while batch < batches.len() {
-            let forced = &batches[batch];
-            let flags = [tokens as f32, (batch == 0) as u8 as f32, batch as f32];
+        let mut next = 0;
+        while next < batches.len() {
+            let (index, forced) = batches[next];
+            let flags = [tokens as f32, (next == 0) as u8 as f32, index as f32];
             let values = Tensor::from_data(TensorData::new(flags.to_vec(), [3]), &inner);
             self.flags.inplace(|old| old.slice_assign(0..3, values));
             let shape = self.class_for(forced)?;
@@ -75,31 +100,51 @@ impl GraphTrainer {
                 },
             )?;
             let sums = match driven {
-                Driven::Ran(next, sums) => {
-                    model = next;
+                Driven::Ran(ran, sums) => {
+                    model = ran;
                     sums
                 }
-                Driven::Refused(next, why) => {
+                Driven::Refused(ran, why) => {
                     // Nothing ran: the same batch again, eagerly.
                     self.fallback = Some(why);
-                    model = next;
+                    model = ran;
                     continue;
                 }
-                Driven::NoGraphs(next, sums, why) => {
+                Driven::NoGraphs(ran, sums, why) => {
                     self.no_graphs(why);
-                    model = next;
+                    model = ran;
                     sums
                 }
             };
             total = Some(match total {
+                // Added before the next replay runs (a replay drains the queue first).
                 Some(total) => total.add(sums),
+                // A copy where another batch follows: its replay may be this one's graph.
+                None if batches.len() > 1 => sums.mul_scalar(1.0),
                 None => sums,
             });
-            batch += 1;
+            next += 1;
         }
+        let total = total.ok_or_else(|| CliError::Usage("a training step with no batch".into()))?;
+        Ok((model, total))
+    }
+
+    /// The update of an accumulated step, captured once and replayed: Adam over the
+    /// gradient sums in [`GraphTrainer::accumulated`], or (`exchanged`, a rank of a job)
+    /// over the ranks' sums in the exchange's buffer. Returns the model and, under a loss
+    /// scale, its state after the step: the replay's own output.
+    pub(super) fn update(
+        &mut self,
+        model: Transformer,
+        exchanged: Option<&Tensor<1>>,
+    ) -> Result<(Transformer, Tensor<1>)> {
+        let inner = self.device.clone().inner();
+        let layout = self.exchange.as_ref().map(|e| e.layout.as_slice());
+        let source = match (exchanged, layout) {
+            (Some(flat), Some(layout)) => Sums::Flat(flat, layout),
+            _ => Sums::Accumulated(&self.accumulated),
+        };
         let adam = &mut self.adam;
-        let accumulated = &self.accumulated;
-        let scaled = adam.scale.is_some();
         let driven = drive(
             &mut self.update_mode,
             &inner,
@@ -107,13 +152,13 @@ impl GraphTrainer {
             !self.eager_only,
             "the update",
             model,
-            &mut |model| run_update(model, adam, accumulated),
+            &mut |model| run_update(model, adam, &source),
         )?;
-        let (model, after) = match driven {
+        Ok(match driven {
             Driven::Ran(model, after) => (model, after),
             Driven::Refused(model, why) => {
                 self.fallback = Some(why);
-                let (model, after) = run_update(model, &mut self.adam, &self.accumulated);
+                let (model, after) = run_update(model, &mut self.adam, &source);
                 self.counts.eager += 1;
                 (model, after)
             }
@@ -121,13 +166,7 @@ impl GraphTrainer {
                 self.no_graphs(why);
                 (model, after)
             }
-        };
-        let mut sums = vec![total.expect("at least one batch")];
-        if scaled {
-            sums.push(after);
-        }
-        // Counted as one step: the batches' runs were counted one by one.
-        Ok((model, Tensor::cat(sums, 0)))
+        })
     }
 }
 
@@ -212,14 +251,17 @@ fn accumulate(
     }
 }
 
+/// Where an update's gradients are: each parameter's own sum ([`accumulate`]), or one
+/// flat buffer of every parameter's, in a layout's order (a rank's exchange).
+pub(super) enum Sums<'a> {
+    Accumulated(&'a HashMap<ParamId, Tensor<1>>),
+    Flat(&'a Tensor<1>, &'a [(ParamId, Vec<usize>)]),
+}
+
 /// The update of an accumulated step, eager: Adam over the sums of the step's gradients.
 /// Returns the model and, under a loss scale, its state after the step (otherwise the
 /// step count, which nothing reads).
-fn run_update(
-    model: Transformer,
-    adam: &mut DeviceAdam,
-    accumulated: &HashMap<ParamId, Tensor<1>>,
-) -> (Transformer, Tensor<1>) {
+fn run_update(model: Transformer, adam: &mut DeviceAdam, sums: &Sums) -> (Transformer, Tensor<1>) {
     struct Register<'a> {
         accumulated: &'a HashMap<ParamId, Tensor<1>>,
         grads: GradientsParams,
@@ -233,6 +275,23 @@ fn run_update(
             }
         }
     }
+    let sliced;
+    let accumulated = match sums {
+        Sums::Accumulated(accumulated) => *accumulated,
+        Sums::Flat(flat, layout) => {
+            // Views of the one buffer, in the layout's order.
+            let mut offset = 0;
+            sliced = layout
+                .iter()
+                .map(|(id, dims)| {
+                    let n: usize = dims.iter().product();
+                    offset += n;
+                    (*id, (*flat).clone().slice(offset - n..offset))
+                })
+                .collect::<HashMap<_, _>>();
+            &sliced
+        }
+    };
     let mut register = Register {
         accumulated,
         grads: GradientsParams::new(),

@@ -2,7 +2,9 @@
 //! - [`eager`]: forward, backward and burn's Adam, op by op (the CPU, `--devices`,
 //!   `--eager`);
 //! - [`replay`]: the same step captured once per batch shape and replayed with one call,
-//!   its scalars in device buffers; [`accum`] does the same for a step of several batches;
+//!   its scalars in device buffers; [`accum`] does the same for a step of several batches,
+//!   and [`ranks`] for a rank's share of a data-parallel step, the ranks' gradients summed
+//!   between the last gradient replay and the update's;
 //! - [`adam`]: the device-scalar Adam replayed steps update with, [`record`] its checkpoint
 //!   format (burn's, so either kind of run resumes the other's), [`params`] the walks over
 //!   the model's parameters it needs;
@@ -17,10 +19,14 @@
 pub mod accum;
 pub mod adam;
 pub mod eager;
+pub mod exchange;
 pub mod loss_scale;
 pub mod params;
+pub mod ranks;
 pub mod record;
 pub mod replay;
 
+#[cfg(test)]
+mod ranks_tests;
 #[cfg(test)]
 mod replay_tests;

@@ -36,6 +36,7 @@ use transduce::tokenizer::PAD;
 use transduce::train::{TeacherForced, loss};
 
 use super::adam::DeviceAdam;
+use super::exchange::Exchange;
 use crate::error::{CliError, Result};
 use crate::measure::census;
 use transduce_kernels::dropout::step_masks;
@@ -202,6 +203,11 @@ pub struct GraphTrainer {
     pub(super) flags: Tensor<1>,
     /// `--accum`: the update's graph (shared by every shape).
     pub(super) update_mode: Mode,
+    /// A rank's exchange of gradient sums with the other ranks ([`super::ranks`]), made
+    /// on its first step.
+    pub(super) exchange: Option<Exchange>,
+    /// A rank's pack of its gradient sums into the exchange's buffer, as a graph.
+    pub(super) pack_mode: Mode,
 }
 
 impl GraphTrainer {
@@ -225,6 +231,11 @@ impl GraphTrainer {
             accumulated: HashMap::new(),
             flags: Tensor::zeros([3], &device.clone().inner()),
             update_mode: match cpu {
+                true => Mode::Eager,
+                false => Mode::Warming(0),
+            },
+            exchange: None,
+            pack_mode: match cpu {
                 true => Mode::Eager,
                 false => Mode::Warming(0),
             },
@@ -263,6 +274,7 @@ impl GraphTrainer {
         let (epsilon, masks) = (self.epsilon, (!self.cpu).then_some(self.seed));
         let class = self.classes.get_mut(&shape).expect("the class was made");
         let adam = &mut self.adam;
+        let replays = self.counts.replayed;
         let driven = drive(
             &mut class.mode,
             &inner,
@@ -273,6 +285,10 @@ impl GraphTrainer {
             &mut |model| run(model, adam, &class.inputs, epsilon, masks),
         )?;
         match driven {
+            // A replay's own output copied: the run keeps the losses for many steps.
+            Driven::Ran(model, sums) if self.counts.replayed > replays => {
+                Ok((model, sums.mul_scalar(1.0)))
+            }
             Driven::Ran(model, sums) => Ok((model, sums)),
             Driven::Refused(model, why) => {
                 self.fallback = Some(why);
@@ -292,8 +308,12 @@ impl GraphTrainer {
         {
             self.fallback = Some(why);
         }
-        if self.fallback.is_some() && matches!(self.update_mode, Mode::Warming(_)) {
-            self.update_mode = Mode::Eager;
+        if self.fallback.is_some() {
+            for mode in [&mut self.update_mode, &mut self.pack_mode] {
+                if matches!(mode, Mode::Warming(_)) {
+                    *mode = Mode::Eager;
+                }
+            }
         }
     }
 
@@ -330,7 +350,7 @@ impl GraphTrainer {
             .classes
             .values_mut()
             .flat_map(|class| [&mut class.mode, &mut class.batch_mode])
-            .chain([&mut self.update_mode]);
+            .chain([&mut self.update_mode, &mut self.pack_mode]);
         for mode in modes {
             if matches!(mode, Mode::Warming(_)) {
                 *mode = Mode::Eager;
@@ -379,8 +399,9 @@ pub(super) fn drive(
             })?;
             counts.replayed += 1;
             census::note_replay(*kernels);
-            // A copy: the next replay overwrites the graph's own output.
-            Ok(Driven::Ran(model, sums.clone().mul_scalar(1.0)))
+            // The graph's own output, which its next replay overwrites: a caller keeping it
+            // longer copies it.
+            Ok(Driven::Ran(model, sums.clone()))
         }
         Mode::Warming(done) if *done + 1 == GraphTrainer::WARMUP && capture => {
             if let Err(e) = Dispatch::graph_prepare(inner.as_dispatch()) {

@@ -93,14 +93,9 @@ impl Stepper {
 }
 
 /// Why a run's steps cannot be captured as graphs, if they cannot. `--accum` is captured
-/// (each batch's gradients, then the update); the ranks of a job are not yet.
-fn graph_refusal(model: &Transformer, device: &Device, ranks: usize) -> Option<String> {
-    if ranks > 1 {
-        return Some(
-            "the ranks sum their gradients through host buffers after eager passes (graph steps with collectives are not built yet)"
-                .into(),
-        );
-    }
+/// (each batch's gradients, then the update), and so are the ranks' steps of a job (their
+/// exchange between the two).
+fn graph_refusal(model: &Transformer, device: &Device) -> Option<String> {
     uncapturable(model, is_cpu(device))
 }
 
@@ -171,7 +166,7 @@ impl Trainer<'_> {
         }
         let mut stepper = match self.graph {
             false => Stepper::Eager(optimizer),
-            true => match graph_refusal(&model, &device, ranks) {
+            true => match graph_refusal(&model, &device) {
                 Some(why) => {
                     if lead {
                         eprintln!("graph: eager steps: {why}");
@@ -319,10 +314,13 @@ impl Trainer<'_> {
                             }
                         })
                         .collect();
-                    let (next, sums) =
-                        trainer.step_group(model, &forced, group_tokens, state.step + 1, &|t| {
-                            noam.lr(t)
-                        })?;
+                    let (step, lr) = (state.step + 1, &|t| noam.lr(t));
+                    let (next, sums) = match collective {
+                        Some(c) => {
+                            trainer.step_ranked(model, &forced, group_tokens, step, lr, c)?
+                        }
+                        None => trainer.step_group(model, &forced, group_tokens, step, lr)?,
+                    };
                     // `[loss, nll]`, then the loss scale's state in half precision: the
                     // reads take each tensor's first value.
                     let scale = state
@@ -396,7 +394,7 @@ impl Trainer<'_> {
             last_checkpoint = Some(self.save(&model, &stepper, &state)?);
         }
         bar.finish_and_clear();
-        if let Stepper::Graph(trainer) = &stepper {
+        if let (Stepper::Graph(trainer), true) = (&stepper, lead) {
             let GraphCounts {
                 eager,
                 captured,
@@ -404,6 +402,11 @@ impl Trainer<'_> {
             } = trainer.counts;
             match &trainer.fallback {
                 Some(why) => eprintln!("graph: {eager} eager steps: {why}"),
+                None if ranks > 1 => eprintln!(
+                    "graph: {captured} graphs captured (each batch shape's gradients, the pack and the update), {replayed} runs replayed, {eager} eager (on each of {ranks} ranks: {} batch{}, the pack, the exchange and an update a step)",
+                    options.accum,
+                    if options.accum == 1 { "" } else { "es" }
+                ),
                 None if options.accum > 1 => eprintln!(
                     "graph: {captured} graphs captured (each batch shape's gradients, and the update), {replayed} runs replayed, {eager} eager ({} batches and an update a step)",
                     options.accum

@@ -1,0 +1,242 @@
+//! The ranks' gradient sums through NCCL on CUDA: summed in place in device memory, with
+//! no host copy, on a stream of NCCL's own.
+//!
+//! The job's host collective (TCP or MPI) still starts it: rank 0 makes NCCL's unique id
+//! and broadcasts it, and every rank joins the communicator with it. cubecl's CUDA stream
+//! is not public, so the order between its work and NCCL's is kept by the host: the
+//! device is synchronised before the all-reduce (the pack has written the buffer) and the
+//! all-reduce is waited for before the update is issued.
+//!
+//! Faults: while it waits, a rank polls NCCL's asynchronous error and the host
+//! collective's links ([`Collective::check_peers`]); a lost peer or an NCCL error aborts
+//! the communicator (which ends its kernels) and stops the rank with one line.
+
+use std::cell::{Cell, OnceCell};
+use std::ffi::c_char;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use cudarc::driver::{CudaContext, CudaStream};
+use cudarc::nccl::{result, sys};
+use transduce::burn::prelude::*;
+use transduce_kernels::address::cuda_buffer;
+
+use super::{Collective, DeviceSums};
+use crate::error::{CliError, Result};
+
+/// How often a waiting rank looks at the all-reduce, NCCL's errors and its peers.
+const POLL: Duration = Duration::from_micros(50);
+
+/// A job whose gradient sums go through NCCL, its other collectives through `host`.
+pub struct NcclJob {
+    host: Box<dyn Collective>,
+    /// The CUDA device's number.
+    ordinal: usize,
+    /// Made at the first sum, which every rank reaches together.
+    comm: OnceCell<Comm>,
+}
+
+impl NcclJob {
+    /// NCCL for the ranks of `host` on CUDA device `ordinal` (after [`NcclJob::loadable`]).
+    pub fn new(host: Box<dyn Collective>, ordinal: usize) -> Self {
+        NcclJob {
+            host,
+            ordinal,
+            comm: OnceCell::new(),
+        }
+    }
+
+    /// Whether the NCCL library loads (cudarc panics where it does not).
+    pub fn loadable() -> Result<()> {
+        let names = ["libnccl.so.2", "libnccl.so"];
+        // SAFETY: loading NCCL runs no initialisation with side effects beyond its own.
+        let found = names
+            .iter()
+            .any(|name| unsafe { libloading::Library::new(name) }.is_ok());
+        match found {
+            true => Ok(()),
+            false => Err(CliError::Usage(
+                "NCCL (libnccl.so.2) is not on the library path: install NVIDIA's libnccl2, or put PyTorch's nvidia/nccl/lib in LD_LIBRARY_PATH".into(),
+            )),
+        }
+    }
+
+    fn comm(&self) -> Result<&Comm> {
+        if let Some(comm) = self.comm.get() {
+            return Ok(comm);
+        }
+        let comm = Comm::join(&*self.host, self.ordinal)?;
+        Ok(self.comm.get_or_init(|| comm))
+    }
+}
+
+impl Collective for NcclJob {
+    fn rank(&self) -> usize {
+        self.host.rank()
+    }
+    fn world(&self) -> usize {
+        self.host.world()
+    }
+    fn all_reduce_sum(&self, values: &mut [f32]) -> Result<()> {
+        self.host.all_reduce_sum(values)
+    }
+    fn broadcast(&self, bytes: &mut Vec<u8>) -> Result<()> {
+        self.host.broadcast(bytes)
+    }
+    fn check_peers(&self) -> Result<()> {
+        self.host.check_peers()
+    }
+    fn device_sums(&self) -> Option<&dyn DeviceSums> {
+        Some(self)
+    }
+}
+
+impl DeviceSums for NcclJob {
+    fn all_reduce_in_place(&self, values: &Tensor<1>) -> Result<()> {
+        let comm = self.comm()?;
+        // The pack's writes first: they are on cubecl's stream, which NCCL's does not see.
+        values.device().sync().map_err(|e| {
+            CliError::Usage(format!("the device failed before the gradient sums: {e:?}"))
+        })?;
+        let buffer = cuda_buffer(values).map_err(|e| CliError::Usage(format!("NCCL: {e}")))?;
+        comm.context.bind_to_thread().map_err(cuda_error)?;
+        let address = buffer.address as *mut std::ffi::c_void;
+        // SAFETY: `buffer` holds `len` f32 values on this communicator's device and stays
+        // allocated until the all-reduce is waited for below.
+        unsafe {
+            result::all_reduce(
+                address,
+                address,
+                buffer.len,
+                sys::ncclDataType_t::ncclFloat32,
+                sys::ncclRedOp_t::ncclSum,
+                comm.comm,
+                comm.stream.cu_stream() as sys::cudaStream_t,
+            )
+        }
+        .map_err(|e| comm.failed(&format!("the all-reduce did not start: {e:?}")))?;
+        comm.wait(&*self.host)?;
+        drop(buffer);
+        Ok(())
+    }
+}
+
+/// An NCCL communicator, its device's context and its stream.
+struct Comm {
+    comm: sys::ncclComm_t,
+    /// Aborted after a fault: not to be destroyed again.
+    aborted: Cell<bool>,
+    context: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+}
+
+impl Comm {
+    /// Every rank of `host` joins one communicator on CUDA device `ordinal`: rank 0's
+    /// unique id, broadcast over the host collective.
+    fn join(host: &dyn Collective, ordinal: usize) -> Result<Comm> {
+        let context = CudaContext::new(ordinal).map_err(cuda_error)?;
+        context.bind_to_thread().map_err(cuda_error)?;
+        let mut id = match host.leads() {
+            true => {
+                let id = result::get_uniqueid().map_err(|e| nccl_error("ncclGetUniqueId", e))?;
+                id.internal.iter().map(|&c| c as u8).collect()
+            }
+            false => Vec::new(),
+        };
+        host.broadcast(&mut id)?;
+        let mut internal = [0 as c_char; 128];
+        if id.len() != internal.len() {
+            return Err(CliError::Usage(format!(
+                "NCCL: rank 0 sent an id of {} bytes, not {}",
+                id.len(),
+                internal.len()
+            )));
+        }
+        for (to, from) in internal.iter_mut().zip(&id) {
+            *to = *from as c_char;
+        }
+        let mut comm = std::ptr::null_mut();
+        // SAFETY: `comm` receives the communicator; every rank passes the same id.
+        unsafe {
+            result::comm_init_rank(
+                &mut comm,
+                host.world() as i32,
+                sys::ncclUniqueId { internal },
+                host.rank() as i32,
+            )
+        }
+        .map_err(|e| nccl_error("ncclCommInitRank", e))?;
+        let stream = context.new_stream().map_err(cuda_error)?;
+        Ok(Comm {
+            comm,
+            aborted: Cell::new(false),
+            context,
+            stream,
+        })
+    }
+
+    /// Waits for the work on NCCL's stream, polling NCCL's asynchronous error and the
+    /// host's links; a fault aborts the communicator.
+    fn wait(&self, host: &dyn Collective) -> Result<()> {
+        let started = Instant::now();
+        let mut next_check = started;
+        loop {
+            // SAFETY: the stream is this communicator's own, alive while `self` is.
+            match unsafe { cudarc::driver::sys::cuStreamQuery(self.stream.cu_stream()) } {
+                cudarc::driver::sys::CUresult::CUDA_SUCCESS => return Ok(()),
+                cudarc::driver::sys::CUresult::CUDA_ERROR_NOT_READY => {}
+                e => return Err(self.failed(&format!("the all-reduce's stream: {e:?}"))),
+            }
+            let mut state = sys::ncclResult_t::ncclSuccess;
+            // SAFETY: a live communicator; `state` receives its error.
+            unsafe { sys::ncclCommGetAsyncError(self.comm, &mut state) }
+                .result()
+                .map_err(|e| self.failed(&format!("ncclCommGetAsyncError: {e:?}")))?;
+            if state != sys::ncclResult_t::ncclSuccess && state != sys::ncclResult_t::ncclInProgress
+            {
+                return Err(self.failed(&format!("NCCL reports {state:?}")));
+            }
+            // The host links cost a system call: once a second is enough.
+            if Instant::now() >= next_check {
+                if let Err(lost) = host.check_peers() {
+                    let _ = self.failed("");
+                    return Err(lost);
+                }
+                next_check = Instant::now() + Duration::from_secs(1);
+            }
+            std::thread::sleep(POLL);
+        }
+    }
+
+    /// Aborts the communicator (its kernels end) and says what failed.
+    fn failed(&self, what: &str) -> CliError {
+        if !self.aborted.replace(true) {
+            // SAFETY: a live communicator, not used again: the rank stops.
+            let _ = unsafe { result::comm_abort(self.comm) };
+        }
+        CliError::Usage(format!(
+            "NCCL: {what}; stopping this rank (NCCL_DEBUG=WARN says more; the last checkpoint resumes the run)"
+        ))
+    }
+}
+
+impl Drop for Comm {
+    fn drop(&mut self) {
+        if !self.aborted.get() {
+            // SAFETY: the communicator is not used after this; a failure leaves nothing
+            // to do.
+            let _ = unsafe { result::comm_destroy(self.comm) };
+        }
+    }
+}
+
+fn cuda_error(e: cudarc::driver::DriverError) -> CliError {
+    CliError::Usage(format!("NCCL: CUDA: {e:?}"))
+}
+
+fn nccl_error(call: &str, e: result::NcclError) -> CliError {
+    CliError::Usage(format!(
+        "NCCL: {call} failed ({:?}); NCCL_DEBUG=INFO says why",
+        e.0
+    ))
+}
