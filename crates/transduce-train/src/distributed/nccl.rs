@@ -165,7 +165,13 @@ impl Comm {
                 host.rank() as i32,
             )
         }
-        .map_err(|e| nccl_error("ncclCommInitRank", e))?;
+        .map_err(|e| {
+            // NCCL refuses two ranks of one communicator on one GPU.
+            CliError::Usage(format!(
+                "NCCL: ncclCommInitRank failed ({:?}); NCCL takes one GPU per rank (ranks sharing a GPU need --exchange host); NCCL_DEBUG=INFO says why",
+                e.0
+            ))
+        })?;
         let stream = context.new_stream().map_err(cuda_error)?;
         Ok(Comm {
             comm,
