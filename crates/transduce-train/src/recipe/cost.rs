@@ -28,16 +28,18 @@ const SMALL_PARAMS: f64 = 7.6e6;
 /// stage) and about 3,500 for 4,000 (Multi30k, recipes/table3.toml).
 const TARGET_FILL: f64 = 0.88;
 
-/// Seconds a stage may take from where it stands, and how that was estimated.
-pub fn estimate(
+/// Seconds a stage may take from where it stands, and how that was estimated. `spec_of`
+/// gives any planned stage's spec (`node`'s is `spec_of(node)`).
+pub fn estimate<'a>(
     plan: &Plan,
-    spec: &Spec,
+    spec_of: &dyn Fn(usize) -> &'a Spec,
     state: &State,
     node: usize,
 ) -> Option<(f64, &'static str)> {
     if *state == State::Done {
         return Some((0.0, "done"));
     }
+    let spec = spec_of(node);
     let smoke = plan.context.scale == Scale::Smoke;
     match spec {
         Spec::Train {
@@ -61,7 +63,10 @@ pub fn estimate(
             } else {
                 match (options.get("preset"), init) {
                     (Some(toml::Value::String(p)), _) => preset_params(p)?,
-                    (None, Some(m)) => model_params(m)?,
+                    // A start not built yet has the architecture of the stage that makes it.
+                    (None, Some(m)) => {
+                        model_params(m).or_else(|| planned_params(plan, spec_of, node))?
+                    }
                     _ => preset_params("base")?,
                 }
             };
@@ -198,6 +203,55 @@ fn preset_params(name: &str) -> Option<f64> {
     let mut config = ModelConfig::preset(name).ok()?;
     config.vocab_size = 8000;
     Some(config.num_params() as f64)
+}
+
+/// The parameters of the model `node` starts from, before it is built: walked back through
+/// the stages that make it (an average or export of a run, a run continued from another) to
+/// the first that names its architecture (a preset, a Table 3 row) or whose model is
+/// already built.
+fn planned_params<'a>(
+    plan: &Plan,
+    spec_of: &dyn Fn(usize) -> &'a Spec,
+    node: usize,
+) -> Option<f64> {
+    let mut seen = vec![false; plan.nodes.len()];
+    let mut next = Some(node);
+    while let Some(n) = next.take() {
+        if std::mem::replace(&mut seen[n], true) {
+            return None;
+        }
+        let made_by = |field: Option<&str>| {
+            plan.nodes[n]
+                .deps
+                .iter()
+                .find(|(_, f)| field.is_none_or(|name| f == name))
+                .map(|(d, _)| *d)
+        };
+        if n != node
+            && let Spec::Train { options, row, .. } = spec_of(n)
+        {
+            if let Some(row) = row {
+                return Some(row.model.clone().with_vocab(8000).num_params() as f64);
+            }
+            if let Some(toml::Value::String(p)) = options.get("preset") {
+                return preset_params(p);
+            }
+        }
+        next = match spec_of(n) {
+            Spec::Train { init: Some(m), .. } if n != node => {
+                if let Some(params) = model_params(m) {
+                    return Some(params);
+                }
+                made_by(Some("init"))
+            }
+            Spec::Train { .. } if n == node => made_by(Some("init")),
+            // A stage of the default architecture (`base`).
+            Spec::Train { .. } => return preset_params("base"),
+            // An average, export or selection: the model of its first input.
+            _ => made_by(None),
+        };
+    }
+    None
 }
 
 /// A bundle's or run's parameter count, where it exists already.

@@ -113,7 +113,7 @@ pub fn run(request: RunRequest) -> Result<()> {
         );
         for (i, (&n, s)) in order.iter().zip(&states).enumerate() {
             let (_, stage) = plan.stage_of(n);
-            let cost = cost::estimate(&plan, spec(n), s, n);
+            let cost = cost::estimate(&plan, &spec, s, n);
             total += cost.map_or(0.0, |c| c.0);
             let cost = match cost {
                 Some((_, "done")) => "-".to_string(),

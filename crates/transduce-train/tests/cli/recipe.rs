@@ -122,6 +122,41 @@ sets = [{{ name = "toy_test", src = "{src}", ref = "{tgt}" }}]
     path
 }
 
+/// `--dry-run` estimates a run that starts from a model no stage has built yet: its
+/// architecture is the one of the run it continues (through the average), so its cost is
+/// that run's for as many steps.
+#[test]
+fn dry_run_estimates_a_run_started_from_a_model_not_yet_built() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let recipe = toy_recipe(dir, 120);
+    let mut text = std::fs::read_to_string(&recipe).unwrap();
+    text.push_str(
+        "\n[[stage]]\nname = \"more\"\nkind = \"train\"\ndata = \"@data\"\ninit = \"@average\"\nmax_tokens = 400\nmax_steps = 120\n",
+    );
+    std::fs::write(&recipe, text).unwrap();
+    let work = dir.join("work");
+    let plan = run(&[
+        "recipe",
+        "run",
+        s(&recipe),
+        "--work",
+        s(&work),
+        "--data",
+        s(dir),
+        "--dry-run",
+    ]);
+    let cost = |stage: &str| -> String {
+        let line = plan
+            .lines()
+            .find(|l| l.contains(&format!(" {stage} ")) && l.contains("to do"))
+            .unwrap_or_else(|| panic!("no stage {stage}: {plan}"));
+        line.rsplit("  ").next().unwrap().trim().to_string()
+    };
+    assert!(cost("more").starts_with('≈'), "{plan}");
+    assert_eq!(cost("more"), cost("run"), "{plan}");
+}
+
 #[test]
 fn recipe_stopped_mid_training_resumes_and_skips_what_is_done() {
     let tmp = tempfile::tempdir().unwrap();

@@ -20,6 +20,7 @@ use super::exchange::Exchange;
 use super::replay::{Driven, GraphTrainer, drive};
 use crate::distributed::{Collective, DeviceSums};
 use crate::error::{CliError, Result};
+use crate::measure::census;
 
 impl GraphTrainer {
     /// One optimizer step of a data-parallel job, as rank `collective.rank()`: the
@@ -81,7 +82,7 @@ impl GraphTrainer {
                 let (model, total) = self.accumulate_batches(model, share, tokens, group)?;
                 let model = self.pack(model)?;
                 let flat = self.exchange.as_ref().expect("made before").flat.clone();
-                (model, read(flat.slice(0..n), total)?)
+                (model, read(flat, n, total)?)
             }
         };
         collective.all_reduce_sum(&mut values)?;
@@ -181,14 +182,16 @@ impl GraphTrainer {
     }
 }
 
-/// The buffer's values followed by the loss sums `[loss, nll]`, in one read.
-fn read(flat: Tensor<1>, total: Tensor<1>) -> Result<Vec<f32>> {
+/// The buffer's first `n` values (the gradients) followed by the loss sums `[loss, nll]`,
+/// in one read. The whole buffer is read: a slice of it would be copied first, a launch.
+fn read(flat: Tensor<1>, n: usize, total: Tensor<1>) -> Result<Vec<f32>> {
     fn failed(e: impl std::fmt::Debug) -> CliError {
         CliError::Usage(format!("reading the gradient sums failed: {e:?}"))
     }
+    census::note_read();
     let mut data = Transaction::default()
         .register(flat)
-        .register(total.slice(0..2))
+        .register(total)
         .try_execute()
         .map_err(failed)?
         .into_iter();
@@ -197,6 +200,7 @@ fn read(flat: Tensor<1>, total: Tensor<1>) -> Result<Vec<f32>> {
         read.try_into_vec_as::<f32>().map_err(failed)
     };
     let mut values = next()?;
-    values.extend(next()?);
+    values.truncate(n);
+    values.extend(next()?.into_iter().take(2));
     Ok(values)
 }
