@@ -203,17 +203,23 @@ fn wgpu_device(index: usize) -> Result<Device> {
     Ok(device)
 }
 
+/// Whether one of `names` loads as a shared library: cudarc loads the NVIDIA libraries on
+/// first use and panics where one is missing, so callers look first.
+#[cfg(feature = "cuda")]
+pub(crate) fn library_loads(names: &[&str]) -> bool {
+    // SAFETY: loading a library runs its initialisers, as cudarc's own load would a moment
+    // later.
+    names
+        .iter()
+        .any(|name| unsafe { libloading::Library::new(name) }.is_ok())
+}
+
 #[cfg(feature = "cuda")]
 fn cuda(index: usize) -> Result<Device> {
     // cudarc loads the driver library on first use and panics in a worker thread when it
     // is missing: look for it first, so a machine without one gets an error.
     const DRIVER: [&str; 2] = ["libcuda.so.1", "libcuda.so"];
-    // SAFETY: loading the NVIDIA driver library runs its initialisers, as cudarc's own
-    // load would a moment later.
-    let found = DRIVER
-        .iter()
-        .any(|name| unsafe { libloading::Library::new(name) }.is_ok());
-    if !found {
+    if !library_loads(&DRIVER) {
         return Err(CliError::Usage(format!(
             "--backend cuda: no NVIDIA driver here ({} not found); \
              CUDA needs an NVIDIA GPU and its driver",

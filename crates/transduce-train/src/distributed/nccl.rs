@@ -48,12 +48,7 @@ impl NcclJob {
 
     /// Whether the NCCL library loads (cudarc panics where it does not).
     pub fn loadable() -> Result<()> {
-        let names = ["libnccl.so.2", "libnccl.so"];
-        // SAFETY: loading NCCL runs no initialisation with side effects beyond its own.
-        let found = names
-            .iter()
-            .any(|name| unsafe { libloading::Library::new(name) }.is_ok());
-        match found {
+        match crate::backend::library_loads(&["libnccl.so.2", "libnccl.so"]) {
             true => Ok(()),
             false => Err(CliError::Usage(
                 "NCCL (libnccl.so.2) is not on the library path: install NVIDIA's libnccl2, or put PyTorch's nvidia/nccl/lib in LD_LIBRARY_PATH".into(),

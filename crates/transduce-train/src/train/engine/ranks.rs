@@ -79,8 +79,7 @@ impl GraphTrainer {
         let (model, mut values) = match share.is_empty() {
             true => (model, vec![0.0; n + 2]),
             false => {
-                let (model, total) = self.accumulate_batches(model, share, tokens, group)?;
-                let model = self.pack(model)?;
+                let (model, total) = self.run_share(model, share, tokens, group)?;
                 let flat = self.exchange.as_ref().expect("made before").flat.clone();
                 (model, read(flat, n, total)?)
             }
@@ -115,8 +114,7 @@ impl GraphTrainer {
                 model
             }
             false => {
-                let (model, total) = self.accumulate_batches(model, share, tokens, group)?;
-                let model = self.pack(model)?;
+                let (model, total) = self.run_share(model, share, tokens, group)?;
                 let exchange = self.exchange.as_mut().expect("made before");
                 exchange
                     .flat
@@ -128,6 +126,20 @@ impl GraphTrainer {
         sums.all_reduce_in_place(flat)?;
         // A copy: the next step writes the buffer.
         Ok((model, flat.clone().slice(n..n + 2).mul_scalar(1.0)))
+    }
+
+    /// This rank's `share` of a group of `group` batches: its gradients summed on the
+    /// device, then packed into the exchange's buffer. Returns the model and the share's
+    /// `[loss, nll]`.
+    fn run_share(
+        &mut self,
+        model: Transformer,
+        share: &[(usize, &TeacherForced)],
+        tokens: usize,
+        group: usize,
+    ) -> Result<(Transformer, Tensor<1>)> {
+        let (model, total) = self.accumulate_batches(model, share, tokens, group)?;
+        Ok((self.pack(model)?, total))
     }
 
     /// Copies every parameter's gradient sum into the exchange's buffer, in its layout's

@@ -9,12 +9,10 @@ use transduce::train::TeacherForced;
 
 use super::adam::DeviceAdam;
 use super::replay::{GraphCounts, GraphTrainer};
-use crate::data::batch::Batch;
-use crate::data::shape::pad_to_shape;
+use super::replay_tests::padded_group;
 use crate::distributed::Collective;
 use crate::distributed::tcp::TcpWorld;
 use crate::measure::census::{Census, StepCensus};
-use crate::train::batches::teacher_forced;
 use crate::train::read::read_scalars;
 use crate::train::tests::{gpu_lock, reversal_pairs, tiny_start, wgpu_device};
 
@@ -101,22 +99,7 @@ fn ranks_replay_bit_for_bit_like_one_process_accumulating_on_wgpu() {
     // Dropout on: the masks are drawn on the device from each batch's place in the group.
     start.0.dropout = 0.1;
     let pairs = reversal_pairs(5, (0..7).map(|n| if n < 4 { 4 + n % 2 } else { 7 + n % 2 }));
-    let shapes: [(Batch, (usize, usize)); 2] =
-        [((0..4).collect(), (4, 6)), ((4..7).collect(), (4, 9))];
-    let group: Vec<TeacherForced> = shapes
-        .iter()
-        .map(|(batch, shape)| pad_to_shape(teacher_forced(&pairs, batch), *shape))
-        .collect();
-    let tokens = shapes
-        .iter()
-        .map(|(batch, _)| {
-            teacher_forced(&pairs, batch)
-                .outputs
-                .iter()
-                .map(Vec::len)
-                .sum::<usize>()
-        })
-        .sum();
+    let (group, tokens) = padded_group(&pairs);
 
     let ((one, one_w, counts), _) = run(&start, &device, &group, tokens, true, None);
     assert_eq!(counts.captured, 3, "{counts:?}");

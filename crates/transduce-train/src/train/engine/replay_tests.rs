@@ -11,9 +11,10 @@ use super::adam::DeviceAdam;
 use super::loss_scale::LossScale;
 use super::replay::{GraphCounts, GraphTrainer, uncapturable};
 use crate::data::batch::Batch;
+use crate::data::cache::Pairs;
 use crate::data::shape::pad_to_shape;
 use crate::measure::census::{Census, StepCensus};
-use crate::train::batches::teacher_forced;
+use crate::train::batches::{target_tokens, teacher_forced};
 use crate::train::read::read_scalars;
 use crate::train::tests::{
     gpu_lock, losses, losses_scaled, reversal_pairs, tiny_start, wgpu_device,
@@ -26,6 +27,18 @@ fn batches() -> Vec<(Batch, (usize, usize))> {
     let short: Batch = (0..4).collect();
     let long: Batch = (4..7).collect();
     vec![(short, (4, 6)), (long, (4, 9))]
+}
+
+/// [`batches`] of `pairs` as one step's group, each padded to its shape, and the group's
+/// target tokens.
+pub(super) fn padded_group(pairs: &Pairs) -> (Vec<TeacherForced>, usize) {
+    let shapes = batches();
+    let forced = shapes
+        .iter()
+        .map(|(batch, shape)| pad_to_shape(teacher_forced(pairs, batch), *shape))
+        .collect();
+    let tokens = shapes.iter().map(|(b, _)| target_tokens(pairs, b)).sum();
+    (forced, tokens)
 }
 
 fn lr(step: u64) -> f64 {
@@ -141,20 +154,7 @@ fn accumulated_replays_equal_eager_accumulation_on_wgpu() {
     let start = tiny_start(8);
     let pairs = reversal_pairs(3, (0..7).map(|n| if n < 4 { 4 + n % 2 } else { 7 + n % 2 }));
     let shapes = batches();
-    let forced: Vec<TeacherForced> = shapes
-        .iter()
-        .map(|(batch, shape)| pad_to_shape(teacher_forced(&pairs, batch), *shape))
-        .collect();
-    let tokens: usize = shapes
-        .iter()
-        .map(|(batch, _)| {
-            teacher_forced(&pairs, batch)
-                .outputs
-                .iter()
-                .map(Vec::len)
-                .sum::<usize>()
-        })
-        .sum();
+    let (forced, tokens) = padded_group(&pairs);
     let run = |capture: bool| {
         let ad = device.clone().autodiff();
         let (config, weights) = &start;
