@@ -16,6 +16,9 @@ ensure_apt mesa-vulkan-drivers chromium
 # Open MPI, for the data-parallel ranks' tests (`--features transduce-train/mpi`: mpirun
 # starts the ranks); libclang generates the MPI bindings at build time.
 ensure_apt libopenmpi-dev openmpi-bin libclang-dev
+# CTranslate2 in a virtual environment: a recipe's `ct2 = true` export (cargo test) and the
+# check of the shipped translators below both run it.
+ensure_ct2 && export TRANSDUCE_CT2_PYTHON="$CT2_PYTHON"
 # Autotune's first call per shape benchmarks every kernel variant, ~15 s per shape on a
 # CPU-emulated device: the wgpu tests check results, not speed, so they tune minimally.
 export CUBECL_AUTOTUNE_LEVEL=${CUBECL_AUTOTUNE_LEVEL:-minimal}

@@ -16,7 +16,7 @@ use super::format::Scale;
 use super::plan::{Model, Plan};
 use super::spec::Spec;
 use super::stage::SMOKE_EVAL_LINES;
-use super::state::{State, target_steps};
+use super::state::State;
 
 /// Target tokens a second `small` (7.6M parameters) trains at on this 2-core CPU
 /// (docs/BENCHMARKS.md, release build); other models in inverse proportion to size.
@@ -43,15 +43,29 @@ pub fn estimate<'a>(
     let smoke = plan.context.scale == Scale::Smoke;
     match spec {
         Spec::Train {
-            options, init, row, ..
+            options,
+            init,
+            row,
+            continues,
+            ..
         } => {
-            let target = target_steps(spec, plan.context.scale);
+            let target = spec.target_steps(plan.context.scale);
+            let continued = || {
+                let source = plan.nodes[node]
+                    .deps
+                    .iter()
+                    .find(|(_, f)| f == "continues")?;
+                Some(spec_of(source.0).target_steps(plan.context.scale))
+            };
             let from = match state {
                 State::Resume(step) => *step,
-                _ => 0,
+                _ => continued().unwrap_or(0),
             };
             let dir = &plan.nodes[node].dir;
-            if let Some(per_step) = measured_seconds_per_step(dir) {
+            // A continued run, not begun, steps as the run it continues did.
+            if let Some(per_step) = measured_seconds_per_step(dir)
+                .or_else(|| continues.as_deref().and_then(measured_seconds_per_step))
+            {
                 return Some(((target - from.min(target)) as f64 * per_step, "measured"));
             }
             let params = if let Some(row) = row {
@@ -238,6 +252,9 @@ fn planned_params<'a>(
             }
         }
         next = match spec_of(n) {
+            Spec::Train {
+                continues: Some(_), ..
+            } => made_by(Some("continues")),
             Spec::Train { init: Some(m), .. } if n != node => {
                 if let Some(params) = model_params(m) {
                     return Some(params);

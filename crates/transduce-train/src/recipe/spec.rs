@@ -81,12 +81,19 @@ pub enum Spec {
         /// The trainer's options as the recipe gives them (`max_steps = 4000`, …).
         options: BTreeMap<String, toml::Value>,
         max_steps: u64,
-        /// A row of Table 3 (`row`, at `width_divisor`): the runner writes its model
+        /// A row of Table 3 (`row`, at `width_divisor` and `depth_divisor`): the runner writes its model
         /// config into the stage's folder and trains it with `--config`.
         row: Option<Row>,
         /// `--precision` when `recipe run --backend` is a GPU (the CPU trains in f32 only):
         /// a stage that ran in bf16 on a GPU keeps its setting and still runs on a CPU.
         gpu_precision: Option<String>,
+        /// The run this one continues (`continues = "@stage"`): the runner copies its
+        /// folder into this stage's and resumes it to `max_steps`, with the run's own
+        /// settings (the other fields above are that run's), as a stopped run resumes.
+        continues: Option<PathBuf>,
+        /// How many runs this one continues through `continues` (0: a run of its own). At
+        /// scale `smoke` each run of such a chain trains 2 steps past the one before.
+        chain: u64,
     },
     Average {
         /// A run's newest `last` checkpoints, or else these weights (a soup).
@@ -312,6 +319,74 @@ impl Spec {
                     max_len: count("max_len")?,
                 })
             }
+            Kind::Train if stage.fields.contains_key("continues") => {
+                // Only the stop may change: the rest is the continued run's own.
+                if let Some(key) = stage
+                    .fields
+                    .keys()
+                    .find(|k| !matches!(k.as_str(), "continues" | "max_steps"))
+                {
+                    return Err(err(
+                        key,
+                        "a continued run keeps the settings of the run it continues \
+                         (`continues` and `max_steps` only)"
+                            .into(),
+                    ));
+                }
+                let source = match plan.single(node, "continues")? {
+                    Input::Stage(r) if r.sub.is_none() => {
+                        match plan.reference_output(node, "continues", &r)? {
+                            Output::Run(_) => plan.target(node, &r),
+                            other => {
+                                return Err(plan.expected(
+                                    node,
+                                    "continues",
+                                    "a train stage",
+                                    &other,
+                                ));
+                            }
+                        }
+                    }
+                    _ => None,
+                };
+                let Some(source) = source else {
+                    return Err(err("continues", "expected `@stage`, a train stage".into()));
+                };
+                let Spec::Train {
+                    data,
+                    init,
+                    mut options,
+                    max_steps: from,
+                    row,
+                    gpu_precision,
+                    chain,
+                    ..
+                } = Spec::read(plan, source)?
+                else {
+                    unreachable!("a stage whose output is a run is a train stage")
+                };
+                let max_steps = match get("max_steps") {
+                    Some(toml::Value::Integer(n)) if *n > 0 && *n as u64 > from => *n as u64,
+                    Some(v) => {
+                        return Err(err(
+                            "max_steps",
+                            format!("{v} does not pass the {from} steps of the run it continues"),
+                        ));
+                    }
+                    None => return Err(plan.missing(node, "max_steps")),
+                };
+                options.insert("max_steps".into(), toml::Value::Integer(max_steps as i64));
+                Spec::Train {
+                    data,
+                    init,
+                    options,
+                    max_steps,
+                    row,
+                    gpu_precision,
+                    continues: Some(plan.nodes[source].dir.clone()),
+                    chain: chain + 1,
+                }
+            }
             Kind::Train => {
                 let data = match plan.single(node, "data")? {
                     Input::Path(p) => p,
@@ -333,8 +408,10 @@ impl Spec {
                 };
                 let row = match get("row") {
                     None => {
-                        if stage.fields.contains_key("width_divisor") {
-                            return Err(err("width_divisor", "it divides a `row`'s widths".into()));
+                        for f in ["width_divisor", "depth_divisor"] {
+                            if stage.fields.contains_key(f) {
+                                return Err(err(f, "it divides a `row`'s model".into()));
+                            }
                         }
                         None
                     }
@@ -345,9 +422,12 @@ impl Spec {
                             }
                         }
                         let divisor = count("width_divisor")?.unwrap_or(1);
-                        let model = super::row::model(name, divisor).map_err(|m| {
+                        let depth = count("depth_divisor")?.unwrap_or(1);
+                        let model = super::row::model(name, divisor, depth).map_err(|m| {
                             let field = if m.contains("not a row") {
                                 "row"
+                            } else if m.contains("depth_divisor") {
+                                "depth_divisor"
                             } else {
                                 "width_divisor"
                             };
@@ -372,7 +452,12 @@ impl Spec {
                     .filter(|(k, _)| {
                         !matches!(
                             k.as_str(),
-                            "data" | "init" | "row" | "width_divisor" | "gpu_precision"
+                            "data"
+                                | "init"
+                                | "row"
+                                | "width_divisor"
+                                | "depth_divisor"
+                                | "gpu_precision"
                         )
                     })
                     .map(|(k, f)| (k.clone(), f.value.clone()))
@@ -407,6 +492,8 @@ impl Spec {
                     max_steps,
                     row,
                     gpu_precision,
+                    continues: None,
+                    chain: 0,
                 };
                 // The trainer's own parser checks every option, at both scales.
                 for scale in [Scale::Full, Scale::Smoke] {
@@ -710,6 +797,16 @@ impl Spec {
         }
     }
 
+    /// The step a train stage stops at, at a scale (0 for the other kinds).
+    pub fn target_steps(&self, scale: Scale) -> u64 {
+        match (self, scale) {
+            (Spec::Train { chain, .. }, Scale::Smoke) => 2 * (chain + 1),
+            (_, Scale::Smoke) => 2,
+            (Spec::Train { max_steps, .. }, _) => *max_steps,
+            _ => 0,
+        }
+    }
+
     /// `transduce train`'s arguments for this stage (a train stage), at a scale.
     pub fn train_args(&self, out: &Path, scale: Scale, resume: bool) -> Vec<String> {
         let Spec::Train {
@@ -725,9 +822,11 @@ impl Spec {
         };
         let mut options = options.clone();
         if scale == Scale::Smoke {
-            // Tiny steps: two of them, a checkpoint each, small batches; the tiny preset
-            // for a model from scratch (one from --init keeps its architecture).
-            options.insert("max_steps".into(), toml::Value::Integer(2));
+            // Tiny steps: two of them (two more for each run continued), a checkpoint
+            // each, small batches; the tiny preset for a model from scratch (one from
+            // --init keeps its architecture).
+            let steps = self.target_steps(scale);
+            options.insert("max_steps".into(), toml::Value::Integer(steps as i64));
             options.insert("checkpoint_steps".into(), toml::Value::Integer(1));
             options.remove("max_minutes");
             options.remove("max_epochs");

@@ -102,8 +102,19 @@ pub fn run(plan: &Plan, node: usize, spec: &Spec, resume: bool, options: &Option
             cmd::prepare::run(Argv::<PrepareCmd>::read(&args)?)
         }
         Spec::Train {
-            row, gpu_precision, ..
+            row,
+            gpu_precision,
+            continues,
+            ..
         } => {
+            // A continued run starts as the run it continues, stopped: its folder, resumed.
+            let resume = match continues {
+                Some(source) if !resume => {
+                    copy_run(source, &dir)?;
+                    true
+                }
+                _ => resume,
+            };
             if let Some(row) = row
                 && !resume
             {
@@ -787,14 +798,53 @@ fn round2(x: f64) -> f64 {
     (x * 100.0).round() / 100.0
 }
 
+/// A copy of training run `from` in `to`, the run's file last (a copy cut short leaves no
+/// run to resume, so the stage starts again). Checkpoints are hard links where the file
+/// system allows: the trainer writes a checkpoint once and deletes it whole.
+fn copy_run(from: &Path, to: &Path) -> Result<()> {
+    fn copy_dir(from: &Path, to: &Path, link: bool) -> Result<()> {
+        std::fs::create_dir_all(to).map_err(io(to))?;
+        for entry in std::fs::read_dir(from).map_err(io(from))? {
+            let entry = entry.map_err(io(from))?;
+            let (src, dst) = (entry.path(), to.join(entry.file_name()));
+            let name = entry.file_name();
+            if name == train::RUN_FILE || name == super::state::MARKER_FILE {
+                continue;
+            }
+            if entry.file_type().map_err(io(&src))?.is_dir() {
+                copy_dir(&src, &dst, link || name == "checkpoints")?;
+            } else if !(link && std::fs::hard_link(&src, &dst).is_ok()) {
+                std::fs::copy(&src, &dst).map_err(io(&src))?;
+            }
+        }
+        Ok(())
+    }
+    let run = from.join(train::RUN_FILE);
+    if !run.exists() {
+        return Err(CliError::Usage(format!(
+            "{} holds no training run to continue",
+            from.display()
+        )));
+    }
+    copy_dir(from, to, false)?;
+    std::fs::copy(&run, to.join(train::RUN_FILE)).map_err(io(&run))?;
+    eprintln!("continuing the run in {}", from.display());
+    Ok(())
+}
+
 /// The CTranslate2 model of a bundle, by `scripts/ct2.py export` (CTranslate2's own
 /// converter API); its Python is `TRANSDUCE_CT2_PYTHON`, else the one `scripts/test.sh`
 /// installs, else `python3`.
 fn ct2_export(plan: &Plan, bundle: &Path, out: &Path) -> Result<()> {
-    let recipe_dir = plan.recipes[0].dir();
+    // The checkout the recipe is in, else the one the command runs in, else the one this
+    // binary was built from.
+    let recipe_dir = std::path::absolute(plan.recipes[0].dir()).unwrap_or_default();
+    let cwd = std::env::current_dir().unwrap_or_default();
+    let built_from = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let script = recipe_dir
         .ancestors()
-        .chain(Path::new(".").ancestors())
+        .chain(cwd.ancestors())
+        .chain([built_from.as_path()])
         .map(|d| d.join("scripts/ct2.py"))
         .find(|p| p.exists())
         .ok_or_else(|| {

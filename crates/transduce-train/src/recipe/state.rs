@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{CliError, Result, io};
 use crate::{fsutil, prepared, train};
 
-use super::format::{Kind, Scale};
+use super::format::Kind;
 use super::plan::{Output, Plan};
 use super::spec::Spec;
 
@@ -107,15 +107,6 @@ pub fn input_ids(plan: &Plan, node: usize, pending: &[bool]) -> Option<BTreeMap<
     Some(ids)
 }
 
-/// The step a train stage stops at, at the plan's scale.
-pub fn target_steps(spec: &Spec, scale: Scale) -> u64 {
-    match (spec, scale) {
-        (_, Scale::Smoke) => 2,
-        (Spec::Train { max_steps, .. }, _) => *max_steps,
-        _ => 0,
-    }
-}
-
 /// Where stage `node` stands; `pending[n]` says whether stage n will run before it.
 pub fn state(plan: &Plan, node: usize, spec: &Spec, pending: &[bool]) -> Result<State> {
     let dir = &plan.nodes[node].dir;
@@ -168,7 +159,7 @@ pub fn state(plan: &Plan, node: usize, spec: &Spec, pending: &[bool]) -> Result<
             return Ok(State::Redo("it stopped before its first checkpoint".into()));
         };
         return Ok(
-            if step >= target_steps(spec, plan.context.scale) && marker.done {
+            if step >= spec.target_steps(plan.context.scale) && marker.done {
                 State::Done
             } else {
                 State::Resume(step)

@@ -122,6 +122,198 @@ sets = [{{ name = "toy_test", src = "{src}", ref = "{tgt}" }}]
     path
 }
 
+/// A train stage that `continues` another: the run's folder copied and resumed, so it ends
+/// where an uninterrupted run of that many steps ends (bit for bit), the run it continues
+/// is left as it was, and its plan and smoke steps count from that run.
+#[test]
+fn a_continued_run_equals_one_run_of_all_its_steps() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let recipe = toy_recipe(dir, 6);
+    let mut text = std::fs::read_to_string(&recipe).unwrap();
+    text.push_str(
+        "\n[[stage]]\nname = \"more\"\nkind = \"train\"\ncontinues = \"@run\"\nmax_steps = 10\n",
+    );
+    std::fs::write(&recipe, &text).unwrap();
+    let work = dir.join("work");
+    let args = [
+        "recipe",
+        "run",
+        s(&recipe),
+        "--work",
+        s(&work),
+        "--data",
+        s(dir),
+    ];
+    let plan = run(&[&args[..], &["--dry-run"]].concat());
+    assert!(
+        plan.lines()
+            .any(|l| l.contains(" more ") && l.contains("to do") && l.contains('≈')),
+        "{plan}"
+    );
+    let out = run(&args);
+    assert!(out.contains("continuing the run in"), "{out}");
+    assert!(out.contains("resuming from"), "{out}");
+    let source = work.join("toy/run");
+    let more = work.join("toy/more");
+    let steps = |run: &Path| -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(run.join("checkpoints"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    // keep = 4: the continued run's newest four, the run it continues untouched.
+    assert_eq!(
+        steps(&more),
+        [
+            "step-00000004",
+            "step-00000006",
+            "step-00000008",
+            "step-00000010"
+        ]
+    );
+    assert_eq!(
+        steps(&source),
+        ["step-00000002", "step-00000004", "step-00000006"]
+    );
+    let last_logged = |run: &Path| {
+        std::fs::read_to_string(run.join("metrics.jsonl"))
+            .unwrap()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok()?["step"].as_u64())
+            .max()
+    };
+    assert_eq!(
+        (last_logged(&source), last_logged(&more)),
+        (Some(6), Some(10))
+    );
+
+    let plain = dir.join("plain");
+    run(&[
+        "train",
+        "--data",
+        s(&work.join("toy/data")),
+        "--out",
+        s(&plain),
+        "--preset",
+        "tiny",
+        "--max-tokens",
+        "400",
+        "--warmup",
+        "20",
+        "--max-steps",
+        "10",
+        "--checkpoint-steps",
+        "2",
+        "--keep",
+        "4",
+        "--seed",
+        "5",
+        "--quiet",
+    ]);
+    let last = "checkpoints/step-00000010/model.safetensors";
+    assert!(
+        std::fs::read(more.join(last)).unwrap() == std::fs::read(plain.join(last)).unwrap(),
+        "the continued run differs from one run of 10 steps"
+    );
+    let again = run(&args);
+    assert!(again.contains("] more (train): done"), "{again}");
+
+    // At smoke scale the continued run trains 2 steps past the 2 of the one it continues.
+    let smoke_work = dir.join("smoke");
+    let out = smoke(&recipe, dir, &smoke_work, &[]);
+    assert!(out.contains("every stage done"), "{out}");
+    assert_eq!(
+        steps(&smoke_work.join("toy/more")).last().unwrap(),
+        "step-00000004"
+    );
+}
+
+/// The Python with CTranslate2 that an export stage's `ct2 = true` runs (the one
+/// `scripts/test.sh` installs, or `TRANSDUCE_CT2_PYTHON`), or `None` after a SKIP line.
+fn ct2_python(test: &str) -> Option<PathBuf> {
+    let python = std::env::var_os("TRANSDUCE_CT2_PYTHON")
+        .map(PathBuf::from)
+        .or_else(|| {
+            let home = std::env::var_os("HOME")?;
+            Some(PathBuf::from(home).join(".cache/transduce-tools/ct2-venv/bin/python"))
+        })?;
+    let found = std::process::Command::new(&python)
+        .args(["-c", "import ctranslate2"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        println!(
+            "SKIP: {test}: no CTranslate2 at {} (`source scripts/common.sh && ensure_ct2`)",
+            python.display()
+        );
+    }
+    found.then_some(python)
+}
+
+/// An export stage with `ct2 = true` writes a CTranslate2 model beside the bundle that
+/// CTranslate2 itself loads, and the stage counts as done only with it.
+#[test]
+fn export_stage_writes_a_ctranslate2_model() {
+    let test = "export_stage_writes_a_ctranslate2_model";
+    let Some(python) = ct2_python(test) else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let recipe = toy_recipe(dir, 6);
+    let text = std::fs::read_to_string(&recipe).unwrap();
+    let text = text.replace("target = \"yy\"\n", "target = \"yy\"\nct2 = true\n");
+    assert!(text.contains("ct2 = true"));
+    std::fs::write(&recipe, text).unwrap();
+    let work = dir.join("work");
+    let args = [
+        "recipe",
+        "run",
+        s(&recipe),
+        "--work",
+        s(&work),
+        "--data",
+        s(dir),
+    ];
+    let python_env = ("TRANSDUCE_CT2_PYTHON", python.as_os_str());
+    let out = bin()
+        .args(args)
+        .env(python_env.0, python_env.1)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("CTranslate2 export"), "{err}");
+    let ct2 = work.join("toy/bundle/ct2");
+    assert!(ct2.join("model.bin").is_file(), "{err}");
+    let load = std::process::Command::new(&python)
+        .args([
+            "-c",
+            "import sys, ctranslate2; t = ctranslate2.Translator(sys.argv[1]); \
+             print(t.translate_batch([['▁1']], beam_size=1)[0].hypotheses[0])",
+        ])
+        .arg(&ct2)
+        .output()
+        .unwrap();
+    assert!(
+        load.status.success(),
+        "{}",
+        String::from_utf8_lossy(&load.stderr)
+    );
+    // Without its CTranslate2 model the stage is to redo.
+    std::fs::remove_file(ct2.join("model.bin")).unwrap();
+    let plan = run(&[&args[..], &["--dry-run"]].concat());
+    assert!(
+        plan.lines().any(|l| l.contains(" bundle ")
+            && l.contains("to redo")
+            && l.contains("ct2/model.bin is missing")),
+        "{plan}"
+    );
+}
+
 /// `--dry-run` estimates a run that starts from a model no stage has built yet: its
 /// architecture is the one of the run it continues (through the average), so its cost is
 /// that run's for as many steps.
@@ -821,6 +1013,37 @@ fn bad_scales_and_rows_get_one_error_naming_file_line_and_field() {
         None,
         "15: stage `run`, field `width_divisor`: row B1's d_k 16 is not a multiple of width_divisor 32",
     );
+    let continued = |extra: &str| {
+        train(&format!(
+            "max_steps = 5\n[[stage]]\nname = \"more\"\nkind = \"train\"\n{extra}"
+        ))
+    };
+    check(
+        &continued("continues = \"@run\"\nmax_steps = 5\n"),
+        None,
+        "18: stage `more`, field `max_steps`: 5 does not pass the 5 steps of the run it continues",
+    );
+    check(
+        &continued("continues = \"@run\"\nmax_steps = 9\nlr_factor = 0.5\n"),
+        None,
+        "19: stage `more`, field `lr_factor`: a continued run keeps the settings of the run it \
+         continues (`continues` and `max_steps` only)",
+    );
+    check(
+        &continued("continues = \"@data\"\nmax_steps = 9\n"),
+        None,
+        "17: stage `more`, field `continues`:",
+    );
+    check(
+        &train("max_steps = 5\nrow = \"base\"\ndepth_divisor = 4\n"),
+        None,
+        "15: stage `run`, field `depth_divisor`: row base's N 6 is not a multiple of depth_divisor 4",
+    );
+    check(
+        &train("max_steps = 5\ndepth_divisor = 2\n"),
+        None,
+        "14: stage `run`, field `depth_divisor`: it divides a `row`'s model",
+    );
     check(
         &train("max_steps = 5\nrow = \"A1\"\npreset = \"tiny\"\n"),
         None,
@@ -1022,10 +1245,19 @@ fn table3_recipe_at_smoke_scale_reports_every_row() {
         (
             a1["n_heads"].as_u64(),
             a1["d_k"].as_u64(),
-            a1["d_model"].as_u64()
+            a1["d_model"].as_u64(),
+            a1["n_layers"].as_u64()
         ),
-        (Some(1), Some(32), Some(32))
+        (Some(1), Some(32), Some(32), Some(3))
     );
+    // Depth ÷ 2 alike: C1's N 2 becomes 1, C3's 8 becomes 4.
+    let layers = |row: &str| -> Option<u64> {
+        let path = work.join(format!("table3/{row}/row-model.json"));
+        let config: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        config["n_layers"].as_u64()
+    };
+    assert_eq!((layers("C1"), layers("C3")), (Some(1), Some(4)));
     let svg = std::fs::read_to_string(report.join("table3-ppl.svg")).unwrap();
     assert_eq!(svg.matches("<circle").count(), 40, "{svg}");
 
