@@ -190,29 +190,7 @@ fn a_continued_run_equals_one_run_of_all_its_steps() {
         (Some(6), Some(10))
     );
 
-    let plain = dir.join("plain");
-    run(&[
-        "train",
-        "--data",
-        s(&work.join("toy/data")),
-        "--out",
-        s(&plain),
-        "--preset",
-        "tiny",
-        "--max-tokens",
-        "400",
-        "--warmup",
-        "20",
-        "--max-steps",
-        "10",
-        "--checkpoint-steps",
-        "2",
-        "--keep",
-        "4",
-        "--seed",
-        "5",
-        "--quiet",
-    ]);
+    let plain = plain_toy_run(&work.join("toy/data"), &dir.join("plain"), 10);
     let last = "checkpoints/step-00000010/model.safetensors";
     assert!(
         std::fs::read(more.join(last)).unwrap() == std::fs::read(plain.join(last)).unwrap(),
@@ -314,6 +292,35 @@ fn export_stage_writes_a_ctranslate2_model() {
     );
 }
 
+/// A plain `transduce train` of `steps` on the toy recipe's data with its `run` stage's
+/// options (toy_recipe), into `out`: what a run the recipe stopped or continued must equal.
+fn plain_toy_run(data: &Path, out: &Path, steps: u64) -> PathBuf {
+    let steps = steps.to_string();
+    run(&[
+        "train",
+        "--data",
+        s(data),
+        "--out",
+        s(out),
+        "--preset",
+        "tiny",
+        "--max-tokens",
+        "400",
+        "--warmup",
+        "20",
+        "--max-steps",
+        &steps,
+        "--checkpoint-steps",
+        "2",
+        "--keep",
+        "4",
+        "--seed",
+        "5",
+        "--quiet",
+    ]);
+    out.to_path_buf()
+}
+
 /// `--dry-run` estimates a run that starts from a model no stage has built yet: its
 /// architecture is the one of the run it continues (through the average), so its cost is
 /// that run's for as many steps.
@@ -409,29 +416,7 @@ fn recipe_stopped_mid_training_resumes_and_skips_what_is_done() {
     assert!(out.contains("==> [6/6] test (test): done in"), "{out}");
 
     // The resumed run equals an uninterrupted `transduce train` with the same options.
-    let plain = dir.join("plain");
-    run(&[
-        "train",
-        "--data",
-        s(&work.join("toy/data")),
-        "--out",
-        s(&plain),
-        "--preset",
-        "tiny",
-        "--max-tokens",
-        "400",
-        "--warmup",
-        "20",
-        "--max-steps",
-        "120",
-        "--checkpoint-steps",
-        "2",
-        "--keep",
-        "4",
-        "--seed",
-        "5",
-        "--quiet",
-    ]);
+    let plain = plain_toy_run(&work.join("toy/data"), &dir.join("plain"), 120);
     let last = "checkpoints/step-00000120/model.safetensors";
     assert!(
         std::fs::read(run_dir.join(last)).unwrap() == std::fs::read(plain.join(last)).unwrap(),
