@@ -475,6 +475,9 @@ def main():
     ap.add_argument("--out", type=Path, default=REPO / "tests/fixtures/marian")
     ap.add_argument("--steps", type=int, default=1500)
     ap.add_argument("--opus-size", type=Path, metavar="DIR", help="write only the opus-mt-en-de-shaped random model to DIR")
+    ap.add_argument("--pytorch-bins", action="store_true",
+                    help="write only relu's state dict in torch.save's two forms: relu.pytorch_model.bin "
+                         "(zip, PyTorch >= 1.6) and relu.legacy.pytorch_model.bin (the pickle stream of PyTorch <= 1.5)")
     args = ap.parse_args()
 
     torch.set_num_threads(1)
@@ -490,6 +493,13 @@ def main():
     # The .spm files live in the model folders only (git stores the identical copies once):
     # their nmt_nfkc charsmap is 240 KB each.
     spm_dir = out / "swish"
+    if args.pytorch_bins:
+        model = MarianMTModel.from_pretrained(out / "relu")
+        state = model.state_dict()
+        torch.save(state, out / "relu.pytorch_model.bin")
+        torch.save(state, out / "relu.legacy.pytorch_model.bin", _use_new_zipfile_serialization=False)
+        print(f"wrote {out / 'relu.pytorch_model.bin'} and {out / 'relu.legacy.pytorch_model.bin'}")
+        return
     if args.opus_size is None:
         spm_dir.mkdir(parents=True, exist_ok=True)
         train_spm(en, spm_dir / "source.spm", SEED)

@@ -11,7 +11,7 @@ mod distributed;
 mod error;
 mod fsutil;
 mod gpu;
-mod import;
+mod hub;
 mod measure;
 mod memory;
 mod options;

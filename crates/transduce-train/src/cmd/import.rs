@@ -1,5 +1,5 @@
-//! `transduce import`: a Hugging Face Marian (OPUS-MT) folder becomes a bundle
-//! ([`crate::import`]).
+//! `transduce import`: a Hugging Face Marian (OPUS-MT) folder, or a model on the hub by
+//! name (`hf:ORG/NAME[@REVISION]`, [`crate::hub`]), becomes a bundle ([`transduce_import`]).
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -8,9 +8,11 @@ use clap::{Args, ValueEnum};
 use transduce::WeightDtype;
 use transduce::bundle::{CONFIG_FILE, TOKENIZER_FILE, WEIGHTS_FILE};
 
-use crate::error::{Result, io};
+use transduce_import::hub::{self, Reference};
+use transduce_import::{ErrorCode, ModelFiles, OPTIONAL, Options, PYTORCH, REQUIRED, SAFETENSORS};
+
+use crate::error::{CliError, Result, io};
 use crate::fsutil;
-use crate::import::{ImportOptions, import};
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum WeightsArg {
@@ -25,10 +27,15 @@ pub enum WeightsArg {
 
 #[derive(Args)]
 pub struct ImportCmd {
-    /// The model folder: config.json, model.safetensors or pytorch_model.bin, source.spm,
-    /// vocab.json (generation_config.json and README.md when present), as the Hugging Face
-    /// hub serves OPUS-MT models.
+    /// The model: a folder holding config.json, model.safetensors or pytorch_model.bin,
+    /// source.spm, vocab.json (generation_config.json and README.md when present), as the
+    /// Hugging Face hub serves OPUS-MT models; or a name on the hub,
+    /// `hf:ORG/NAME[@REVISION]` (e.g. hf:Helsinki-NLP/opus-mt-en-fr), downloaded into
+    /// ~/.cache/transduce/hub/ (`$TRANSDUCE_HUB_CACHE`).
     pub dir: PathBuf,
+    /// The hub `hf:` names are fetched from (`$HF_ENDPOINT`, else https://huggingface.co).
+    #[arg(long)]
+    pub hub: Option<String>,
     /// Output bundle folder.
     #[arg(long)]
     pub out: PathBuf,
@@ -57,21 +64,60 @@ pub fn run(cmd: ImportCmd) -> Result<()> {
         WeightsArg::F16 => WeightDtype::F16,
         WeightsArg::Int8 => WeightDtype::Int8,
     };
-    let command = std::iter::once("transduce".to_string())
-        .chain(std::env::args().skip(1))
-        .collect::<Vec<_>>()
-        .join(" ");
-    let imported = import(
-        &cmd.dir,
-        &ImportOptions {
+    let given = cmd.dir.to_string_lossy().into_owned();
+    let (files, origin, command, name) = match Reference::parse(&given) {
+        Some(reference) => {
+            let reference = reference.map_err(CliError::Usage)?;
+            let hub = cmd
+                .hub
+                .clone()
+                .or_else(|| std::env::var("HF_ENDPOINT").ok().filter(|h| !h.is_empty()))
+                .unwrap_or_else(|| hub::DEFAULT_HUB.to_string());
+            let fetched = crate::hub::fetch(&reference, &hub, &crate::hub::cache_root())?;
+            let pinned = reference.at(&fetched.commit);
+            let command = hub::command(&pinned, &hub, weights);
+            let origin = Origin::Hub(pinned);
+            (fetched.files, origin, command, Some(reference.repo()))
+        }
+        None => {
+            if cmd.hub.is_some() {
+                return Err(CliError::Usage(
+                    "--hub goes with a model name (hf:ORG/NAME), not a folder".into(),
+                ));
+            }
+            let command = std::iter::once("transduce".to_string())
+                .chain(std::env::args().skip(1))
+                .collect::<Vec<_>>()
+                .join(" ");
+            (
+                read_folder(&cmd.dir)?,
+                Origin::Folder(cmd.dir.clone()),
+                command,
+                None,
+            )
+        }
+    };
+    let folder = match &origin {
+        Origin::Folder(dir) => dir
+            .canonicalize()
+            .ok()
+            .and_then(|d| d.file_name().map(|n| n.to_string_lossy().into_owned()))
+            .or_else(|| Some(dir.display().to_string())),
+        Origin::Hub(_) => None,
+    };
+    let imported = transduce_import::import(
+        files,
+        &Options {
             weights,
             licence: cmd.licence,
-            name: cmd.name,
+            name: cmd.name.or(name),
+            folder,
             source: cmd.source,
             target: cmd.target,
             command,
         },
-    )?;
+    )
+    .map_err(|e| origin.error(e))?;
     std::fs::create_dir_all(&cmd.out).map_err(io(&cmd.out))?;
     let files = &imported.files;
     fsutil::write_atomic(&cmd.out.join(TOKENIZER_FILE), &files.tokenizer)?;
@@ -88,4 +134,67 @@ pub fn run(cmd: ImportCmd) -> Result<()> {
         start.elapsed().as_secs_f64()
     );
     Ok(())
+}
+
+/// Where the model's files came from, to name them in errors.
+enum Origin {
+    Folder(PathBuf),
+    Hub(Reference),
+}
+
+impl Origin {
+    fn error(&self, e: transduce_import::Error) -> CliError {
+        match (e.code, self) {
+            (ErrorCode::NoLicence, Origin::Folder(dir)) => CliError::Usage(format!(
+                "{}: no `license:` in its YAML header; name the weights' licence with \
+                 --licence (e.g. --licence cc-by-4.0)",
+                dir.join("README.md").display()
+            )),
+            (ErrorCode::NoLicence, Origin::Hub(r)) => CliError::Usage(format!(
+                "{r}: README.md has no `license:` in its YAML header; name the weights' \
+                 licence with --licence (e.g. --licence cc-by-4.0)"
+            )),
+            (ErrorCode::NoLanguages, _) => CliError::Usage(format!(
+                "{}: pass --source and --target",
+                e.message
+                    .trim_end_matches(": name the source and target languages")
+            )),
+            (_, Origin::Folder(dir)) => CliError::Format {
+                path: e.file.as_ref().map_or(dir.clone(), |f| dir.join(f)),
+                message: e.message,
+            },
+            (_, Origin::Hub(r)) => CliError::Usage(format!("{r}: {e}")),
+        }
+    }
+}
+
+/// The files of a model folder the import reads.
+fn read_folder(dir: &std::path::Path) -> Result<ModelFiles> {
+    if !dir.is_dir() {
+        return Err(CliError::Format {
+            path: dir.to_path_buf(),
+            message: "not a folder (expected a Hugging Face Marian model folder, or a name \
+                      hf:ORG/NAME)"
+                .into(),
+        });
+    }
+    let mut files = ModelFiles::new();
+    for name in REQUIRED.iter().chain(&OPTIONAL) {
+        let path = dir.join(name);
+        match std::fs::read(&path) {
+            Ok(bytes) => files.insert(*name, bytes),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && OPTIONAL.contains(name) => {}
+            Err(e) => return Err(CliError::Io { path, source: e }),
+        }
+    }
+    let weights = [SAFETENSORS, PYTORCH]
+        .into_iter()
+        .find(|f| dir.join(f).exists())
+        .ok_or_else(|| CliError::Format {
+            path: dir.to_path_buf(),
+            message: "neither model.safetensors nor pytorch_model.bin is here".into(),
+        })?;
+    let path = dir.join(weights);
+    files.insert(weights, std::fs::read(&path).map_err(io(&path))?);
+    Ok(files)
 }

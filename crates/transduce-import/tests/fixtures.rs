@@ -4,7 +4,6 @@
 //! host decoder in f32 and the GPU decoder; int8 held to a stated agreement.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 
 use safetensors::SafeTensors;
 use serde_json::Value;
@@ -14,39 +13,15 @@ use transduce::model::token_tensor;
 use transduce::tokenizer::{BOS, EOS};
 use transduce::{Bundle, WeightDtype};
 
-use super::vocab::{parse_vocab, renumber};
-use super::{ImportOptions, import};
+use transduce_import::vocab::{parse_vocab, renumber};
 
-/// The repository, from the package folder `cargo test` runs in (so checkouts sharing a
-/// build cache each test their own files).
-fn repo() -> PathBuf {
-    std::env::var_os("CARGO_MANIFEST_DIR")
-        .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from)
-        .join("../..")
-}
-
-pub(crate) fn fixture(model: &str) -> PathBuf {
-    repo().join("tests/fixtures/marian").join(model)
-}
-
-fn options(weights: WeightDtype) -> ImportOptions {
-    ImportOptions {
-        weights,
-        licence: None,
-        name: None,
-        source: None,
-        target: None,
-        command: "transduce import (test)".into(),
-    }
-}
+mod common;
+use common::{fixture, imported_files};
 
 /// The fixture imported and loaded on the CPU, with Marian id → our id.
-pub(crate) fn imported(model: &str, weights: WeightDtype) -> (Bundle, HashMap<u32, u32>) {
+fn imported(model: &str, weights: WeightDtype) -> (Bundle, HashMap<u32, u32>) {
     let dir = fixture(model);
-    let mut opts = options(weights);
-    opts.source = Some("en".into());
-    opts.target = Some("de".into());
-    let files = import(&dir, &opts).unwrap().files;
+    let files = imported_files(model, weights).files;
     let bundle = Bundle::from_bytes(&files, &Device::flex()).unwrap();
     let vocab = parse_vocab(&std::fs::read(dir.join("vocab.json")).unwrap()).unwrap();
     let order = renumber(&vocab, 552, 0, 1).unwrap();
@@ -64,12 +39,8 @@ fn reference(model: &str) -> Value {
     serde_json::from_slice(&std::fs::read(fixture(model).join("reference.json")).unwrap()).unwrap()
 }
 
-pub(crate) fn ids(v: &Value) -> Vec<u32> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_u64().unwrap() as u32)
-        .collect()
+fn ids(v: &Value) -> Vec<u32> {
+    common::ids(v)
 }
 
 /// A reference source (`input_ids`, closed by Marian's `</s>`) as our source: our ids,

@@ -4,7 +4,6 @@
 //! measured agreement and every difference).
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
 
 use tokenizers::decoders::DecoderWrapper;
 use tokenizers::decoders::fuse::Fuse;
@@ -15,7 +14,7 @@ use tokenizers::normalizers::{NormalizerWrapper, Precompiled, Sequence as Normal
 use tokenizers::pre_tokenizers::metaspace::{Metaspace, PrependScheme};
 use tokenizers::{AddedToken, Tokenizer};
 
-use crate::error::{CliError, Result, io};
+use crate::error::{Error, Result};
 
 /// A piece's kind (`SentencePiece.Type` in sentencepiece_model.proto).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,8 +47,8 @@ pub struct NormalizerSpec {
 /// The parts of a SentencePiece `ModelProto` a Unigram tokenizer needs.
 #[derive(Clone, Debug)]
 pub struct SentencePiece {
-    /// Where it was read from, for errors.
-    pub origin: PathBuf,
+    /// The file it was read from (`source.spm`), for errors.
+    pub origin: String,
     pub pieces: Vec<Piece>,
     /// `TrainerSpec.model_type`: 1 unigram, 2 BPE, 3 word, 4 char.
     pub model_type: i32,
@@ -62,30 +61,21 @@ pub struct SentencePiece {
 const UNIGRAM: i32 = 1;
 
 impl SentencePiece {
-    /// Reads a `.spm` file.
-    pub fn read(path: &Path) -> Result<Self> {
-        let bytes = std::fs::read(path).map_err(io(path))?;
-        Self::parse(&bytes, path)
-    }
-
     /// Parses a serialized `ModelProto`; `origin` names it in errors.
-    pub fn parse(bytes: &[u8], origin: &Path) -> Result<Self> {
+    pub fn parse(bytes: &[u8], origin: &str) -> Result<Self> {
         parse_model(bytes)
-            .map_err(|message| CliError::Format {
-                path: origin.to_path_buf(),
-                message: format!("not a SentencePiece model: {message}"),
+            .map_err(|message| {
+                Error::corrupt(origin, format!("not a SentencePiece model: {message}"))
             })
             .map(|mut spm| {
-                spm.origin = origin.to_path_buf();
+                spm.origin = origin.to_string();
                 spm
             })
     }
 
-    fn error(&self, message: String) -> CliError {
-        CliError::Format {
-            path: self.origin.clone(),
-            message,
-        }
+    /// A model this import cannot turn into a tokenizer.
+    fn error(&self, message: String) -> Error {
+        Error::unsupported(&self.origin, message)
     }
 }
 
@@ -226,7 +216,7 @@ fn string_field(
 
 fn parse_model(bytes: &[u8]) -> std::result::Result<SentencePiece, String> {
     let mut spm = SentencePiece {
-        origin: PathBuf::new(),
+        origin: String::new(),
         pieces: Vec::new(),
         model_type: UNIGRAM,
         byte_fallback: false,
@@ -600,13 +590,14 @@ fn unknown_stretches(source: &SentencePiece, vocab: &[String]) -> Result<Replace
 
 #[cfg(test)]
 mod tests {
-    use super::super::fixtures::ids;
     use super::*;
+    use crate::testing::{fixture, ids};
     use serde_json::Value as Json;
+    use std::path::{Path, PathBuf};
 
-    /// The fixtures folder ([`super::super::fixtures::fixture`]).
+    /// The fixtures folder.
     fn fixtures() -> PathBuf {
-        super::super::fixtures::fixture("")
+        fixture("")
     }
 
     fn json(path: &Path) -> Json {
@@ -618,7 +609,7 @@ mod tests {
     /// vocab.json's (piece, Marian id) entries.
     fn vocab_json(folder: &Path) -> Vec<(String, u32)> {
         let bytes = std::fs::read(folder.join("vocab.json")).expect("vocab.json");
-        super::super::vocab::parse_vocab(&bytes).expect("a vocabulary")
+        crate::vocab::parse_vocab(&bytes).expect("a vocabulary")
     }
 
     struct Converted {
@@ -631,7 +622,7 @@ mod tests {
         let folder = fixtures().join("swish");
         let entries = vocab_json(&folder);
         let id = |piece: &str| entries.iter().find(|(p, _)| p == piece).unwrap().1;
-        let order = super::super::vocab::renumber(&entries, id("<pad>"), id("</s>"), id("<unk>"))
+        let order = crate::vocab::renumber(&entries, id("<pad>"), id("</s>"), id("<unk>"))
             .unwrap()
             .pieces;
         // ours[m]: the id our tokenizer gives the text of Marian id m (its piece's place in
@@ -640,7 +631,7 @@ mod tests {
         for (piece, m) in &entries {
             ours[*m as usize] = order.iter().position(|p| p == piece).unwrap() as u32;
         }
-        let spm = SentencePiece::read(&folder.join(spm)).unwrap();
+        let spm = SentencePiece::parse(&std::fs::read(folder.join(spm)).unwrap(), spm).unwrap();
         let tokenizer = marian_tokenizer(&spm, &order, 3).unwrap();
         Converted { tokenizer, ours }
     }
@@ -795,7 +786,8 @@ mod tests {
         let folder = fixtures().join("swish");
         let reference = json(&fixtures().join("spm-pieces.json"));
         for name in ["source.spm", "target.spm"] {
-            let spm = SentencePiece::read(&folder.join(name)).unwrap();
+            let spm =
+                SentencePiece::parse(&std::fs::read(folder.join(name)).unwrap(), name).unwrap();
             let expected = &reference[name];
             assert_eq!(spm.model_type, UNIGRAM);
             assert_eq!(
@@ -832,7 +824,7 @@ mod tests {
             .step_by(1009)
             .chain([1, 2, 3, bytes.len() - 1])
         {
-            match SentencePiece::parse(&bytes[..cut], &path) {
+            match SentencePiece::parse(&bytes[..cut], "source.spm") {
                 Ok(spm) => assert!(cut > 0 && !spm.pieces.is_empty()),
                 Err(e) => {
                     let e = e.to_string();
@@ -844,7 +836,7 @@ mod tests {
             }
         }
         // A truncated length inside the first piece.
-        let e = SentencePiece::parse(&bytes[..6], &path)
+        let e = SentencePiece::parse(&bytes[..6], "source.spm")
             .unwrap_err()
             .to_string();
         assert!(
@@ -855,11 +847,11 @@ mod tests {
         for at in (0..bytes.len()).step_by(613) {
             let mut flipped = bytes.clone();
             flipped[at] ^= 0xff;
-            let _ = SentencePiece::parse(&flipped, &path);
+            let _ = SentencePiece::parse(&flipped, "source.spm");
         }
         // A piece string that is not UTF-8.
         let bad_piece = [0x0a, 0x04, 0x0a, 0x02, 0xff, 0xfe];
-        let e = SentencePiece::parse(&bad_piece, &path)
+        let e = SentencePiece::parse(&bad_piece, "source.spm")
             .unwrap_err()
             .to_string();
         assert!(
@@ -868,12 +860,12 @@ mod tests {
         );
         // A score sent as a varint.
         let bad_score = [0x0a, 0x05, 0x0a, 0x01, b'a', 0x10, 0x01];
-        let e = SentencePiece::parse(&bad_score, &path)
+        let e = SentencePiece::parse(&bad_score, "source.spm")
             .unwrap_err()
             .to_string();
         assert!(e.contains("SentencePiece.score"), "{e}");
         // No normalizer_spec.
-        let e = SentencePiece::parse(&[0x0a, 0x03, 0x0a, 0x01, b'a'], &path)
+        let e = SentencePiece::parse(&[0x0a, 0x03, 0x0a, 0x01, b'a'], "source.spm")
             .unwrap_err()
             .to_string();
         assert!(e.contains("normalizer_spec: missing"), "{e}");
@@ -883,10 +875,12 @@ mod tests {
     fn import_refuses_models_it_cannot_represent() {
         let folder = fixtures().join("swish");
         let entries = vocab_json(&folder);
-        let order = super::super::vocab::renumber(&entries, 552, 0, 1)
-            .unwrap()
-            .pieces;
-        let spm = SentencePiece::read(&folder.join("source.spm")).unwrap();
+        let order = crate::vocab::renumber(&entries, 552, 0, 1).unwrap().pieces;
+        let spm = SentencePiece::parse(
+            &std::fs::read(folder.join("source.spm")).unwrap(),
+            "source.spm",
+        )
+        .unwrap();
         let mut bpe = spm.clone();
         bpe.model_type = 2;
         let e = marian_tokenizer(&bpe, &order, 3).unwrap_err().to_string();
