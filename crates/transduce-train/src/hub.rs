@@ -281,7 +281,12 @@ fn fetch_files(
                         "{} answered 404: {}",
                         reference.resolve_url(&client.hub, name),
                         if name == REQUIRED[0] {
-                            format!("no such model on {}", client.hub)
+                            match &reference.revision {
+                                Some(rev) => {
+                                    format!("no such model or revision {rev} on {}", client.hub)
+                                }
+                                None => format!("no such model on {}", client.hub),
+                            }
                         } else {
                             format!("the model has no {name}")
                         }

@@ -8,6 +8,7 @@ mod adapt;
 mod bench;
 mod distributed;
 mod eval;
+mod hub;
 mod import;
 mod options;
 mod parse;

@@ -1,0 +1,361 @@
+//! `transduce import hf:ORG/NAME`: models by name from a hub on the loopback
+//! (scripts/test-hub.mjs, the committed Marian fixtures in the Hugging Face hub's layout),
+//! cached, resumed after a broken download, read from the cache with the hub stopped, and
+//! every bad answer one clear error with nothing half-written.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use crate::harness::*;
+
+/// The test hub, stopped when dropped.
+struct Hub {
+    child: Child,
+    url: String,
+}
+
+impl Hub {
+    fn start() -> Hub {
+        let script = manifest_dir().join("../../scripts/test-hub.mjs");
+        let mut child = Command::new("node")
+            .arg(&script)
+            .args(["--port", "0"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!(
+                    "node (installed by scripts/test.sh) runs the test hub {}: {e}",
+                    script.display()
+                )
+            });
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let url = line
+            .trim()
+            .strip_prefix("test hub: ")
+            .unwrap_or_else(|| panic!("the test hub said {line:?}"))
+            .to_string();
+        Hub { child, url }
+    }
+}
+
+impl Drop for Hub {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `transduce import` with `args`, its cache in `cache`; (success, stderr).
+fn import(cache: &Path, args: &[&str]) -> (bool, String) {
+    let out = bin()
+        .arg("import")
+        .args(args)
+        .env("TRANSDUCE_HUB_CACHE", cache)
+        .env_remove("HF_ENDPOINT")
+        .env_remove("HF_TOKEN")
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn read(dir: &Path, file: &str) -> Vec<u8> {
+    std::fs::read(dir.join(file)).unwrap_or_else(|e| panic!("{}: {e}", dir.join(file).display()))
+}
+
+fn fixture(name: &str) -> PathBuf {
+    manifest_dir()
+        .join("../../tests/fixtures/marian")
+        .join(name)
+}
+
+/// A folder import of `dir` with `weights` as its checkpoint.
+fn folder_import(tmp: &Path, dir: &Path, weights: Option<&Path>) -> PathBuf {
+    let folder = tmp.join("folder");
+    std::fs::create_dir_all(&folder).unwrap();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), folder.join(entry.file_name())).unwrap();
+    }
+    if let Some(w) = weights {
+        std::fs::remove_file(folder.join("model.safetensors")).unwrap();
+        std::fs::copy(w, folder.join("pytorch_model.bin")).unwrap();
+    }
+    let out = tmp.join("folder-bundle");
+    run(&[
+        "import",
+        s(&folder),
+        "--out",
+        s(&out),
+        "--weights",
+        "int8",
+        "--source",
+        "en",
+        "--target",
+        "de",
+    ]);
+    out
+}
+
+#[test]
+fn a_model_by_name_is_the_folders_import_and_loads_again_with_the_hub_stopped() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cache = tmp.path().join("cache");
+    let hub = Hub::start();
+    let out = tmp.path().join("by-name");
+    let (ok, said) = import(
+        &cache,
+        &[
+            "hf:Helsinki-NLP/opus-mt-en-de",
+            "--hub",
+            &hub.url,
+            "--out",
+            s(&out),
+            "--weights",
+            "int8",
+        ],
+    );
+    assert!(ok, "{said}");
+    assert!(said.contains("downloaded model.safetensors"), "{said}");
+    // The same weights and tokenizer as the folder's import; the provenance names the pinned
+    // commit and the command that rebuilds it.
+    let folder = folder_import(tmp.path(), &fixture("swish"), None);
+    for file in ["model.safetensors", "tokenizer.json"] {
+        assert!(
+            read(&out, file) == read(&folder, file),
+            "{file} differs from the folder's"
+        );
+    }
+    let config: serde_json::Value = serde_json::from_slice(&read(&out, "config.json")).unwrap();
+    let command = config["provenance"]["commands"][0].as_str().unwrap();
+    assert!(
+        command.starts_with("transduce import hf:Helsinki-NLP/opus-mt-en-de@")
+            && command.ends_with(&format!("--hub {} --weights int8", hub.url)),
+        "{command}"
+    );
+    assert_eq!(config["task"]["source"], "en");
+    assert_eq!(config["task"]["target"], "de");
+
+    // Again: from the cache, nothing downloaded.
+    let (ok, said) = import(
+        &cache,
+        &[
+            "hf:Helsinki-NLP/opus-mt-en-de",
+            "--hub",
+            &hub.url,
+            "--out",
+            s(&out),
+            "--weights",
+            "int8",
+        ],
+    );
+    assert!(ok && !said.contains("downloaded"), "{said}");
+    // The hub stopped: the cached commit.
+    let url = hub.url.clone();
+    drop(hub);
+    let again = tmp.path().join("offline");
+    let (ok, said) = import(
+        &cache,
+        &[
+            "hf:Helsinki-NLP/opus-mt-en-de",
+            "--hub",
+            &url,
+            "--out",
+            s(&again),
+            "--weights",
+            "int8",
+        ],
+    );
+    assert!(
+        ok && said.contains("the hub is unreachable") && said.contains("using the cached commit"),
+        "{said}"
+    );
+    assert_eq!(read(&again, "config.json"), read(&out, "config.json"));
+    // A model never fetched, with the hub stopped.
+    let (ok, said) = import(
+        &cache,
+        &[
+            "hf:Helsinki-NLP/opus-mt-fr-en",
+            "--hub",
+            &url,
+            "--out",
+            s(&again),
+        ],
+    );
+    assert!(
+        !ok && said.contains("unreachable") && said.contains("not cached"),
+        "{said}"
+    );
+}
+
+#[test]
+fn legacy_and_zip_checkpoints_by_name_equal_their_folder_imports() {
+    let tmp = tempfile::tempdir().unwrap();
+    let hub = Hub::start();
+    for (name, bin) in [
+        ("Helsinki-NLP/opus-mt-de-en", "relu.pytorch_model.bin"),
+        (
+            "Helsinki-NLP/opus-mt-nl-en",
+            "relu.legacy.pytorch_model.bin",
+        ),
+    ] {
+        let out = tmp.path().join(bin);
+        let (ok, said) = import(
+            &tmp.path().join("cache"),
+            &[
+                &format!("hf:{name}"),
+                "--hub",
+                &hub.url,
+                "--out",
+                s(&out),
+                "--weights",
+                "int8",
+                "--source",
+                "en",
+                "--target",
+                "de",
+            ],
+        );
+        assert!(
+            ok && said.contains("downloaded pytorch_model.bin"),
+            "{name}: {said}"
+        );
+        let dir = tmp.path().join(format!("{bin}-folder"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let folder = folder_import(&dir, &fixture("relu"), Some(&fixture(bin)));
+        assert!(
+            read(&out, "model.safetensors") == read(&folder, "model.safetensors"),
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn a_broken_download_resumes_and_a_damaged_one_is_never_used() {
+    let tmp = tempfile::tempdir().unwrap();
+    let hub = Hub::start();
+    let cache = tmp.path().join("cache");
+    let out = tmp.path().join("bundle");
+    let name = "hf:Helsinki-NLP/opus-mt-en-de";
+    // Cut halfway: an error that says to run again, no bundle, a partial file kept aside.
+    let (ok, said) = import(
+        &cache,
+        &[
+            name,
+            "--hub",
+            &format!("{}/~cut", hub.url),
+            "--out",
+            s(&out),
+        ],
+    );
+    assert!(
+        !ok && said.contains("broke off after") && said.contains("resume"),
+        "{said}"
+    );
+    assert!(!out.join("config.json").exists());
+    // Run again: it resumes where it stopped.
+    let (ok, said) = import(&cache, &[name, "--hub", &hub.url, "--out", s(&out)]);
+    assert!(ok && said.contains("(resumed at"), "{said}");
+
+    // A damaged body (its sha256 is not the hub's): refused and deleted.
+    let fresh = tmp.path().join("cache2");
+    let (ok, said) = import(
+        &fresh,
+        &[
+            name,
+            "--hub",
+            &format!("{}/~corrupt", hub.url),
+            "--out",
+            s(&tmp.path().join("b2")),
+        ],
+    );
+    assert!(
+        !ok && said.contains("is damaged") && said.contains("deleted"),
+        "{said}"
+    );
+    let snapshot = std::fs::read_dir(fresh.join("Helsinki-NLP/opus-mt-en-de"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.file_name().unwrap() != "refs")
+        .unwrap();
+    assert!(!snapshot.join("source.spm").exists() && !snapshot.join("source.spm.part").exists());
+    // A body shorter than its Content-Length.
+    let (ok, said) = import(
+        &tmp.path().join("cache3"),
+        &[
+            name,
+            "--hub",
+            &format!("{}/~short", hub.url),
+            "--out",
+            s(&tmp.path().join("b3")),
+        ],
+    );
+    assert!(!ok && said.contains("broke off"), "{said}");
+}
+
+#[test]
+fn bad_answers_are_one_error_each() {
+    let tmp = tempfile::tempdir().unwrap();
+    let hub = Hub::start();
+    let cache = tmp.path().join("cache");
+    let out = tmp.path().join("never");
+    let cases: [(&str, String, &str); 6] = [
+        (
+            "hf:Helsinki-NLP/opus-mt-xx-yy",
+            hub.url.clone(),
+            "no such model",
+        ),
+        (
+            "hf:test/opus-mt-en-xx-novocab",
+            hub.url.clone(),
+            "the model has no vocab.json",
+        ),
+        (
+            "hf:test/opus-mt-en-xx-refused",
+            hub.url.clone(),
+            "config.json: field `normalize_before`",
+        ),
+        (
+            "hf:Helsinki-NLP/opus-mt-en-de",
+            format!("{}/~html", hub.url),
+            "the listing is not JSON",
+        ),
+        (
+            "hf:Helsinki-NLP/opus-mt-en-de",
+            format!("{}/~moved", hub.url),
+            "moved during the download",
+        ),
+        (
+            "hf:Helsinki-NLP/opus-mt-en-de@v9",
+            hub.url.clone(),
+            "no such model or revision v9",
+        ),
+    ];
+    for (name, url, expected) in cases {
+        let (ok, said) = import(&cache, &[name, "--hub", &url, "--out", s(&out)]);
+        assert!(!ok, "{name} at {url} should fail");
+        assert!(said.contains(expected), "{name} at {url}: {said}");
+        assert_eq!(
+            said.lines().filter(|l| l.starts_with("error")).count(),
+            1,
+            "{said}"
+        );
+    }
+    assert!(!out.exists(), "nothing was written");
+    let (ok, said) = import(&cache, &["hf:not-a-name", "--out", s(&out)]);
+    assert!(!ok && said.contains("is not a model name"), "{said}");
+    let (ok, said) = import(
+        &cache,
+        &[s(&fixture("swish")), "--hub", &hub.url, "--out", s(&out)],
+    );
+    assert!(
+        !ok && said.contains("--hub goes with a model name"),
+        "{said}"
+    );
+}

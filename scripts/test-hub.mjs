@@ -1,0 +1,241 @@
+// A Hugging Face hub on the loopback, for tests: the committed Marian fixtures
+// (tests/fixtures/marian) served in the hub's layout, so that `transduce import hf:…`, the
+// page and the package are tested by name without the internet.
+//
+//   node scripts/test-hub.mjs [--port 0] [--opus-size DIR]     # prints "test hub: URL"
+//   import { startHub } from "./scripts/test-hub.mjs";          # { url, close() }
+//
+// What it serves, as huggingface.co does:
+//   GET {hub}/api/models/ORG/NAME[/revision/REV][?blobs=true]  the listing: { id, sha,
+//       siblings: [{ rfilename, size, lfs?: { sha256, size } }] }
+//   GET {hub}/ORG/NAME/resolve/REV/FILE   small files directly (ETag: the git blob's sha1),
+//       large ones ("LFS": the weights and the .spm files) by a 302 to {hub}/cdn/…, with
+//       X-Linked-Etag (the content's sha256) and X-Linked-Size; every answer carries
+//       X-Repo-Commit. The CDN answers Range requests (206). CORS as the hub's (any origin,
+//       the headers above exposed).
+//   404 for a model, revision or file it does not have.
+// Misbehaviours, chosen by a first path segment of the hub URL ({url}/~MODE/…):
+//   (the first four on the CDN's large files)
+//   ~slow     the CDN sends 64 KB every 20 ms            ~cut      the CDN stops halfway
+//   ~short    Content-Length 100 bytes more than sent     ~corrupt  one byte flipped
+//   ~html     the listing is an HTML page (status 200)   ~moved    resolve answers come from
+//   ~noapi    no listing (404): files are asked one by one           another commit
+//
+// Models (ORG/NAME → fixture):
+//   Helsinki-NLP/opus-mt-en-de       swish (model.safetensors)
+//   Helsinki-NLP/opus-mt-de-en       relu (pytorch_model.bin, zip form)
+//   Helsinki-NLP/opus-mt-nl-en       relu (pytorch_model.bin, the legacy form of PyTorch ≤ 1.5)
+//   Helsinki-NLP/opus-mt-fr-en       relu-copy (model.safetensors); no opus-mt-fr-de, so
+//                                    fr→de pivots through English
+//   Helsinki-NLP/opus-mt-en-ROMANCE  swish, its card listing its >>xx<< target tokens
+//   test/opus-mt-en-xx-refused       swish with a config.json the import refuses
+//   test/opus-mt-en-xx-novocab       swish without vocab.json
+//   test/opus-size-en-de             --opus-size DIR (scripts/marian-fixtures.py --opus-size)
+import { createHash } from "node:crypto";
+import { createServer } from "node:http";
+import { readFileSync, readdirSync, existsSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const repo = join(dirname(fileURLToPath(import.meta.url)), "..");
+const fixtures = join(repo, "tests/fixtures/marian");
+// The files a model folder of the hub has (what the fixtures' folders hold and an
+// OPUS-MT repository has; reference.json and logits.safetensors are the tests' own).
+const SERVED = ["config.json", "generation_config.json", "vocab.json", "source.spm", "target.spm", "tokenizer_config.json", "README.md", "model.safetensors"];
+const LFS = (name) => name.endsWith(".safetensors") || name.endsWith(".bin") || name.endsWith(".spm");
+
+const sha = (algorithm, bytes) => createHash(algorithm).update(bytes).digest("hex");
+// git's blob id: what the hub gives small files as their ETag.
+const gitBlob = (bytes) => sha("sha1", Buffer.concat([Buffer.from(`blob ${bytes.length}\0`), bytes]));
+
+function folderFiles(dir, { weights, without = [], replace = {} } = {}) {
+  const files = new Map();
+  for (const name of SERVED) {
+    const path = join(dir, name);
+    if (existsSync(path) && !without.includes(name)) files.set(name, readFileSync(path));
+  }
+  if (weights) {
+    files.delete("model.safetensors");
+    files.set("pytorch_model.bin", readFileSync(weights));
+  }
+  for (const [name, bytes] of Object.entries(replace)) files.set(name, Buffer.from(bytes));
+  return files;
+}
+
+function catalog(opusSize) {
+  const models = new Map();
+  const add = (id, files) => {
+    // A commit id derived from the content: another content, another commit.
+    const commit = sha("sha1", Buffer.concat([Buffer.from(id), ...[...files.values()]]));
+    models.set(id, { id, files, commit });
+  };
+  const swish = join(fixtures, "swish");
+  add("Helsinki-NLP/opus-mt-en-de", folderFiles(swish));
+  add("Helsinki-NLP/opus-mt-de-en", folderFiles(join(fixtures, "relu"), { weights: join(fixtures, "relu.pytorch_model.bin") }));
+  add("Helsinki-NLP/opus-mt-nl-en", folderFiles(join(fixtures, "relu"), { weights: join(fixtures, "relu.legacy.pytorch_model.bin") }));
+  add("Helsinki-NLP/opus-mt-fr-en", folderFiles(join(fixtures, "relu-copy")));
+  const card = readFileSync(join(swish, "README.md"), "utf8");
+  add("Helsinki-NLP/opus-mt-en-ROMANCE", folderFiles(swish, {
+    replace: { "README.md": `${card}\n* target languages: fr, nl\n* a sentence-initial language token is required in the form of \`>>id<<\` (id = valid target language ID), e.g. \`>>fra<<\`, \`>>nld<<\`\n` },
+  }));
+  const config = JSON.parse(readFileSync(join(swish, "config.json"), "utf8"));
+  add("test/opus-mt-en-xx-refused", folderFiles(swish, { replace: { "config.json": JSON.stringify({ ...config, normalize_before: true }, null, 2) } }));
+  add("test/opus-mt-en-xx-novocab", folderFiles(swish, { without: ["vocab.json"] }));
+  if (opusSize) {
+    const files = new Map();
+    for (const name of readdirSync(opusSize)) if (SERVED.includes(name)) files.set(name, readFileSync(join(opusSize, name)));
+    add("test/opus-size-en-de", files);
+  }
+  return models;
+}
+
+const MODES = ["slow", "cut", "short", "corrupt", "html", "moved", "noapi"];
+
+/** Starts the hub; resolves to { url, port, close() }. */
+export function startHub({ port = 0, host = "127.0.0.1", opusSize } = {}) {
+  const models = catalog(opusSize);
+  const server = createServer((req, res) => handle(models, req, res).catch((e) => {
+    if (!res.headersSent) res.writeHead(500, { "content-type": "text/plain" });
+    res.end(String(e));
+  }));
+  const sockets = new Set();
+  server.on("connection", (s) => {
+    sockets.add(s);
+    s.on("close", () => sockets.delete(s));
+  });
+  return new Promise((resolve) => {
+    server.listen(port, host, () => {
+      const { port } = server.address();
+      resolve({
+        url: `http://${host}:${port}`,
+        port,
+        models,
+        close: () => new Promise((done) => {
+          for (const s of sockets) s.destroy();
+          server.close(() => done());
+        }),
+      });
+    });
+  });
+}
+
+const CORS = {
+  "access-control-allow-origin": "*",
+  "access-control-allow-headers": "range, if-range, authorization",
+  "access-control-expose-headers": "X-Repo-Commit, X-Linked-Etag, X-Linked-Size, ETag, Content-Length, Content-Range, Accept-Ranges",
+};
+
+function send(res, status, headers, body = "") {
+  res.writeHead(status, { ...CORS, ...headers });
+  res.end(body);
+}
+
+const notFound = (res, what) => send(res, 404, { "content-type": "application/json", "x-error-code": "EntryNotFound" }, JSON.stringify({ error: what }));
+
+async function handle(models, req, res) {
+  if (req.method === "OPTIONS") return send(res, 204, {});
+  if (req.method !== "GET" && req.method !== "HEAD") return send(res, 405, {});
+  const url = new URL(req.url, "http://hub");
+  let path = decodeURIComponent(url.pathname);
+  let mode = null;
+  const m = path.match(/^\/~([a-z]+)(\/.*)$/);
+  if (m && MODES.includes(m[1])) [, mode, path] = m;
+  const base = mode ? `/~${mode}` : "";
+
+  // The listing.
+  let api = path.match(/^\/api\/models\/([^/]+\/[^/]+?)(?:\/revision\/(.+))?$/);
+  if (api) {
+    if (mode === "noapi") return notFound(res, "no listing here");
+    const model = models.get(api[1]);
+    if (!model) return send(res, 404, { "content-type": "application/json" }, JSON.stringify({ error: "Repository not found" }));
+    const rev = api[2] ?? "main";
+    if (rev !== "main" && rev !== model.commit) return send(res, 404, { "content-type": "application/json" }, JSON.stringify({ error: "Invalid rev id" }));
+    if (mode === "html") return send(res, 200, { "content-type": "text/html" }, "<!doctype html><html><body><h1>Welcome</h1><p>This is not the API.</p></body></html>");
+    const siblings = [...model.files].map(([name, bytes]) => ({
+      rfilename: name,
+      size: bytes.length,
+      blobId: gitBlob(bytes),
+      ...(LFS(name) ? { lfs: { sha256: sha("sha256", bytes), size: bytes.length } } : {}),
+    }));
+    return send(res, 200, { "content-type": "application/json" }, JSON.stringify({ id: model.id, sha: model.commit, siblings }));
+  }
+
+  // The CDN a large file is redirected to.
+  const cdn = path.match(/^\/cdn\/([^/]+\/[^/]+)\/([0-9a-f]{40})\/(.+)$/);
+  if (cdn) {
+    const model = models.get(cdn[1]);
+    const bytes = model && cdn[2] === model.commit ? model.files.get(cdn[3]) : undefined;
+    if (!bytes) return notFound(res, "no such blob");
+    return serveBytes(req, res, bytes, mode, { etag: `"${sha("sha256", bytes)}"` });
+  }
+
+  const resolve = path.match(/^\/([^/]+\/[^/]+)\/resolve\/([^/]+)\/(.+)$/);
+  if (!resolve) return notFound(res, "not a hub path");
+  const model = models.get(resolve[1]);
+  if (!model) return send(res, 404, { "x-error-code": "RepoNotFound" }, "Repository not found");
+  const rev = resolve[2];
+  if (rev !== "main" && rev !== model.commit) return send(res, 404, { "x-error-code": "RevisionNotFound" }, "Revision not found");
+  const name = resolve[3];
+  const bytes = model.files.get(name);
+  // Another commit's answers, as when the branch moves between the listing and a download.
+  const commit = mode === "moved" ? sha("sha1", `${model.commit} moved`) : model.commit;
+  if (!bytes) return send(res, 404, { "x-error-code": "EntryNotFound", "x-repo-commit": commit }, "Entry not found");
+  if (LFS(name)) {
+    return send(res, 302, {
+      location: `${base}/cdn/${model.id}/${model.commit}/${name}`,
+      "x-repo-commit": commit,
+      "x-linked-etag": `"${sha("sha256", bytes)}"`,
+      "x-linked-size": String(bytes.length),
+    });
+  }
+  // The transfer misbehaviours are the CDN's (where the large files come from).
+  return serveBytes(req, res, bytes, null, { etag: `"${gitBlob(bytes)}"`, "x-repo-commit": commit });
+}
+
+function serveBytes(req, res, bytes, mode, headers) {
+  let body = bytes;
+  let status = 200;
+  const extra = { ...headers, "accept-ranges": "bytes", "content-type": "application/octet-stream" };
+  const range = req.headers.range?.match(/^bytes=(\d+)-$/);
+  const ifRange = req.headers["if-range"];
+  if (range && (!ifRange || ifRange === headers.etag) && Number(range[1]) < bytes.length) {
+    const from = Number(range[1]);
+    body = bytes.subarray(from);
+    status = 206;
+    extra["content-range"] = `bytes ${from}-${bytes.length - 1}/${bytes.length}`;
+  }
+  if (mode === "corrupt") {
+    body = Buffer.from(body);
+    body[body.length >> 1] ^= 0xff;
+  }
+  const length = mode === "short" ? body.length + 100 : body.length;
+  res.writeHead(status, { ...CORS, ...extra, "content-length": String(length) });
+  if (req.method === "HEAD") return res.end();
+  const chunk = 1 << 16;
+  const stop = mode === "cut" ? body.length >> 1 : body.length;
+  let at = 0;
+  const pump = () => {
+    while (at < stop) {
+      const piece = body.subarray(at, Math.min(at + chunk, stop));
+      at += piece.length;
+      const more = res.write(piece);
+      if (mode === "slow") return setTimeout(pump, 20);
+      if (!more) return res.once("drain", pump);
+    }
+    // A body that ends before its Content-Length: the connection is dropped, as a broken
+    // transfer drops it.
+    if (mode === "cut" || mode === "short") res.destroy();
+    else res.end();
+  };
+  pump();
+}
+
+if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
+  const arg = (name) => {
+    const i = process.argv.indexOf(`--${name}`);
+    return i > 0 ? process.argv[i + 1] : undefined;
+  };
+  const hub = await startHub({ port: Number(arg("port") ?? 0), opusSize: arg("opus-size") });
+  console.log(`test hub: ${hub.url}`);
+  for (const signal of ["SIGINT", "SIGTERM"]) process.on(signal, () => hub.close().then(() => process.exit(0)));
+}
