@@ -20,7 +20,9 @@ cp dist/transduce-web.js dist/transduce-web_bg.wasm dist/transduce-web.d.ts pkg/
 cp dist/transduce-web-webgpu.js dist/transduce-web-webgpu_bg.wasm dist/transduce-web-webgpu.d.ts pkg/
 cp dist/transduce-relaxed.wasm pkg/
 cp dist/transduce-adapt.js dist/transduce-adapt_bg.wasm dist/transduce-adapt.d.ts pkg/
-cp web/transduce.js web/worker.js web/transduce.d.ts web/translator.js web/translator.d.ts pkg/
+# The import module (a model loaded by name is converted in a worker of its own, convert.js).
+cp dist/transduce-import.js dist/transduce-import_bg.wasm dist/transduce-import.d.ts pkg/
+cp web/transduce.js web/worker.js web/transduce.d.ts web/translator.js web/translator.d.ts web/hub.js web/convert.js pkg/
 cat > pkg/package.json <<JSON
 {
   "name": "transduce",
@@ -37,12 +39,15 @@ cat > pkg/package.json <<JSON
     "./worker.js": "./worker.js",
     "./transduce-web.js": "./transduce-web.js",
     "./transduce-web-webgpu.js": "./transduce-web-webgpu.js",
-    "./transduce-adapt.js": "./transduce-adapt.js"
+    "./transduce-adapt.js": "./transduce-adapt.js",
+    "./transduce-import.js": "./transduce-import.js",
+    "./hub.js": "./hub.js",
+    "./convert.js": "./convert.js"
   },
-  "files": ["transduce.js", "transduce.d.ts", "translator.js", "translator.d.ts", "worker.js", "transduce-web.js", "transduce-web.d.ts", "transduce-web_bg.wasm", "transduce-web-webgpu.js", "transduce-web-webgpu.d.ts", "transduce-web-webgpu_bg.wasm", "transduce-relaxed.wasm", "transduce-adapt.js", "transduce-adapt.d.ts", "transduce-adapt_bg.wasm", "README.md"],
+  "files": ["transduce.js", "transduce.d.ts", "translator.js", "translator.d.ts", "worker.js", "transduce-web.js", "transduce-web.d.ts", "transduce-web_bg.wasm", "transduce-web-webgpu.js", "transduce-web-webgpu.d.ts", "transduce-web-webgpu_bg.wasm", "transduce-relaxed.wasm", "transduce-adapt.js", "transduce-adapt.d.ts", "transduce-adapt_bg.wasm", "transduce-import.js", "transduce-import.d.ts", "transduce-import_bg.wasm", "hub.js", "convert.js", "README.md"],
   "sideEffects": false,
   "keywords": ["transformer", "translation", "parsing", "webgpu", "wasm", "burn"]
 }
 JSON
 cp web/NPM-README.md pkg/README.md
-log "pkg/: $(du -sh pkg | cut -f1) (wasm: CPU $(du -h pkg/transduce-web_bg.wasm | cut -f1), WebGPU $(du -h pkg/transduce-web-webgpu_bg.wasm | cut -f1), adaptation $(du -h pkg/transduce-adapt_bg.wasm | cut -f1))"
+log "pkg/: $(du -sh pkg | cut -f1) (wasm: CPU $(du -h pkg/transduce-web_bg.wasm | cut -f1), WebGPU $(du -h pkg/transduce-web-webgpu_bg.wasm | cut -f1), adaptation $(du -h pkg/transduce-adapt_bg.wasm | cut -f1), import $(du -h pkg/transduce-import_bg.wasm | cut -f1))"

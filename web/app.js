@@ -1,5 +1,6 @@
 // The demo page: plain JavaScript over the same API an embedding site uses.
 import { Transduce } from "./transduce.js";
+import { Translator, configure as configureTranslators } from "./translator.js";
 
 const $ = (id) => document.getElementById(id);
 const params = new URLSearchParams(location.search);
@@ -28,6 +29,9 @@ const EXAMPLES = {
   ],
 };
 const allExamples = new Set(Object.values(EXAMPLES).flat());
+
+// Where `hf:` names come from (?hub=URL; by default the Hugging Face hub).
+const HUB = params.get("hub") ?? undefined;
 
 const state = {
   models: [],
@@ -120,14 +124,66 @@ function showChannel(entry, reverse) {
   $("channel-name").textContent = reverse ? `${reverse.id} (${reverse.title})` : "";
 }
 
+/** The model card of a model loaded by name: its licence and the credit it asks for. */
+function showCard(engine) {
+  const card = engine?.hub?.card;
+  $("card").hidden = !card;
+  if (!card) return;
+  const p = engine.config.provenance;
+  $("card-summary").textContent = `${p.imported_from} · licence ${p.licence}${engine.hub.offline ? " · offline, from this browser's cache" : engine.hub.cached ? " · from this browser's cache" : ""}`;
+  $("card-text").textContent = card;
+}
+
+/**
+ * A pair through the Translator polyfill (Helsinki-NLP's OPUS-MT models, or two through
+ * English), with the surface the page uses of a Transduce.
+ */
+async function pairEngine(source, target, onProgress) {
+  configureTranslators({ hub: HUB, opusMt: true, backend: state.backend });
+  const availability = await Translator.availability({ sourceLanguage: source, targetLanguage: target });
+  if (availability === "unavailable") {
+    throw new Error(`the hub has no OPUS-MT model for ${source} → ${target}, direct or through English`);
+  }
+  const translator = await Translator.create({
+    sourceLanguage: source,
+    targetLanguage: target,
+    monitor: (m) => m.addEventListener("downloadprogress", (e) => onProgress(e.loaded)),
+  });
+  const models = translator.models;
+  const last = models[models.length - 1];
+  return {
+    translator,
+    task: "translate",
+    backend: "cpu",
+    device: models.length > 1 ? `two models through English: ${models.map((m) => m.reference).join(" → ")}` : models[0].reference,
+    config: { ...last.config, task: { kind: "translate", source, target } },
+    hub: { card: models.map((m) => m.card).join("\n\n---\n\n"), reference: models.map((m) => m.reference).join(" → ") },
+    pivot: models.length > 1,
+    async translate(text, { onPartial } = {}) {
+      const started = performance.now();
+      let done = "";
+      const stream = translator.translateStreaming(text);
+      for await (const chunk of stream) {
+        done += chunk;
+        onPartial?.({ text: done, index: 0, count: 1 });
+      }
+      return { text: done, sentences: [], ms: performance.now() - started };
+    },
+    adaptation: null,
+    adapt: (pairs, options) => translator.adapt(pairs, options),
+    reset: () => translator.reset(),
+    free: () => translator.destroy(),
+  };
+}
+
 async function load(entry) {
   const slot = entry.task === "parse" ? "parser" : "translator";
   const checker = state.channel ? await channelOf(entry) : null;
   if (state[slot]?.id === entry.id && state[slot].backend === state.backend && state[slot].channel === (checker?.id ?? null)) {
     return state[slot].engine;
   }
-  state[slot]?.engine.free();
-  state[slot] = null;
+  // The model loaded now stays until the new one has loaded: a load that fails leaves it.
+  const previous = state[slot];
   showError("");
   const button = entry.task === "parse" ? $("parse") : $("translate");
   button.disabled = true;
@@ -138,21 +194,27 @@ async function load(entry) {
   // The reverse model's files report progress too: their URLs start with this.
   const checkerBase = checkerUrl ? new URL(checkerUrl, location.href).href : null;
   try {
-    const engine = await Transduce.load(modelUrl(entry), {
+    const engine = entry.pair
+      ? await pairEngine(entry.pair[0], entry.pair[1], (f) => status(`Loading ${entry.title}: ${Math.round(100 * f)}%`))
+      : await Transduce.load(modelUrl(entry), {
       backend: state.backend,
+      hub: HUB,
       calibrate: params.get("calibrate") === "1",
       relaxedSimd: params.get("relaxed") !== "0",
       channel: checkerUrl,
-      onProgress: ({ file, url, loaded, total, cached }) => {
+      onProgress: ({ file, url, loaded, total, cached, converting }) => {
         const pct = total ? ` ${Math.round((100 * loaded) / total)}%` : ` ${(loaded / 1e6).toFixed(1)} MB`;
         const reverse = checkerBase && url?.startsWith(checkerBase);
-        status(`Loading ${reverse ? checker.title : entry.title}: ${file}${cached ? " (cached)" : pct}`);
+        status(`Loading ${reverse ? checker.title : entry.title}: ${file}${cached ? " (cached)" : converting ? "…" : pct}`);
       },
     });
+    previous?.engine.free();
     state[slot] = { id: entry.id, backend: state.backend, channel: checker?.id ?? null, engine };
     const checked = checker ? `, checked by ${checker.title}` : "";
-    status(`${entry.title}${checked} ready in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+    const warning = engine.hub?.warning ? ` (${engine.hub.warning.message})` : "";
+    status(`${entry.title}${checked} ready in ${((performance.now() - started) / 1000).toFixed(1)} s${warning}`);
     badge(engine);
+    showCard(engine);
     if (engine.task === "translate") {
       adaptedBadge(engine);
       const t = engine.config.task;
@@ -176,11 +238,44 @@ async function load(entry) {
     return engine;
   } catch (e) {
     if (slot === "translator") state.loading = false;
-    status("");
-    showError(`Could not load ${entry.title}: ${e.message}`);
-    badge(null);
+    status(previous ? `${previous.id} is still loaded` : "");
+    const where = e.code ? ` [${e.code}${e.file ? `, ${e.file}` : ""}]` : "";
+    showError(`Could not load ${entry.title}: ${e.message}${where}`);
+    if (previous) {
+      // The earlier model stays in use: the list and the badge say so.
+      $("model").value = previous.id;
+      button.disabled = false;
+      badge(previous.engine);
+    } else {
+      badge(null);
+    }
     throw e;
   }
+}
+
+/**
+ * The "any OPUS-MT model" field: an `hf:` name (or a plain ORG/NAME), or a pair such as
+ * "fr-de" or "fr → de" (Helsinki-NLP's model, or two through English).
+ */
+async function openByName(text) {
+  const value = text.trim();
+  if (!value) return;
+  const pair = value.match(/^([a-z]{2,3}(?:-[A-Za-z]{2,4})?)\s*(?:→|->|>|\s)\s*([a-z]{2,3}(?:-[A-Za-z]{2,4})?)$/) ??
+    value.match(/^([a-z]{2,3})-([a-z]{2,3})$/);
+  let entry;
+  if (pair) {
+    const id = `pair:${pair[1]}-${pair[2]}`;
+    entry = state.models.find((m) => m.id === id) ?? { id, title: `${pair[1]} → ${pair[2]} (OPUS-MT)`, task: "translate", pair: [pair[1], pair[2]] };
+  } else {
+    const name = value.startsWith("hf:") ? value : `hf:${value}`;
+    entry = state.models.find((m) => m.id === name) ?? { id: name, title: name, task: "translate", url: name };
+  }
+  if (!state.models.includes(entry)) {
+    state.models.unshift(entry);
+    $("model").prepend(new Option(entry.title, entry.id));
+  }
+  $("model").value = entry.id;
+  await load(entry);
 }
 
 /** Example buttons in the model's source language; an untouched example box follows along. */
@@ -248,10 +343,11 @@ async function translate() {
     $("target").dataset.done = "true";
     // The pair to add starts from this translation, for the visitor to correct.
     $("adapt-correct").value = result.text.replace(/\s*\n\s*/g, " ");
-    const checked = result.channel ? `, checked by ${state.translator.channel}` : "";
+    const checked = result.channel ? `, checked by ${state.translator.channel}` : engine.pivot ? ", through English" : "";
     $("time").textContent = `${(result.ms / 1000).toFixed(2)} s on ${engine.backend === "webgpu" ? "WebGPU" : "CPU"}${checked}`;
     badge(engine);
     state.lastSentences = result.sentences;
+    $("attention-panel").hidden = !result.sentences.length;
     $("att-sentence").replaceChildren(
       ...result.sentences.map((s, i) => new Option(`${i + 1}: ${s.source.slice(0, 40)}`, i)),
     );
@@ -514,6 +610,10 @@ async function main() {
   $("translate").addEventListener("click", translate);
   $("parse").addEventListener("click", parse);
   $("swap").addEventListener("click", () => swap().catch(() => {}));
+  $("open-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    openByName($("open-name").value).catch(() => {});
+  });
   $("parse").disabled = false;
   $("adapt-pairs").addEventListener("input", adaptCount);
   $("adapt-add").addEventListener("click", addPair);

@@ -13,9 +13,12 @@
 const DEFAULT_WORKER = new URL("./worker.js", import.meta.url);
 
 export class TransduceError extends Error {
-  constructor(message) {
+  /** `code` and `file` say what went wrong and where, where known (a model by name). */
+  constructor(message, { code = null, file = null } = {}) {
     super(message);
     this.name = "TransduceError";
+    this.code = code;
+    this.file = file;
   }
 }
 
@@ -37,7 +40,14 @@ export class Transduce {
 
   /**
    * Loads a bundle: a folder URL holding config.json, tokenizer.json and
-   * model.safetensors, or `{ config, tokenizer, weights }` as ArrayBuffers / Uint8Arrays.
+   * model.safetensors, `{ config, tokenizer, weights }` as ArrayBuffers / Uint8Arrays, or an
+   * OPUS-MT model on the Hugging Face hub by name, `hf:ORG/NAME[@REVISION]` (e.g.
+   * "hf:Helsinki-NLP/opus-mt-en-fr"): its files are downloaded, converted into a bundle in
+   * the worker (the same conversion as `transduce import`) and kept in the Cache API, so a
+   * second load needs no network. Errors carry `code` and `file` (hub.js lists the codes).
+   *
+   * options.hub: the hub `hf:` names come from (default https://huggingface.co).
+   * options.weights: how a model by name is stored, "int8" (default), "f16" or "f32".
    *
    * options.backend: "auto" (measured: on a hardware adapter both backends are timed on
    *   the same small requests once per adapter and model, the result cached, and each
@@ -60,11 +70,11 @@ export class Transduce {
    *   (`adapt()`; default true). false: the shipped weights, the stored ones kept.
    */
   static async load(source, options = {}) {
-    const { backend = "auto", onProgress, cache = true, calibrate = false, relaxedSimd = true, workerUrl = DEFAULT_WORKER, adapted = true } = options;
+    const { backend = "auto", onProgress, cache = true, calibrate = false, relaxedSimd = true, workerUrl = DEFAULT_WORKER, adapted = true, hub, weights } = options;
     if (!["auto", "webgpu", "cpu"].includes(backend)) {
       throw new TransduceError(`unknown backend "${backend}" (expected "auto", "webgpu" or "cpu")`);
     }
-    const bundle = bundleArgs(source, "load()");
+    const bundle = bundleArgs(source, "load()", { hub, weights });
     if (!bundle) throw new TransduceError("load() needs a bundle URL or { config, tokenizer, weights }");
     const channel = bundleArgs(options.channel, "options.channel");
     const { channelWeight } = options;
@@ -101,6 +111,12 @@ export class Transduce {
   get why() { return this.#info.why; }
   /** `auto`'s measurement: { ms: { [sentences]: { cpu, webgpu } }, gpuFrom, reason, cached }. */
   get calibration() { return this.#info.calibration; }
+  /**
+   * For a model loaded by name: { reference (pinned to its commit), card (the model card:
+   * its licence and the credit it asks for), cached, offline, warning ({ code, message }:
+   * e.g. "quota", the bundle could not be stored) }; undefined otherwise.
+   */
+  get hub() { return this.#info.hub; }
   /** The bundle's config.json: task, model, decoding defaults, metrics, provenance. */
   get config() { return this.#info.config; }
   /** "translate" or "parse". */
@@ -249,17 +265,21 @@ export class Transduce {
     }
     this.#pending.delete(id);
     if (kind === "ok") pending.resolve(value);
-    else pending.reject(new TransduceError(value));
+    else pending.reject(new TransduceError(value?.message ?? String(value), value ?? {}));
   }
 }
 
 /**
- * A bundle as the worker takes it: { url } for a folder URL (relative to the page), { files }
- * for { config, tokenizer, weights }; undefined when `source` is left out; anything else is
- * an error naming `what`.
+ * A bundle as the worker takes it: { url } for a folder URL (relative to the page), { hf }
+ * for a model by name, { files } for { config, tokenizer, weights }; undefined when `source`
+ * is left out; anything else is an error naming `what`.
  */
-function bundleArgs(source, what) {
+function bundleArgs(source, what, { hub, weights } = {}) {
   if (source === undefined || source === null) return undefined;
+  if (typeof source === "string" && source.startsWith("hf:")) {
+    if (hub !== undefined && typeof hub !== "string") throw new TransduceError("options.hub must be a URL (a string)");
+    return { hf: { reference: source, hub: hub ?? "https://huggingface.co", weights: weights ?? "int8" } };
+  }
   if (typeof source === "string" || source instanceof URL) {
     const base = new URL(source, globalThis.document?.baseURI ?? globalThis.location?.href);
     if (!base.pathname.endsWith("/")) base.pathname += "/";

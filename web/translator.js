@@ -12,6 +12,7 @@
 // README.md, "The Translator API".
 
 import { Transduce } from "./transduce.js";
+import { DEFAULT_HUB, exists, isCached } from "./hub.js";
 
 /** The Cache API store the worker keeps bundle files in (worker.js). */
 const CACHE_NAME = "transduce-bundles-v1";
@@ -19,7 +20,7 @@ const CACHE_NAME = "transduce-bundles-v1";
 const INPUT_QUOTA = 100_000;
 
 /** Language pair → { url, languages } and loading options, set by configure()/install(). */
-const settings = { models: new Map(), backend: "auto", workerUrl: undefined, channel: false };
+const settings = { models: new Map(), backend: "auto", workerUrl: undefined, channel: false, hub: DEFAULT_HUB, opusMt: false };
 /** Bundle URL → number of create() calls downloading it now. */
 const downloading = new Map();
 /** Bundle URLs a translator of this page has loaded. */
@@ -40,7 +41,7 @@ function canonical(tag) {
   }
 }
 
-/** The bundle for a pair: the exact tags first, then their primary languages (`en-US` → `en`). */
+/** The site's entry for a pair: the exact tags first, then their primary languages (`en-US` → `en`). */
 function lookup(sourceLanguage, targetLanguage) {
   const source = canonical(sourceLanguage);
   const target = canonical(targetLanguage);
@@ -72,9 +73,20 @@ function checkLanguages(options) {
  * channel: true checks every translation with the registry's model for the reverse pair,
  *   where there is one (noisy-channel reranking, as `transduce translate --channel`): both
  *   bundles are downloaded, and each translation takes about twice as long.
+ * hub: where `hf:` names come from (default https://huggingface.co). opusMt: true lets any
+ *   pair without an entry use Helsinki-NLP's OPUS-MT models on the hub: opus-mt-SRC-TGT where
+ *   it exists, else opus-mt-SRC-en then opus-mt-en-TGT (a pivot through English, sentence by
+ *   sentence). An entry's url may be an `hf:ORG/NAME` name, and an entry may be
+ *   { model, token } for a model of many targets, e.g. { model:
+ *   "hf:Helsinki-NLP/opus-mt-en-ROMANCE", token: ">>fra<<" }: the token is put before
+ *   every sentence, as the model's card asks.
  * Calling it again adds to the registry.
  */
-export function configure({ models = {}, backend, workerUrl, channel } = {}) {
+export function configure({ models = {}, backend, workerUrl, channel, hub, opusMt } = {}) {
+  if (opusMt !== undefined && typeof opusMt !== "boolean") {
+    throw new TypeError(`Translator: opusMt must be true or false, not ${typeof opusMt}`);
+  }
+  if (hub !== undefined && typeof hub !== "string") throw new TypeError("Translator: hub must be a URL (a string)");
   if (channel !== undefined && typeof channel !== "boolean") {
     throw new TypeError(`Translator: channel must be true or false, not ${typeof channel}`);
   }
@@ -86,20 +98,57 @@ export function configure({ models = {}, backend, workerUrl, channel } = {}) {
         if (rest.length || !sourceLanguage || !targetLanguage) {
           throw new TypeError(`Translator models: "${pair}" is not a pair like "en-de" or "en-US→de"`);
         }
-        return { sourceLanguage, targetLanguage, url };
+        const spec = typeof url === "object" && url !== null ? url : { url };
+        return { sourceLanguage, targetLanguage, ...spec };
       });
-  for (const { sourceLanguage, targetLanguage, url } of entries) {
+  for (const { sourceLanguage, targetLanguage, url, model, token } of entries) {
     const source = canonical(sourceLanguage);
     const target = canonical(targetLanguage);
     if (!source || !target) throw new TypeError(`Translator models: "${sourceLanguage}" → "${targetLanguage}" are not language tags`);
-    const base = new URL(url, globalThis.document?.baseURI ?? globalThis.location?.href);
+    if (token !== undefined && (typeof token !== "string" || !/^>>[^\s<>]+<<$/.test(token))) {
+      throw new TypeError(`Translator models: the token of ${source} → ${target} must look like ">>fra<<"`);
+    }
+    const where = model ?? url;
+    if (typeof where !== "string" && !(where instanceof URL)) throw new TypeError(`Translator models: ${source} → ${target} needs a bundle URL or an hf: name`);
+    if (typeof where === "string" && where.startsWith("hf:")) {
+      settings.models.set(`${source}→${target}`, { parts: [{ reference: where, token }], source, target });
+      continue;
+    }
+    const base = new URL(where, globalThis.document?.baseURI ?? globalThis.location?.href);
     if (!base.pathname.endsWith("/")) base.pathname += "/";
-    settings.models.set(`${source}→${target}`, { url: base.href, source, target });
+    settings.models.set(`${source}→${target}`, { url: base.href, source, target, token });
   }
   if (backend !== undefined) settings.backend = backend;
   if (workerUrl !== undefined) settings.workerUrl = workerUrl;
   if (channel !== undefined) settings.channel = channel;
+  if (hub !== undefined) settings.hub = hub;
+  if (opusMt !== undefined) settings.opusMt = opusMt;
 }
+
+/**
+ * The models that translate a pair: the site's entry, else (with opusMt) Helsinki-NLP's
+ * direct model, else its two through English. `{ parts: [{ reference, token? } | { url }],
+ * source, target }`, or null. The hub is asked (once per model and page) which exist.
+ */
+async function route(sourceLanguage, targetLanguage) {
+  const entry = lookup(sourceLanguage, targetLanguage);
+  if (entry) return entry.parts ? entry : { ...entry, parts: [{ url: entry.url, token: entry.token }] };
+  if (!settings.opusMt) return null;
+  const s = canonical(sourceLanguage).split("-")[0];
+  const t = canonical(targetLanguage).split("-")[0];
+  if (s === t) return null;
+  const name = (a, b) => `Helsinki-NLP/opus-mt-${a}-${b}`;
+  const has = (repo) => exists(repo, settings.hub).catch(() => false);
+  if (await has(name(s, t))) return { parts: [{ reference: `hf:${name(s, t)}` }], source: s, target: t };
+  if (s !== "en" && t !== "en") {
+    const [a, b] = await Promise.all([has(name(s, "en")), has(name("en", t))]);
+    if (a && b) return { parts: [{ reference: `hf:${name(s, "en")}` }, { reference: `hf:${name("en", t)}` }], source: s, target: t, pivot: "en" };
+  }
+  return null;
+}
+
+/** A key per part, for the downloading and loaded sets. */
+const partKey = (part) => part.url ?? `${settings.hub} ${part.reference}`;
 
 /** The bundle URLs a pair's translator loads: its own, and with `channel` the reverse pair's. */
 function bundleUrls(entry) {
@@ -135,15 +184,16 @@ function monotonic(target) {
 }
 
 export class Translator {
-  #engine;
+  /** The models in order, [{ engine, token }]: one, or two for a pivot. */
+  #stages;
   #destroyed = false;
   #signal;
   #pending = new Set();
 
   /** Not for callers: use Translator.create(). */
-  constructor(engine, sourceLanguage, targetLanguage, signal, secret) {
+  constructor(stages, sourceLanguage, targetLanguage, signal, secret) {
     if (secret !== CREATE) throw new TypeError("Illegal constructor: use Translator.create()");
-    this.#engine = engine;
+    this.#stages = stages;
     this.#signal = signal;
     this.sourceLanguage = sourceLanguage;
     this.targetLanguage = targetLanguage;
@@ -153,8 +203,15 @@ export class Translator {
   /** "unavailable", "downloadable", "downloading" or "available" for a language pair. */
   static async availability(options) {
     checkLanguages(options);
-    const entry = lookup(options.sourceLanguage, options.targetLanguage);
+    const entry = await route(options.sourceLanguage, options.targetLanguage);
     if (!entry) return "unavailable";
+    if (entry.parts.some((p) => p.reference)) {
+      const keys = entry.parts.map(partKey);
+      if (keys.every((k) => loadedUrls.has(k))) return "available";
+      if (keys.some((k) => downloading.get(k))) return "downloading";
+      const stored = await Promise.all(entry.parts.map((p) => isCached(p.reference, settings.hub)));
+      return stored.every(Boolean) ? "available" : "downloadable";
+    }
     const urls = bundleUrls(entry);
     if (urls.every((url) => loadedUrls.has(url))) return "available";
     if (urls.some((url) => downloading.get(url))) return "downloading";
@@ -170,9 +227,10 @@ export class Translator {
     checkLanguages(options);
     const { sourceLanguage, targetLanguage, monitor, signal } = options;
     signal?.throwIfAborted();
-    const entry = lookup(sourceLanguage, targetLanguage);
+    const entry = await route(sourceLanguage, targetLanguage);
     if (!entry) {
-      throw error("NotSupportedError", `no translation model for ${sourceLanguage} → ${targetLanguage} is configured`);
+      const hint = settings.opusMt ? `, and the hub at ${settings.hub} has no OPUS-MT model for it (direct or through English)` : "";
+      throw error("NotSupportedError", `no translation model for ${sourceLanguage} → ${targetLanguage} is configured${hint}`);
     }
     const events = new EventTarget();
     if (monitor !== undefined) {
@@ -180,6 +238,7 @@ export class Translator {
       monitor(events);
     }
     const progress = monotonic(events);
+    if (entry.parts.some((p) => p.reference)) return Translator.#createByName(entry, progress, signal);
     const fractions = new Map();
     const urls = bundleUrls(entry);
     for (const url of urls) downloading.set(url, (downloading.get(url) ?? 0) + 1);
@@ -212,7 +271,69 @@ export class Translator {
     }
     for (const url of urls) loadedUrls.add(url);
     progress(1);
-    return new Translator(engine, entry.source, entry.target, signal, CREATE);
+    return new Translator([{ engine, token: entry.token }], entry.source, entry.target, signal, CREATE);
+  }
+
+  /**
+   * Loads the models of a route by name (one, or two through English), each in its own
+   * worker; one bar across all of them: the bytes loaded over the bytes of every file.
+   */
+  static async #createByName(entry, progress, signal) {
+    const keys = entry.parts.map(partKey);
+    for (const k of keys) downloading.set(k, (downloading.get(k) ?? 0) + 1);
+    const seen = entry.parts.map(() => ({ loaded: 0, total: 0 }));
+    const engines = [];
+    try {
+      progress(0);
+      const loads = entry.parts.map((part, i) =>
+        abortable(
+          Transduce.load(part.reference ?? part.url, {
+            backend: settings.backend,
+            workerUrl: settings.workerUrl,
+            hub: settings.hub,
+            onProgress: ({ loaded, total }) => {
+              seen[i] = { loaded, total: Math.max(total, loaded) };
+              const all = seen.reduce((a, b) => ({ loaded: a.loaded + b.loaded, total: a.total + b.total }), { loaded: 0, total: 0 });
+              if (all.total > 0) progress(Math.min(0.99, all.loaded / all.total));
+            },
+          }),
+          signal,
+          (t) => t.free(),
+        ),
+      );
+      const settled = await Promise.allSettled(loads);
+      for (const r of settled) if (r.status === "fulfilled") engines.push(r.value);
+      const failed = settled.find((r) => r.status === "rejected");
+      if (failed) throw failed.reason;
+    } catch (e) {
+      for (const t of engines) t.free();
+      throw e;
+    } finally {
+      for (const k of keys) downloading.set(k, downloading.get(k) - 1);
+    }
+    for (const [i, t] of engines.entries()) {
+      if (t.config.task.kind !== "translate") {
+        for (const e of engines) e.free();
+        throw error("NotSupportedError", `${entry.parts[i].reference} is not a translation model`);
+      }
+    }
+    for (const k of keys) loadedUrls.add(k);
+    progress(1);
+    const stages = engines.map((engine, i) => ({ engine, token: entry.parts[i].token }));
+    return new Translator(stages, entry.source, entry.target, signal, CREATE);
+  }
+
+  /**
+   * Extension: the models this translator runs, in order ({ reference | bundle, card,
+   * token }): one, or two for a pivot through English.
+   */
+  get models() {
+    return this.#stages.map(({ engine, token }) => ({
+      reference: engine.hub?.reference,
+      card: engine.hub?.card,
+      token,
+      config: engine.config,
+    }));
   }
 
   /** Most input `translate()` takes, in the units of measureInputUsage() (characters). */
@@ -268,26 +389,31 @@ export class Translator {
    */
   async adapt(pairs, options = {}) {
     this.#check(options?.signal);
-    return this.#engine.adapt(pairs, options);
+    if (this.#stages.length > 1) throw error("NotSupportedError", "adapt(): a translator through English runs two models; adapt a direct one");
+    return this.#stages[0].engine.adapt(pairs, options);
   }
 
   /** Extension: the shipped weights again; the stored adaptation is deleted. */
   async reset() {
     this.#check();
-    return this.#engine.reset();
+    return Promise.all(this.#stages.map((s) => s.engine.reset())).then(() => undefined);
   }
 
   /** Extension: how the weights were adapted ({ pairs, steps, … }), or null. */
   get adaptation() {
-    return this.#engine.adaptation;
+    return this.#stages.length === 1 ? this.#stages[0].engine.adaptation : null;
   }
 
   destroy() {
     if (this.#destroyed) return;
     this.#destroyed = true;
-    this.#engine.free();
+    for (const { engine } of this.#stages) engine.free();
     for (const reject of this.#pending) reject(error("AbortError", "the translator was destroyed"));
     this.#pending.clear();
+  }
+
+  #translate(text, onPartial) {
+    return chain(this.#stages, text, onPartial);
   }
 
   #check(signal) {
@@ -307,7 +433,7 @@ export class Translator {
     const destroyed = new Promise((_, r) => (reject = r));
     this.#pending.add(reject);
     try {
-      const work = this.#engine.translate(text, onPartial ? { onPartial } : {});
+      const work = this.#translate(text, onPartial);
       work.catch(() => {}); // an aborted call's result is dropped
       return await abortable(Promise.race([work, destroyed]), signal);
     } finally {
@@ -317,6 +443,43 @@ export class Translator {
 }
 
 const CREATE = Symbol("create");
+
+/**
+ * Through every stage: one model as it is; a pivot sentence by sentence, each sentence of the
+ * first model handed to the second as soon as it is decoded (the two workers run side by
+ * side), the output streamed in the input's order with its lines kept.
+ */
+async function chain(stages, text, onPartial) {
+  const [first, ...rest] = stages;
+  const options = (stage, extra = {}) => ({ ...(stage.token ? { prefix: `${stage.token} ` } : {}), ...extra });
+  if (rest.length === 0) return first.engine.translate(text, options(first, onPartial ? { onPartial } : {}));
+  const lines = text.split("\n");
+  const out = lines.map(() => []);
+  let emitted = Promise.resolve();
+  const done = [];
+  for (const [l, line] of lines.entries()) {
+    if (!line.trim()) continue;
+    const pending = [];
+    await first.engine.translate(line, options(first, {
+      onPartial: ({ index, sentence }) => {
+        // The next stage, as soon as this sentence is ready.
+        const next = rest.reduce(
+          (p, stage) => p.then((t) => stage.engine.translate(t, options(stage)).then((r) => r.text)),
+          Promise.resolve(sentence.target),
+        );
+        pending[index] = next;
+        emitted = emitted.then(() => next).then((t) => {
+          out[l].push(t);
+          onPartial?.({ text: out.map((o) => o.join(" ")).slice(0, l + 1).join("\n") });
+        });
+      },
+    }));
+    done.push(...pending);
+  }
+  await Promise.all(done);
+  await emitted;
+  return { text: out.map((o) => o.join(" ")).join("\n") };
+}
 
 /**
  * `promise`, or its rejection with the signal's reason (an AbortError by default) as soon as

@@ -1,4 +1,5 @@
 // The Web Worker that owns the wasm module and the model (see transduce.js).
+import { hubBundle } from "./hub.js";
 
 const CACHE_NAME = "transduce-bundles-v1";
 // Sentences decoded together: a paragraph costs about its longest sentence's steps, and the
@@ -72,7 +73,8 @@ self.onmessage = async ({ data: { id, op, args } }) => {
     const value = await OPS[op](args, emit);
     self.postMessage({ id, kind: "ok", value });
   } catch (e) {
-    self.postMessage({ id, kind: "error", value: message(e) });
+    // `code` and `file` where the error has them (a model by name: hub.js, the import).
+    self.postMessage({ id, kind: "error", value: { message: message(e), code: e?.code ?? null, file: e?.file ?? null } });
   }
 };
 
@@ -83,9 +85,9 @@ function message(e) {
 }
 
 const OPS = {
-  async load({ url, files, backend, cache, calibrate = false, relaxedSimd = true, channel: reverse, channelWeight, adapted: adaptedStore }, emit) {
+  async load({ url, files, hf, backend, cache, calibrate = false, relaxedSimd = true, channel: reverse, channelWeight, adapted: adaptedStore }, emit) {
     // The bundle downloads while the backend is chosen and its module compiles.
-    const fetching = bundleBytes({ url, files }, cache, emit);
+    const fetching = bundleBytes({ url, files, hf }, cache, emit);
     fetching.catch(() => {}); // awaited below; a failure must not surface twice
     const fetchingReverse = reverse ? bundleBytes(reverse, cache, emit) : Promise.resolve(null);
     fetchingReverse.catch(() => {}); // awaited below
@@ -154,6 +156,10 @@ const OPS = {
     engine = loaded;
     engineModule = module;
     current = { url, shipped, adapted, key, backend: choice.backend };
+    // A model by name: where it came from, its card, and what could not be stored.
+    const hub = shipped.reference
+      ? { reference: shipped.reference, card: shipped.card, cached: shipped.cached, offline: shipped.offline, conversion: shipped.conversion, warning: shipped.warning ? { code: shipped.warning.code, message: shipped.warning.message } : undefined }
+      : undefined;
     policy = null;
     let calibration;
     if (backend === "auto" && engine.hasGpu) {
@@ -168,6 +174,7 @@ const OPS = {
       calibration,
       config: engine.config,
       channel: channel ? { config: channel.engine.config, weight: channel.weight } : undefined,
+      hub,
     };
   },
 
@@ -261,8 +268,11 @@ const OPS = {
     // Options first, then the text (a string, not empty, not too long): one clear error
     // before any work.
     // `channel` (default: on when a reverse model was loaded) is the worker's option.
-    const { channel: check = !!channel, ...decode } = options ?? {};
+    // `prefix` (a target token such as ">>fra<< " for a model of many targets) goes before
+    // every sentence, as such models' cards ask.
+    const { channel: check = !!channel, prefix = "", ...decode } = options ?? {};
     if (typeof check !== "boolean") throw new Error(`options.channel must be true or false, not ${typeof check}`);
+    if (typeof prefix !== "string") throw new Error(`options.prefix must be text, not ${typeof prefix}`);
     if (check && !channel) throw new Error("options.channel: no reverse model was loaded (load() with options.channel)");
     model.checkRequest(text, decode);
     const started = performance.now();
@@ -275,7 +285,7 @@ const OPS = {
     for (let start = 0; start < flat.length; start += BATCH) {
       const group = flat.slice(start, start + BATCH);
       route(model, group.length);
-      const batch = group.map((g) => g.sentence);
+      const batch = group.map((g) => prefix + g.sentence);
       const results = check
         ? await model.translateBatchWithChannel(batch, decode, channel.engine, channel.weight)
         : await model.translateBatch(batch, decode);
@@ -415,8 +425,12 @@ function need() {
   return engine;
 }
 
-/** A bundle's three files: fetched from `url` (cached, checked), or `files` as given. */
-function bundleBytes({ url, files }, cache, emit) {
+/**
+ * A bundle's three files: fetched from `url` (cached, checked), a model by name (`hf`:
+ * downloaded, converted and cached by hub.js), or `files` as given.
+ */
+function bundleBytes({ url, files, hf }, cache, emit) {
+  if (hf) return hubBundle(hf, cache, emit);
   return url ? fetchBundle(url, cache, emit) : Promise.resolve().then(() => normalize(files));
 }
 

@@ -9,7 +9,7 @@
 // With --url the tests run against a page someone already serves (scripts/demo.sh); the
 // two that need files only the test server has (a corrupt bundle, the embed example) are
 // skipped and say so. --only runs the named features alone (the `name` of each module in
-// features/: cpu, parse, bundles, api, webgpu, auto, embed, translator, adapt); the
+// features/: cpu, parse, bundles, api, webgpu, auto, embed, translator, adapt, imported, hub); the
 // environment variable ONLY, a regular expression, picks tests by name.
 //
 // Prints "ok - NAME" / "not ok - NAME" per test and a final "browser: N passed, N failed".
@@ -34,8 +34,9 @@ import * as embed from "./features/embed.mjs";
 import * as translator from "./features/translator.mjs";
 import * as adapt from "./features/adapt.mjs";
 import * as imported from "./features/imported.mjs";
+import * as hub from "./features/hub.mjs";
 
-const features = [cpu, parse, bundles, api, webgpu, auto, embed, translator, adapt, imported];
+const features = [cpu, parse, bundles, api, webgpu, auto, embed, translator, adapt, imported, hub];
 
 // Chromium has its own Translator (with Google's on-device models); switched off, the page
 // is what Firefox and Safari users get: install() defines the polyfill.
@@ -69,6 +70,12 @@ const sessions = [
   { steps: [translator.channelAndNative] },
   // Adaptation: the visitor's pairs, learned in the worker.
   { page: "backend=cpu&model=de-en", backend: "cpu", steps: [adapt.panel] },
+  // OPUS-MT models by name from the test hub: the page, WebGPU, the Translator API for any
+  // pair, every bad input.
+  { steps: [hub.onCpu] },
+  { flags: ["--enable-unsafe-webgpu"], steps: [hub.onWebgpu] },
+  { flags: NO_TRANSLATOR, steps: [hub.translatorApi] },
+  { steps: [hub.badInput] },
 ];
 
 if (!arg("bin")) throw new Error("--bin (the native transduce binary) is required");
@@ -110,5 +117,6 @@ for (const session of sessions) {
 }
 
 stopServer();
+for (const feature of features) await feature.unmount?.();
 await rm(scratch, { recursive: true, force: true });
 process.exit(summary() ? 1 : 0);

@@ -1,0 +1,308 @@
+// OPUS-MT models by name: the page (?model=hf:ORG/NAME&hub=URL) and the package
+// (Transduce.load("hf:…", { hub })) against the test hub on the loopback
+// (scripts/test-hub.mjs: the committed Marian fixtures in the Hugging Face hub's layout, on
+// a port of its own, so every request is cross-origin as the real hub's are). Outputs are
+// the native CLI's (`transduce import hf:…` with the same hub, then `transduce translate`);
+// the bundle the browser converted is byte for byte the CLI's; a second load works with the
+// hub stopped; a pivot through English equals two chained native translations; and every
+// bad input of issue 86 is one error with `code` and `file`, nothing cached, the model
+// loaded before still translating.
+import { execFile, spawnSync } from "node:child_process";
+import { promisify } from "node:util";
+import { createHash } from "node:crypto";
+import { readFile } from "node:fs/promises";
+import { join } from "node:path";
+import { TIMEOUT, arg, assertEqual, base, openPage, repo, step, test, waitReady } from "../harness.mjs";
+import { startHub } from "../../../scripts/test-hub.mjs";
+
+export const name = "hub";
+
+let hub = null;
+let hubPort = 0;
+let native = null;
+
+const EN_DE = "hf:Helsinki-NLP/opus-mt-en-de";
+
+/** Starts the test hub and computes the native references (imports into the scratch folder). */
+export async function mount(scratch) {
+  hub = await startHub();
+  hubPort = hub.port;
+  const bin = arg("bin");
+  const env = { ...process.env, TRANSDUCE_HUB_CACHE: join(scratch, "hub-cache") };
+  // Asynchronously: the hub answers from this process's event loop.
+  const imported = async (reference, out) => {
+    await promisify(execFile)(bin, ["import", reference, "--hub", hub.url, "--out", join(scratch, out), "--weights", "int8", "--source", "en", "--target", "de"], { env });
+    return join(scratch, out);
+  };
+  const reference = JSON.parse(await readFile(join(repo, "tests/fixtures/marian/swish/reference.json"), "utf8"));
+  const sentences = reference.generate.slice(2, 10).map((c) => c.text);
+  const translate = (bundle, lines, flags = []) => {
+    const r = spawnSync(bin, ["translate", "--model", bundle, "--quiet", ...flags], { input: `${lines.join("\n")}\n`, encoding: "utf8" });
+    if (r.status !== 0) throw new Error(`translate failed: ${r.stderr}`);
+    return r.stdout.trimEnd().split("\n");
+  };
+  const enDe = await imported(EN_DE, "en-de");
+  const frEn = await imported("hf:Helsinki-NLP/opus-mt-fr-en", "fr-en");
+  const romance = await imported("hf:Helsinki-NLP/opus-mt-en-ROMANCE", "romance");
+  const sha = async (file) => createHash("sha256").update(await readFile(file)).digest("hex");
+  native = {
+    sentences,
+    enDe: { beam: translate(enDe, sentences), greedy: translate(enDe, sentences, ["--beam", "1"]), f32: translate(enDe, sentences.slice(0, 3), ["--compute", "f32"]) },
+    files: Object.fromEntries(await Promise.all(["config.json", "tokenizer.json", "model.safetensors"].map(async (f) => [f, await sha(join(enDe, f))]))),
+    // fr → en → de: each sentence through both models, as the pivot does.
+    pivot: translate(enDe, translate(frEn, sentences)),
+    romance: translate(romance, sentences.map((s) => `>>fra<< ${s}`)),
+  };
+  return {};
+}
+
+const hubUrl = (mode) => `http://127.0.0.1:${hubPort}${mode ? `/~${mode}` : ""}`;
+
+/** Translates `sentences` in the page, one at a time, with the page's controls. */
+async function translateAll(page, sentences, beam) {
+  const out = [];
+  for (const s of sentences) {
+    await page.fill("#beam", String(beam));
+    await page.fill("#source", s);
+    await page.evaluate(() => delete document.getElementById("target").dataset.done);
+    await page.click("#translate");
+    await page.waitForSelector('#target[data-done="true"]');
+    const error = await page.textContent("#error");
+    if (error) throw new Error(error);
+    out.push((await page.textContent("#target")).trim());
+  }
+  return out;
+}
+
+function same(found, want, what) {
+  const wrong = found.map((f, i) => (f === want[i] ? null : `${i}: ${JSON.stringify(f)}, want ${JSON.stringify(want[i])}`)).filter(Boolean);
+  if (wrong.length) throw new Error(`${what}:\n${wrong.join("\n")}`);
+}
+
+/** The page by name on the CPU, the bundle it stored, then a reload with the hub stopped. */
+export const onCpu = step(name, async ({ b }) => {
+  const query = `backend=cpu&model=${encodeURIComponent(EN_DE)}&hub=${encodeURIComponent(hubUrl())}`;
+  let page;
+  await test("hub: the page loads hf:Helsinki-NLP/opus-mt-en-de by name on the CPU and translates as the native import", async () => {
+    page = await openPage(b.context, query);
+    await waitReady(page, "cpu");
+    same(await translateAll(page, native.sentences, 4), native.enDe.beam, "beam 4");
+    same(await translateAll(page, native.sentences.slice(0, 4), 1), native.enDe.greedy.slice(0, 4), "greedy");
+    assertEqual(await page.isVisible("#card"), true, "the model card is shown");
+    const summary = await page.textContent("#card-summary");
+    if (!summary.includes("cc-by-4.0") || !summary.includes("Helsinki-NLP/opus-mt-en-de")) throw new Error(`card: ${summary}`);
+    const card = await page.textContent("#card-text");
+    if (!card.includes("credit the source")) throw new Error(`card text: ${card.slice(0, 200)}`);
+  }, { needsTestServer: true });
+
+  await test("hub: the bundle converted in the browser is byte for byte the CLI's (config, tokenizer, int8 weights)", async () => {
+    const sums = await page.evaluate(async ({ reference, hub }) => {
+      const { readCachedBundle } = await import("/hub.js");
+      const bundle = await readCachedBundle(reference, hub, "int8");
+      const hex = async (bytes) => [...new Uint8Array(await crypto.subtle.digest("SHA-256", bytes))].map((x) => x.toString(16).padStart(2, "0")).join("");
+      return { "config.json": await hex(bundle.config), "tokenizer.json": await hex(bundle.tokenizer), "model.safetensors": await hex(bundle.weights) };
+    }, { reference: EN_DE, hub: hubUrl() });
+    for (const file of Object.keys(native.files)) assertEqual(sums[file], native.files[file], file);
+  }, { needsTestServer: true });
+
+  await test("hub: a second load, with the hub stopped, comes from the browser's cache and translates the same", async () => {
+    await page?.close();
+    await hub.close();
+    try {
+      const again = await openPage(b.context, query);
+      const started = Date.now();
+      await waitReady(again, "cpu");
+      const ms = Date.now() - started;
+      const summary = await again.textContent("#card-summary");
+      if (!summary.includes("offline")) throw new Error(`the card should say it came from the cache offline: ${summary}`);
+      same(await translateAll(again, native.sentences.slice(0, 3), 4), native.enDe.beam.slice(0, 3), "offline beam 4");
+      console.log(`  (second load with the hub stopped: ready ${ms} ms after the page opened)`);
+      await again.close();
+    } finally {
+      hub = await startHub({ port: hubPort });
+    }
+  }, { needsTestServer: true });
+}, { ownPage: true });
+
+/** The same on WebGPU (SwiftShader): the GPU decoder multiplies in f32 (native --compute f32). */
+export const onWebgpu = step(name, async ({ b }) => {
+  await test("hub: a model by name translates on WebGPU as the native import in f32", async () => {
+    const found = await b.context.newPage().then(async (page) => {
+      await page.goto(`${base}/index.html?backend=cpu`);
+      return page.evaluate(async ({ reference, hub, sentences }) => {
+        const { Transduce } = await import("/transduce.js");
+        const t = await Transduce.load(reference, { hub, backend: "webgpu" });
+        const out = { backend: t.backend, texts: [] };
+        for (const s of sentences) out.texts.push((await t.translate(s)).text);
+        t.free();
+        return out;
+      }, { reference: EN_DE, hub: hubUrl(), sentences: native.sentences.slice(0, 3) });
+    });
+    assertEqual(found.backend, "webgpu", "backend");
+    same(found.texts, native.enDe.f32, "WebGPU beam 4");
+  }, { needsTestServer: true });
+}, { ownPage: true });
+
+/** The Translator API for any pair: a pivot through English, a model of many targets. */
+export const translatorApi = step(name, async ({ b }) => {
+  await test("hub: Translator.availability answers any pair, and fr→de pivots through English as two chained native translations", async () => {
+    const page = await b.context.newPage();
+    await page.goto(`${base}/index.html?backend=cpu`);
+    const found = await page.evaluate(async ({ hub, sentences }) => {
+      const { Translator, configure } = await import("/translator.js");
+      configure({ hub, opusMt: true, backend: "cpu" });
+      const before = {
+        pivot: await Translator.availability({ sourceLanguage: "fr", targetLanguage: "de" }),
+        direct: await Translator.availability({ sourceLanguage: "en", targetLanguage: "de" }),
+        none: await Translator.availability({ sourceLanguage: "fr", targetLanguage: "ja" }),
+      };
+      const progress = [];
+      const translator = await Translator.create({
+        sourceLanguage: "fr",
+        targetLanguage: "de",
+        monitor: (m) => m.addEventListener("downloadprogress", (e) => progress.push(e.loaded)),
+      });
+      const texts = [];
+      for (const s of sentences) texts.push(await translator.translate(s));
+      const streamed = [];
+      for await (const chunk of translator.translateStreaming(`${sentences[0]} ${sentences[1]}`)) streamed.push(chunk);
+      const after = await Translator.availability({ sourceLanguage: "fr", targetLanguage: "de" });
+      const models = translator.models.map((m) => m.reference);
+      translator.destroy();
+      let error;
+      try {
+        await Translator.create({ sourceLanguage: "fr", targetLanguage: "ja" });
+      } catch (e) {
+        error = e.name;
+      }
+      return { before, after, progress, texts, streamed, models, error };
+    }, { hub: hubUrl(), sentences: native.sentences.slice(0, 4) });
+    assertEqual(JSON.stringify(found.before), JSON.stringify({ pivot: "downloadable", direct: "downloadable", none: "unavailable" }), "availability before");
+    assertEqual(found.after, "available", "availability after create");
+    assertEqual(found.models.length, 2, "two models");
+    if (!found.models[0].startsWith("hf:Helsinki-NLP/opus-mt-fr-en@") || !found.models[1].startsWith("hf:Helsinki-NLP/opus-mt-en-de@")) throw new Error(`models: ${found.models}`);
+    same(found.texts, native.pivot.slice(0, 4), "pivot");
+    assertEqual(found.streamed.join(""), `${native.pivot[0]} ${native.pivot[1]}`, "streamed pivot");
+    if (found.streamed.length !== 2) throw new Error(`streamed in ${found.streamed.length} chunks, expected one per sentence`);
+    const p = found.progress;
+    if (p[0] !== 0 || p[p.length - 1] !== 1 || p.some((x, i) => i && x < p[i - 1]) || p.length < 4) throw new Error(`progress ${p.join(", ")}`);
+    assertEqual(found.error, "NotSupportedError", "create() of a pair the hub cannot do");
+    await page.close();
+  }, { needsTestServer: true });
+
+  await test("hub: a model of many targets named in the site's table gets the target's token before every sentence", async () => {
+    const page = await b.context.newPage();
+    await page.goto(`${base}/index.html?backend=cpu`);
+    const texts = await page.evaluate(async ({ hub, sentences }) => {
+      const { Translator, configure } = await import("/translator.js");
+      configure({ hub, models: { "en-fr": { model: "hf:Helsinki-NLP/opus-mt-en-ROMANCE", token: ">>fra<<" } }, backend: "cpu" });
+      const t = await Translator.create({ sourceLanguage: "en", targetLanguage: "fr" });
+      const out = [];
+      for (const s of sentences) out.push(await t.translate(s));
+      // Two sentences in one text: each gets the token.
+      out.push(await t.translate(`${sentences[0]} ${sentences[1]}`));
+      t.destroy();
+      return out;
+    }, { hub: hubUrl(), sentences: native.sentences.slice(0, 3) });
+    same(texts.slice(0, 3), native.romance.slice(0, 3), "en-ROMANCE with >>fra<<");
+    assertEqual(texts[3], `${native.romance[0]} ${native.romance[1]}`, "two sentences, each with the token");
+  }, { needsTestServer: true });
+}, { ownPage: true });
+
+/** Every bad input: one error with code and file, nothing cached, the loaded model intact. */
+export const badInput = step(name, async ({ b }) => {
+  await test("hub: each bad model or download is one error with code and file; nothing is cached and the loaded model still translates", async () => {
+    const page = await b.context.newPage();
+    await page.goto(`${base}/index.html?backend=cpu`);
+    const cases = [
+      ["hf:Helsinki-NLP/opus-mt-xx-yy", "", "not-found", "config.json"],
+      ["hf:test/opus-mt-en-xx-novocab", "", "missing-file", "vocab.json"],
+      ["hf:test/opus-mt-en-xx-refused", "", "unsupported", "config.json"],
+      ["hf:Helsinki-NLP/opus-mt-de-en", "cut", "truncated", "source.spm"],
+      ["hf:Helsinki-NLP/opus-mt-de-en", "short", "truncated", "source.spm"],
+      ["hf:Helsinki-NLP/opus-mt-de-en", "corrupt", "corrupt", "source.spm"],
+      ["hf:Helsinki-NLP/opus-mt-de-en", "html", "bad-listing", "listing"],
+      ["hf:Helsinki-NLP/opus-mt-de-en", "moved", "moved", "config.json"],
+      ["hf:Helsinki-NLP/opus-mt-de-en@v9", "", "not-found", "config.json"],
+      ["hf:not-a-name", "", "bad-name", null],
+    ].map(([reference, mode, code, file]) => ({ reference, hub: hubUrl(mode), code, file }));
+    const found = await page.evaluate(async ({ cases, good, hub, sentence }) => {
+      const { Transduce } = await import("/transduce.js");
+      const { isCached } = await import("/hub.js");
+      const loaded = await Transduce.load(good, { hub, backend: "cpu" });
+      const before = (await loaded.translate(sentence)).text;
+      const out = [];
+      for (const c of cases) {
+        try {
+          const t = await Transduce.load(c.reference, { hub: c.hub, backend: "cpu" });
+          t.free();
+          out.push({ reference: c.reference, loaded: true });
+        } catch (e) {
+          out.push({ reference: c.reference, name: e.name, code: e.code, file: e.file, message: e.message, cached: await isCached(c.reference, c.hub) });
+        }
+      }
+      const after = (await loaded.translate(sentence)).text;
+      loaded.free();
+      return { out, before, after };
+    }, { cases, good: EN_DE, hub: hubUrl(), sentence: native.sentences[0] });
+    const wrong = [];
+    found.out.forEach((r, i) => {
+      const c = cases[i];
+      if (r.loaded || r.code !== c.code || r.file !== c.file || r.cached || r.name !== "TransduceError" || !r.message) {
+        wrong.push(`${c.reference} at ${c.hub}: ${JSON.stringify(r)}, want code ${c.code}, file ${c.file}`);
+      }
+    });
+    if (wrong.length) throw new Error(wrong.join("\n"));
+    assertEqual(found.after, found.before, "the model loaded before translates as before");
+    await page.close();
+  }, { needsTestServer: true });
+
+  await test("hub: the page's name field shows a bad name's error and keeps the model it had", async () => {
+    const page = await openPage(b.context, `backend=cpu&model=${encodeURIComponent(EN_DE)}&hub=${encodeURIComponent(hubUrl())}`);
+    await waitReady(page, "cpu");
+    await page.fill("#open-name", "hf:Helsinki-NLP/opus-mt-xx-yy");
+    await page.click("#open");
+    await page.waitForFunction(() => document.getElementById("error").textContent.includes("not-found"), null, { timeout: TIMEOUT });
+    const error = await page.textContent("#error");
+    if (!error.includes("no such model")) throw new Error(error);
+    // The model loaded before still serves.
+    await page.evaluate(() => (document.getElementById("error").textContent = ""));
+    const [out] = await translateAll(page, native.sentences.slice(0, 1), 4);
+    assertEqual(out, native.enDe.beam[0], "translation after the failed load");
+    // A pair through the field: fr-de, through English.
+    await page.fill("#open-name", "fr-de");
+    await page.click("#open");
+    await page.waitForFunction(() => document.getElementById("status").textContent.includes("ready"), null, { timeout: TIMEOUT });
+    const [pivot] = await translateAll(page, native.sentences.slice(0, 1), 4);
+    assertEqual(pivot, native.pivot[0], "fr-de through the page's field");
+    await page.close();
+  }, { needsTestServer: true });
+
+  await test("hub: with the storage quota exceeded the model still loads and says it could not be stored", async () => {
+    const page = await b.context.newPage();
+    await page.goto(`${base}/index.html?backend=cpu`);
+    const cdp = await b.context.newCDPSession(page);
+    await cdp.send("Storage.overrideQuotaForOrigin", { origin: base, quotaSize: 64 * 1024 });
+    const found = await page.evaluate(async ({ hub, sentence }) => {
+      const { Transduce } = await import("/transduce.js");
+      const { isCached } = await import("/hub.js");
+      // A model no step of this session loaded before (so it must be stored now): the
+      // legacy pytorch_model.bin of PyTorch ≤ 1.5, converted in the browser.
+      const t = await Transduce.load("hf:Helsinki-NLP/opus-mt-nl-en", { hub, backend: "cpu" });
+      const text = (await t.translate(sentence)).text;
+      const warning = t.hub.warning;
+      t.free();
+      return { text, warning, cached: await isCached("hf:Helsinki-NLP/opus-mt-nl-en", hub) };
+    }, { hub: hubUrl(), sentence: native.sentences[0] });
+    await cdp.send("Storage.overrideQuotaForOrigin", { origin: base });
+    if (found.warning?.code !== "quota") throw new Error(`warning: ${JSON.stringify(found.warning)}`);
+    assertEqual(found.cached, false, "nothing half-cached");
+    if (!found.text) throw new Error("no translation");
+    await page.close();
+  }, { needsTestServer: true });
+}, { ownPage: true });
+
+/** Stops the test hub (run.mjs calls it at the end). */
+export async function unmount() {
+  await hub?.close();
+}

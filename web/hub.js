@@ -1,0 +1,380 @@
+// Models by name from the Hugging Face hub: `hf:ORG/NAME[@REVISION]`, as
+// crates/transduce-import/src/hub.rs names them. The worker (worker.js) fetches a model's
+// files with progress, checks them, has them converted into a bundle (in a short-lived worker
+// of its own, convert.js, whose memory is given back when it ends), and keeps the bundle in
+// the Cache API under the model, its commit and its files' ETags: a second load needs no
+// network. The page and the Translator polyfill use the listing to tell what exists.
+//
+// Every failure is a HubError whose `code` and `file` say what and where:
+//   not-found       no such model (or revision) on the hub
+//   missing-file    the model lacks a file the import needs
+//   unreachable     the hub cannot be reached and the model is not cached
+//   bad-listing     the listing is not the hub's JSON (an HTML page, say)
+//   http            another HTTP error
+//   truncated       a download ended early, or its size is not what the hub said
+//   corrupt         a download's sha256 is not the one the hub lists
+//   moved           the revision moved to another commit during the download
+//   unsupported, no-licence, no-languages, …   the import's own (crates/transduce-import)
+//   quota           (a warning, not an error) the bundle could not be stored
+
+export const DEFAULT_HUB = "https://huggingface.co";
+/** The Cache API store of converted bundles. */
+export const HUB_CACHE = "transduce-hub-v1";
+
+export class HubError extends Error {
+  constructor(code, message, file = null) {
+    super(message);
+    this.name = "HubError";
+    this.code = code;
+    this.file = file;
+  }
+}
+
+const PART = /^[A-Za-z0-9._-]{1,96}$/;
+
+/**
+ * `{ org, name, revision }` for an `hf:` name; `null` for anything else (a bundle URL).
+ * A malformed name throws a HubError (code "bad-name").
+ */
+export function parseReference(text) {
+  if (typeof text !== "string" || !text.startsWith("hf:")) return null;
+  const rest = text.slice(3);
+  const at = rest.indexOf("@");
+  const repo = at < 0 ? rest : rest.slice(0, at);
+  const revision = at < 0 ? null : rest.slice(at + 1);
+  const parts = repo.split("/");
+  const bad = (why) => new HubError("bad-name", `${JSON.stringify(text)} is not a model name like hf:Helsinki-NLP/opus-mt-en-fr[@REVISION]: ${why}`);
+  if (parts.length !== 2) throw bad("it needs an organisation and a name, ORG/NAME");
+  if (!parts.every((p) => PART.test(p) && p !== "." && p !== "..")) throw bad("ORG and NAME are letters, digits, `-`, `_` and `.`");
+  if (revision !== null && (!/^[A-Za-z0-9._/-]{1,128}$/.test(revision) || revision.split("/").some((p) => !p || p === "." || p === ".."))) {
+    throw bad("a revision is a branch, tag or commit: letters, digits, `-`, `_`, `.`, `/`");
+  }
+  return { org: parts[0], name: parts[1], revision };
+}
+
+export const repoOf = (ref) => `${ref.org}/${ref.name}`;
+export const referenceText = (ref) => `hf:${repoOf(ref)}${ref.revision ? `@${ref.revision}` : ""}`;
+const trimHub = (hub) => (hub ?? DEFAULT_HUB).replace(/\/+$/, "");
+const revisionPath = (ref) => encodeURIComponent(ref.revision ?? "main");
+
+export function resolveUrl(ref, hub, file) {
+  return `${trimHub(hub)}/${ref.org}/${ref.name}/resolve/${revisionPath(ref)}/${file}`;
+}
+
+export function listingUrl(ref, hub) {
+  const base = `${trimHub(hub)}/api/models/${ref.org}/${ref.name}`;
+  return `${ref.revision ? `${base}/revision/${revisionPath(ref)}` : base}?blobs=true`;
+}
+
+const message = (e) => (e instanceof Error ? e.message : String(e));
+
+/**
+ * The hub's listing of the model: `{ commit, files: Map(name → { size, sha256 }) }`, or
+ * null where the hub has no listing for it (404: a hub without the API, or no such model —
+ * the files then tell). Throws "unreachable" when nothing answers.
+ */
+export async function fetchListing(ref, hub, { signal } = {}) {
+  const url = listingUrl(ref, hub);
+  let response;
+  try {
+    response = await fetch(url, { cache: "no-cache", signal });
+  } catch (e) {
+    if (signal?.aborted) throw e;
+    throw new HubError("unreachable", `${referenceText(ref)}: the hub at ${trimHub(hub)} cannot be reached (${message(e)})`);
+  }
+  if (response.status === 404) return null;
+  if (response.status === 401) {
+    throw new HubError("not-found", `${referenceText(ref)}: no such model on ${trimHub(hub)} (HTTP 401: or it needs a login)`);
+  }
+  if (!response.ok) throw new HubError("http", `${url}: HTTP ${response.status} ${response.statusText}`);
+  const text = await response.text();
+  let json;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    throw new HubError("bad-listing", `${url}: the listing is not JSON; it begins ${JSON.stringify(text.slice(0, 40))}`, "listing");
+  }
+  if (typeof json !== "object" || json === null || Array.isArray(json)) {
+    throw new HubError("bad-listing", `${url}: the listing is not a JSON object`, "listing");
+  }
+  const files = new Map();
+  for (const f of Array.isArray(json.siblings) ? json.siblings : []) {
+    if (typeof f?.rfilename !== "string") continue;
+    const size = Number.isSafeInteger(f.lfs?.size ?? f.size) ? (f.lfs?.size ?? f.size) : null;
+    const sha256 = typeof f.lfs?.sha256 === "string" && /^[0-9a-f]{64}$/i.test(f.lfs.sha256) ? f.lfs.sha256.toLowerCase() : null;
+    files.set(f.rfilename, { size, sha256 });
+  }
+  return { commit: typeof json.sha === "string" ? json.sha : null, files };
+}
+
+/** Whether the hub has `hf:ORG/NAME` (its listing answers); remembered for the page's life. */
+const known = new Map();
+export function exists(repo, hub) {
+  const key = `${trimHub(hub)} ${repo}`;
+  if (!known.has(key)) {
+    const [org, name] = repo.split("/");
+    known.set(key, fetchListing({ org, name, revision: null }, hub).then((l) => l !== null, (e) => {
+      known.delete(key);
+      throw e;
+    }));
+  }
+  return known.get(key);
+}
+
+// The files the import reads (crates/transduce-import: REQUIRED, OPTIONAL, the weights).
+const REQUIRED = ["config.json", "vocab.json", "source.spm"];
+const OPTIONAL = ["generation_config.json", "README.md"];
+const WEIGHTS = ["model.safetensors", "pytorch_model.bin"];
+
+async function sha256(bytes) {
+  if (!self.crypto?.subtle) return null;
+  const digest = await self.crypto.subtle.digest("SHA-256", bytes);
+  return [...new Uint8Array(digest)].map((b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+/** The ETag's sha256 where it is one (the hub's ETag of a large file is its content's sum). */
+function etagSum(etag) {
+  const tag = (etag ?? "").replace(/^W\//, "").replace(/"/g, "");
+  return /^[0-9a-f]{64}$/i.test(tag) ? tag.toLowerCase() : null;
+}
+
+/**
+ * Downloads the model's files (no cache): `{ commit, files: Map(name → Uint8Array), etags }`.
+ * `progress({ loaded, total })` over all files (the total is the listing's sizes, else grows
+ * with each Content-Length).
+ */
+async function download(ref, hub, listing, progress) {
+  let commit = listing?.commit ?? null;
+  const listed = listing?.files;
+  const wanted = [...REQUIRED.map((f) => [f, true]), ...OPTIONAL.filter((f) => !listed || listed.has(f)).map((f) => [f, false])];
+  if (listed) {
+    const weights = WEIGHTS.find((f) => listed.has(f));
+    if (!weights) throw new HubError("missing-file", `${referenceText(ref)}: the model lists neither model.safetensors nor pytorch_model.bin`, "model.safetensors");
+    wanted.push([weights, true]);
+  } else {
+    wanted.push(...WEIGHTS.map((f) => [f, false]));
+  }
+  let total = listed ? wanted.reduce((sum, [f]) => sum + (listed.get(f)?.size ?? 0), 0) : 0;
+  let loaded = 0;
+  const files = new Map();
+  const etags = {};
+  for (const [file, required] of wanted) {
+    if (file === "pytorch_model.bin" && files.has("model.safetensors")) continue;
+    const url = resolveUrl(ref, hub, file);
+    let response;
+    try {
+      response = await fetch(url, { cache: "no-store" });
+    } catch (e) {
+      throw new HubError("unreachable", `${url}: cannot fetch (${message(e)})`, file);
+    }
+    if (response.status === 404) {
+      if (!required) continue;
+      if (file === REQUIRED[0]) {
+        throw new HubError("not-found", `${referenceText(ref)}: no such model${ref.revision ? ` or revision ${ref.revision}` : ""} on ${trimHub(hub)} (${url} answered 404)`, file);
+      }
+      throw new HubError("missing-file", `${referenceText(ref)}: the model has no ${file} (${url} answered 404)`, file);
+    }
+    if (!response.ok) throw new HubError("http", `${url}: HTTP ${response.status} ${response.statusText}`, file);
+    const served = response.headers.get("x-repo-commit");
+    if (served && commit && served !== commit) {
+      throw new HubError("moved", `${referenceText(ref)}: revision ${ref.revision ?? "main"} moved during the download: the listing said commit ${commit}, ${file} came from ${served}; load it again`, file);
+    }
+    commit ??= served;
+    const length = Number(response.headers.get("content-length")) || null;
+    const expected = listed?.get(file)?.size ?? length;
+    if (!listed && length) total += length;
+    const chunks = [];
+    let got = 0;
+    const reader = response.body.getReader();
+    try {
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) break;
+        chunks.push(value);
+        got += value.length;
+        loaded += value.length;
+        progress({ file, loaded, total: Math.max(total, loaded) });
+      }
+    } catch (e) {
+      throw new HubError("truncated", `${url}: the download broke off after ${got} bytes (${message(e)}); load it again`, file);
+    }
+    if ((expected !== null && got !== expected) || (length !== null && got !== length)) {
+      throw new HubError("truncated", `${url}: ${got} bytes arrived where the hub said ${expected ?? length}; load it again`, file);
+    }
+    const bytes = new Uint8Array(got);
+    let at = 0;
+    for (const c of chunks) {
+      bytes.set(c, at);
+      at += c.length;
+    }
+    const sum = listed?.get(file)?.sha256 ?? etagSum(response.headers.get("etag"));
+    if (sum) {
+      const found = await sha256(bytes);
+      if (found !== null && found !== sum) {
+        throw new HubError("corrupt", `${url}: the download is damaged (sha256 ${found}, the hub lists ${sum}); load it again`, file);
+      }
+    }
+    etags[file] = sum ?? response.headers.get("etag") ?? `${got}`;
+    files.set(file, bytes);
+  }
+  if (!WEIGHTS.some((f) => files.has(f))) {
+    throw new HubError("missing-file", `${referenceText(ref)}: the model has neither model.safetensors nor pytorch_model.bin`, "model.safetensors");
+  }
+  return { commit: commit ?? ref.revision ?? "main", files, etags };
+}
+
+/** Converts in a worker of its own, ended afterwards: its wasm memory goes with it. */
+function convert(files, options) {
+  return new Promise((resolve, reject) => {
+    const worker = new Worker(new URL("./convert.js", import.meta.url), { type: "module" });
+    const done = (f) => (value) => {
+      worker.terminate();
+      f(value);
+    };
+    worker.onmessage = ({ data }) => (data.ok ? done(resolve)(data.value) : done(reject)(new HubError(data.code ?? "import", data.message, data.file ?? null)));
+    worker.onerror = (event) => done(reject)(new HubError("import", `the conversion worker failed: ${event.message || "could not start"}`));
+    const names = [...files.keys()];
+    const buffers = names.map((n) => files.get(n).buffer);
+    worker.postMessage({ names, buffers, options }, buffers);
+  });
+}
+
+// ---- the cache of converted bundles -------------------------------------------------------
+
+const indexKey = (ref, hub, weights) =>
+  `https://hub.transduce.invalid/v1/ref/${encodeURIComponent(trimHub(hub))}/${repoOf(ref)}/${encodeURIComponent(ref.revision ?? "main")}/${weights}`;
+const bundleKey = (ref, hub, weights, commit) =>
+  `https://hub.transduce.invalid/v1/bundle/${encodeURIComponent(trimHub(hub))}/${repoOf(ref)}/${commit}/${weights}`;
+
+async function openStore(useCache) {
+  if (!useCache || typeof caches === "undefined") return null;
+  try {
+    return await caches.open(HUB_CACHE);
+  } catch {
+    return null;
+  }
+}
+
+/** One entry: a JSON header's length (4 bytes), the header, the three files. */
+function pack(bundle, meta) {
+  const header = new TextEncoder().encode(JSON.stringify({ ...meta, sizes: [bundle.config.length, bundle.tokenizer.length, bundle.weights.length], card: bundle.card }));
+  const out = new Uint8Array(4 + header.length + bundle.config.length + bundle.tokenizer.length + bundle.weights.length);
+  new DataView(out.buffer).setUint32(0, header.length, true);
+  let at = 4;
+  for (const part of [header, bundle.config, bundle.tokenizer, bundle.weights]) {
+    out.set(part, at);
+    at += part.length;
+  }
+  return out;
+}
+
+function unpack(bytes) {
+  if (bytes.length < 4) return null;
+  const n = new DataView(bytes.buffer, bytes.byteOffset).getUint32(0, true);
+  let meta;
+  try {
+    meta = JSON.parse(new TextDecoder().decode(bytes.subarray(4, 4 + n)));
+  } catch {
+    return null;
+  }
+  const [a, b, c] = meta.sizes ?? [];
+  if (4 + n + a + b + c !== bytes.length) return null;
+  let at = 4 + n;
+  const take = (k) => bytes.slice(at, (at += k));
+  return { meta, bundle: { config: take(a), tokenizer: take(b), weights: take(c), card: meta.card } };
+}
+
+async function readCached(store, ref, hub, weights) {
+  if (!store) return null;
+  const index = await store.match(indexKey(ref, hub, weights)).catch(() => null);
+  if (!index) return null;
+  let entry;
+  try {
+    entry = await index.json();
+  } catch {
+    return null;
+  }
+  const hit = await store.match(bundleKey(ref, hub, weights, entry.commit)).catch(() => null);
+  if (!hit) return null;
+  const unpacked = unpack(new Uint8Array(await hit.arrayBuffer()));
+  if (!unpacked || unpacked.meta.commit !== entry.commit) return null;
+  // The bundle's own sums, as every bundle load checks them (a damaged entry is fetched again).
+  const config = JSON.parse(new TextDecoder().decode(unpacked.bundle.config));
+  if ((await sha256(unpacked.bundle.weights)) !== (config.sha256?.["model.safetensors"] ?? null)) return null;
+  return { ...unpacked.bundle, commit: entry.commit, etags: unpacked.meta.etags };
+}
+
+/** Stores the bundle, then the index pointing at it; on failure neither is left. */
+async function writeCached(store, ref, hub, weights, bundle, meta) {
+  const keys = [bundleKey(ref, hub, weights, meta.commit), indexKey(ref, hub, weights)];
+  try {
+    await store.put(keys[0], new Response(pack(bundle, meta)));
+    await store.put(keys[1], new Response(JSON.stringify({ commit: meta.commit, etags: meta.etags })));
+    return null;
+  } catch (e) {
+    await Promise.all(keys.map((k) => store.delete(k).catch(() => {})));
+    const quota = e?.name === "QuotaExceededError";
+    return new HubError(quota ? "quota" : "cache", `${referenceText(ref)}: the converted model could not be stored in this browser (${message(e)}); it works now and is fetched again next time`);
+  }
+}
+
+/**
+ * A model by name as bundle files: `{ config, tokenizer, weights, card, reference (pinned),
+ * commit, cached, offline, warning }`. `emit` gets `{ file, loaded, total, cached }` as the
+ * page's download progress does.
+ */
+export async function hubBundle({ reference, hub = DEFAULT_HUB, weights = "int8" }, useCache, emit) {
+  const ref = parseReference(reference);
+  if (!ref) throw new HubError("bad-name", `${JSON.stringify(reference)} is not an hf: name`);
+  if (!["int8", "f16", "f32"].includes(weights)) throw new HubError("options", `options.weights is ${JSON.stringify(weights)}; expected "int8", "f16" or "f32"`);
+  const store = await openStore(useCache);
+  let listing;
+  try {
+    listing = await fetchListing(ref, hub);
+  } catch (e) {
+    if (e.code !== "unreachable") throw e;
+    const cached = await readCached(store, ref, hub, weights);
+    if (!cached) throw new HubError("unreachable", `${e.message}, and ${referenceText(ref)} is not cached in this browser`);
+    emit({ file: repoOf(ref), loaded: cached.weights.length, total: cached.weights.length, cached: true });
+    return { ...cached, reference: referenceText({ ...ref, revision: cached.commit }), cached: true, offline: true };
+  }
+  const cached = await readCached(store, ref, hub, weights);
+  if (cached && listing?.commit && cached.commit === listing.commit) {
+    const sums = Object.fromEntries([...listing.files].filter(([, f]) => f.sha256).map(([n, f]) => [n, f.sha256]));
+    const stale = Object.entries(sums).some(([n, s]) => cached.etags?.[n] !== undefined && cached.etags[n] !== s);
+    if (!stale) {
+      emit({ file: repoOf(ref), loaded: cached.weights.length, total: cached.weights.length, cached: true });
+      return { ...cached, reference: referenceText({ ...ref, revision: cached.commit }), cached: true, offline: false };
+    }
+  }
+  const got = await download(ref, hub, listing, ({ file, loaded, total }) => emit({ file: `${repoOf(ref)}: ${file}`, loaded, total, cached: false }));
+  const pinned = { ...ref, revision: got.commit };
+  emit({ file: `${repoOf(ref)}: converting`, loaded: 0, total: 0, cached: false, converting: true });
+  const converted = await convert(got.files, { reference: referenceText(pinned), hub: trimHub(hub), weights });
+  const bundle = { config: converted.config, tokenizer: converted.tokenizer, weights: converted.weights, card: converted.card };
+  const warning = store ? await writeCached(store, ref, hub, weights, bundle, { commit: got.commit, etags: got.etags }) : null;
+  return { ...bundle, reference: referenceText(pinned), commit: got.commit, cached: false, offline: false, warning, conversion: converted.stats };
+}
+
+/**
+ * The bundle of `reference` kept in this browser ({ config, tokenizer, weights, card,
+ * commit }), or null: for a site that wants the converted files (to host them, say).
+ */
+export async function readCachedBundle(reference, hub = DEFAULT_HUB, weights = "int8") {
+  const ref = parseReference(reference);
+  return ref ? readCached(await openStore(true), ref, hub, weights) : null;
+}
+
+/** Whether `hf:` reference's bundle is in this browser's cache (for `availability()`). */
+export async function isCached(reference, hub = DEFAULT_HUB, weights = "int8") {
+  let ref;
+  try {
+    ref = parseReference(reference);
+  } catch {
+    return false;
+  }
+  const store = await openStore(true);
+  if (!ref || !store) return false;
+  const index = await store.match(indexKey(ref, hub, weights)).catch(() => null);
+  return !!index;
+}
