@@ -30,7 +30,7 @@
 //   Helsinki-NLP/opus-mt-en-ROMANCE  swish, its card listing its >>xx<< target tokens
 //   test/opus-mt-en-xx-refused       swish with a config.json the import refuses
 //   test/opus-mt-en-xx-novocab       swish without vocab.json
-//   test/opus-size-en-de             --opus-size DIR (scripts/marian-fixtures.py --opus-size)
+//   opus-size/opus-mt-en-de             --opus-size DIR (scripts/marian-fixtures.py --opus-size)
 import { createHash } from "node:crypto";
 import { createServer } from "node:http";
 import { readFileSync, readdirSync, existsSync } from "node:fs";
@@ -84,7 +84,7 @@ function catalog(opusSize) {
   if (opusSize) {
     const files = new Map();
     for (const name of readdirSync(opusSize)) if (SERVED.includes(name)) files.set(name, readFileSync(join(opusSize, name)));
-    add("test/opus-size-en-de", files);
+    add("opus-size/opus-mt-en-de", files);
   }
   return models;
 }

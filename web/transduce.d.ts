@@ -31,6 +31,29 @@ export interface LoadOptions {
   channelWeight?: number;
   /** Load the stored adaptation of this model where there is one (default true). */
   adapted?: boolean;
+  /** Where `hf:ORG/NAME` names come from (default "https://huggingface.co"). */
+  hub?: string;
+  /** How a model loaded by name is converted: "int8" (default), "f16" or "f32". */
+  weights?: "int8" | "f16" | "f32";
+}
+
+/**
+ * What went wrong, where known (models by name): "not-found", "missing-file", "unsupported",
+ * "truncated", "corrupt", "bad-listing", "moved", "unreachable", "bad-name", … (hub.js).
+ */
+export type ErrorCode = string;
+
+/** A model loaded by name (`hf:ORG/NAME`). */
+export interface HubModel {
+  /** The name pinned to the commit it was converted from: "hf:ORG/NAME@COMMIT". */
+  reference: string;
+  /** The model card (README.md): its licence and the credit it asks for. */
+  card: string;
+  /** From this browser's cache (offline: the hub was unreachable). */
+  cached: boolean;
+  offline: boolean;
+  /** What could not be done but did not stop the load, e.g. { code: "quota" }. */
+  warning?: { code: ErrorCode; message: string };
 }
 
 export interface BundleBytes {
@@ -160,10 +183,18 @@ export interface AdaptResult {
   ms: number;
 }
 
-export class TransduceError extends Error {}
+export class TransduceError extends Error {
+  /** What went wrong (null where no code applies). */
+  readonly code: ErrorCode | null;
+  /** The model's file at fault (e.g. "config.json"), or null. */
+  readonly file: string | null;
+}
 
 export class Transduce {
+  /** A bundle folder URL, its bytes, or an OPUS-MT model by name: "hf:ORG/NAME[@REVISION]". */
   static load(source: string | URL | BundleBytes, options?: LoadOptions): Promise<Transduce>;
+  /** For a model loaded by name: where it came from, its card, cache state. */
+  readonly hub?: HubModel;
   readonly backend: "webgpu" | "cpu";
   readonly device: string;
   readonly fallbackReason?: string;

@@ -53,16 +53,32 @@ export declare class Translator {
   reset(): Promise<void>;
   /** Extension: how this translator's weights were adapted, or null. */
   readonly adaptation: Adaptation | null;
+  /** Extension: the models it runs, in order (two for a pivot through English). */
+  readonly models: { reference?: string; card?: string; token?: string; config: any }[];
 }
 
 export interface TranslatorModel extends TranslatorLanguages {
-  /** A bundle folder: config.json, tokenizer.json, model.safetensors. */
-  url: string | URL;
+  /** A bundle folder (config.json, tokenizer.json, model.safetensors), or an hf: name. */
+  url?: string | URL;
+  /** An hf: name ("hf:Helsinki-NLP/opus-mt-en-ROMANCE"), instead of url. */
+  model?: string;
+  /** A model of many targets: the target's token put before every sentence (">>fra<<"). */
+  token?: string;
 }
 
 export interface ConfigureOptions {
-  /** { "en-de": url } (or "en-US→de" for regional tags), or a list of models. */
-  models?: Record<string, string | URL> | TranslatorModel[];
+  /**
+   * { "en-de": url } (or "en-US→de" for regional tags), or a list of models; a url may be an
+   * hf: name, and an entry { model, token } for a model of many targets.
+   */
+  models?: Record<string, string | URL | { model: string; token?: string }> | TranslatorModel[];
+  /** Where hf: names come from (default "https://huggingface.co"). */
+  hub?: string;
+  /**
+   * Any pair without an entry uses Helsinki-NLP's OPUS-MT models on the hub: opus-mt-SRC-TGT,
+   * else opus-mt-SRC-en then opus-mt-en-TGT (through English, sentence by sentence).
+   */
+  opusMt?: boolean;
   backend?: "auto" | "webgpu" | "cpu";
   workerUrl?: string | URL;
   /**

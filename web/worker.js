@@ -111,7 +111,8 @@ const OPS = {
           return model;
         }
       }
-      return module.Engine.load(shipped.config, shipped.tokenizer, shipped.weights, backend);
+      // A model by name from this browser's store: its sums were checked when it was stored.
+      return module.Engine.load(shipped.config, shipped.tokenizer, shipped.weights, backend, shipped.cached === true);
     };
     if (channel) channel.engine.free();
     channel = null;

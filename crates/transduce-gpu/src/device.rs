@@ -160,6 +160,24 @@ impl Gpu {
             })
     }
 
+    /// A storage buffer of `len` bytes (a multiple of 4) filled in pieces by `fill(offset,
+    /// piece)` (each piece's length a multiple of 4, written at `offset`): a large matrix
+    /// goes up without a whole copy of it in host memory at once.
+    pub(crate) fn storage_buffer_in_pieces(
+        &self,
+        len: usize,
+        mut fill: impl FnMut(&mut dyn FnMut(usize, &[u8])),
+    ) -> wgpu::Buffer {
+        let buffer = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: None,
+            size: len.max(16) as u64,
+            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        fill(&mut |offset, piece| self.queue.write_buffer(&buffer, offset as u64, piece));
+        buffer
+    }
+
     /// The device's limits.
     pub(crate) fn limits(&self) -> wgpu::Limits {
         self.device.limits()

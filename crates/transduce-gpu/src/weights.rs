@@ -13,8 +13,9 @@
 use std::collections::HashMap;
 
 use transduce::HostModel;
+use transduce::host::int8::Int8Matrix;
 use transduce::host::matrix::{Matrix, transpose};
-use transduce::host::{DecoderLayer, EncoderLayer, Norm};
+use transduce::host::{DecoderLayer, EncoderLayer, Norm, TableForm};
 
 use crate::device::Gpu;
 
@@ -131,17 +132,20 @@ fn int8_exact(values: &[f32], k: usize, n: usize) -> Option<(Vec<i8>, Vec<f32>)>
     Some((q, scales))
 }
 
-/// `[n, k]` signed bytes (`k` a multiple of 4) as `[k/4, n]` words: word (i, j) holds
-/// `q[j][4i..4i+4]`, lowest byte first.
-fn pack_columns(q: &[i8], k: usize, n: usize) -> Vec<u32> {
-    let mut words = vec![0u32; k / 4 * n];
-    for j in 0..n {
-        for i in 0..k / 4 {
-            let b = &q[j * k + 4 * i..j * k + 4 * i + 4];
-            words[i * n + j] = u32::from_le_bytes([b[0] as u8, b[1] as u8, b[2] as u8, b[3] as u8]);
+/// Word rows `rows` of a form `[n, k]` (`k` a multiple of 4) packed as `[k/4, n]` words
+/// (word (i, j) holds row j's bytes 4i..4i+4, lowest first), appended to `out` as bytes.
+fn pack_word_rows(
+    form: &Form,
+    k: usize,
+    n: usize,
+    rows: std::ops::Range<usize>,
+    out: &mut Vec<u8>,
+) {
+    for i in rows {
+        for j in 0..n {
+            out.extend((0..4).map(|t| form.at(k, j, 4 * i + t) as u8));
         }
     }
-    words
 }
 
 /// Row-major `[k, n]` values as `[⌈k/4⌉, n]` words of four (word (i, j) holds rows
@@ -156,23 +160,65 @@ fn pack_words(values: &[f32], k: usize, n: usize) -> Vec<f32> {
     words
 }
 
-/// A matrix's or table's int8 form ([`int8_exact`]), by the address of its f32 values in
-/// the host model: found once, when the storage is chosen, and uploaded from there.
-type Int8Forms = HashMap<usize, (Vec<i8>, Vec<f32>)>;
-
-fn key(values: &[f32]) -> usize {
-    values.as_ptr() as usize
+/// Where an int8 form comes from: a layer's matrix (by its address in the host model), an
+/// embedding table, or the output projection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Source {
+    Matrix(usize),
+    SrcTable,
+    TgtTable,
+    Output,
 }
 
-struct Uploader<'a> {
+fn matrix_source(m: &Matrix) -> Source {
+    Source::Matrix(m as *const Matrix as usize)
+}
+
+/// An int8 form: `[n, k]` rows and their scales, found in f32 values ([`int8_exact`]), or
+/// the host model's own (read from an int8 bundle), packed straight from it.
+enum Form<'a> {
+    Rows(Vec<i8>, Vec<f32>),
+    /// A matrix `[k, n]`, per output column.
+    Held(&'a Int8Matrix),
+    /// A table's int8 rows `[vocab, d]` and their scales.
+    Table(&'a [i8], &'a [f32]),
+}
+
+impl Form<'_> {
+    /// Byte `i` of row `j` (`[n, k]`: row j is output column j, or table row j).
+    fn at(&self, k: usize, j: usize, i: usize) -> i8 {
+        match self {
+            Form::Rows(q, _) => q[j * k + i],
+            Form::Held(m) => m.at(i, j),
+            Form::Table(rows, _) => rows[j * k + i],
+        }
+    }
+
+    fn scales(&self) -> Vec<f32> {
+        match self {
+            Form::Rows(_, s) => s.clone(),
+            Form::Table(_, s) => s.to_vec(),
+            Form::Held(m) => (0..m.n).map(|j| m.scale(j)).collect(),
+        }
+    }
+}
+
+/// The int8 forms of every matrix and table, found once when the storage is chosen and
+/// uploaded from there.
+type Int8Forms<'a> = HashMap<Source, Form<'a>>;
+
+/// Bytes of a packed piece uploaded at once.
+const PIECE: usize = 1 << 20;
+
+struct Uploader<'a, 'h> {
     gpu: &'a Gpu,
     storage: WeightStorage,
     /// Empty unless the storage is int8.
-    int8: Int8Forms,
+    int8: Int8Forms<'h>,
     bytes: u64,
 }
 
-impl Uploader<'_> {
+impl Uploader<'_, '_> {
     fn buffer(&mut self, bytes: &[u8]) -> wgpu::Buffer {
         self.bytes += bytes.len() as u64;
         self.gpu.storage_buffer(bytes)
@@ -191,44 +237,94 @@ impl Uploader<'_> {
     }
 
     fn linear(&mut self, m: &Matrix) -> Linear {
-        self.linear_from(m, key(&m.data))
+        self.linear_from(
+            m.rows,
+            m.cols,
+            m.bias.as_deref(),
+            || m.data.clone(),
+            matrix_source(m),
+        )
     }
 
-    /// A matrix whose int8 form is found under `source` (the output projection's: its
-    /// table's).
-    fn linear_from(&mut self, m: &Matrix, source: usize) -> Linear {
-        let mut bias = m.bias.clone().unwrap_or_else(|| vec![0.0; m.cols]);
+    /// A matrix `[k, n]` with `bias`: its f32 values from `values` (f32 and f16 storage), or
+    /// its int8 form found under `source`.
+    fn linear_from(
+        &mut self,
+        k: usize,
+        n: usize,
+        bias: Option<&[f32]>,
+        values: impl FnOnce() -> Vec<f32>,
+        source: Source,
+    ) -> Linear {
+        let mut bias = bias.map_or_else(|| vec![0.0; n], <[f32]>::to_vec);
         let w = match self.storage {
-            WeightStorage::F32 => self.floats(&pack_words(&m.data, m.rows, m.cols)),
-            WeightStorage::F16 => self.halves(&pack_words(&m.data, m.rows, m.cols)),
+            WeightStorage::F32 => self.floats(&pack_words(&values(), k, n)),
+            WeightStorage::F16 => self.halves(&pack_words(&values(), k, n)),
             WeightStorage::Int8 => {
-                let (q, scales) = self.int8.remove(&source).expect("found by Weights::upload");
-                bias.extend_from_slice(&scales);
-                let words = pack_columns(&q, m.rows, m.cols);
-                self.buffer(bytemuck::cast_slice(&words))
+                let form = self.int8.remove(&source).expect("found by Weights::upload");
+                bias.extend_from_slice(&form.scales());
+                // `[k/4, n]` words: word (i, j) holds row j's bytes 4i..4i+4, lowest first,
+                // packed and uploaded a piece of whole word rows at a time.
+                let row_bytes = 4 * n;
+                let rows_per_piece = (PIECE / row_bytes.max(1)).max(1);
+                self.bytes += (k / 4 * row_bytes) as u64;
+                self.gpu
+                    .storage_buffer_in_pieces(k / 4 * row_bytes, |write| {
+                        let mut piece: Vec<u8> = Vec::with_capacity(rows_per_piece * row_bytes);
+                        for i0 in (0..k / 4).step_by(rows_per_piece) {
+                            piece.clear();
+                            pack_word_rows(
+                                &form,
+                                k,
+                                n,
+                                i0..(i0 + rows_per_piece).min(k / 4),
+                                &mut piece,
+                            );
+                            write(i0 * row_bytes, &piece);
+                        }
+                    })
             }
         };
         Linear {
-            k: m.rows,
-            n: m.cols,
+            k,
+            n,
             w,
             b: self.floats(&bias),
         }
     }
 
-    /// An embedding table `[vocab, d]`: f32, or int8 rows then their scales.
-    fn table(&mut self, table: &[f32]) -> wgpu::Buffer {
+    /// An embedding table `[vocab, d]`: f32, or int8 rows (each row's bytes, four to a
+    /// word) then their scales.
+    fn table(
+        &mut self,
+        f32_values: &[f32],
+        source: Source,
+        vocab: usize,
+        d: usize,
+    ) -> wgpu::Buffer {
         if self.storage != WeightStorage::Int8 {
-            return self.floats(table);
+            return self.floats(f32_values);
         }
-        let (q, scales) = &self.int8[&key(table)];
-        // q is `[vocab, d]`: each row's bytes, four to a word.
-        let words: Vec<u32> = q
-            .chunks_exact(4)
-            .map(|b| u32::from_le_bytes([b[0] as u8, b[1] as u8, b[2] as u8, b[3] as u8]))
-            .chain(scales.iter().map(|s| s.to_bits()))
-            .collect();
-        self.buffer(bytemuck::cast_slice(&words))
+        let form = &self.int8[&source];
+        let rows_per_piece = (PIECE / d.max(1)).max(1);
+        let len = vocab * d + 4 * vocab;
+        self.bytes += len as u64;
+        self.gpu.storage_buffer_in_pieces(len, |write| {
+            let mut piece: Vec<u8> = Vec::with_capacity(rows_per_piece * d);
+            for v0 in (0..vocab).step_by(rows_per_piece) {
+                piece.clear();
+                for v in v0..(v0 + rows_per_piece).min(vocab) {
+                    piece.extend((0..d).map(|i| form.at(d, v, i) as u8));
+                }
+                write(v0 * d, &piece);
+            }
+            let scales: Vec<u8> = form
+                .scales()
+                .iter()
+                .flat_map(|s| s.to_bits().to_le_bytes())
+                .collect();
+            write(vocab * d, &scales);
+        })
     }
 
     fn norm(&mut self, n: &Norm) -> LayerNorm {
@@ -258,66 +354,118 @@ fn matrices(host: &HostModel) -> impl Iterator<Item = &Matrix> {
     enc.chain(dec)
 }
 
-/// The int8 forms of every matrix and table of `host`, if each has one.
-fn int8_forms(host: &HostModel) -> Option<Int8Forms> {
-    let d = host.config().d_model;
+/// An int8 form held by the host model itself (read from an int8 bundle), when the packing
+/// takes it (`k` a multiple of 4).
+fn held(int8: &Int8Matrix) -> Option<Form<'_>> {
+    int8.k.is_multiple_of(4).then_some(Form::Held(int8))
+}
+
+fn exact<'a>(values: &[f32], k: usize, n: usize) -> Option<Form<'a>> {
+    int8_exact(values, k, n).map(|(q, s)| Form::Rows(q, s))
+}
+
+/// The int8 forms of every matrix and table of `host`, if each has one: taken from the host
+/// model where it holds its weights in int8 only, else found in the f32 values
+/// ([`int8_exact`]).
+fn int8_forms(host: &HostModel) -> Option<Int8Forms<'_>> {
+    let c = host.config();
+    let (vocab, d) = (c.vocab_size, c.d_model);
     let mut forms = Int8Forms::new();
     for m in matrices(host) {
-        forms.insert(key(&m.data), int8_exact(&m.data, m.rows, m.cols)?);
+        let form = match &m.int8 {
+            Some(int8) if !m.has_f32() => held(int8)?,
+            _ => exact(&m.data, m.rows, m.cols)?,
+        };
+        forms.insert(matrix_source(m), form);
     }
-    let (src, tgt) = host.embeddings();
-    for table in [src, tgt, host.output_table()] {
-        if let std::collections::hash_map::Entry::Vacant(entry) = forms.entry(key(table)) {
+    // The projection `[d, vocab]`: its columns are the output table's rows.
+    let output = || match host.output_int8() {
+        Some(int8) if host.output_table().is_empty() => held(int8),
+        _ => exact(&transpose(host.output_table(), vocab, d), d, vocab),
+    };
+    let (src, tgt) = host.table_forms();
+    for (source, form) in [(Source::SrcTable, src), (Source::TgtTable, tgt)] {
+        let found = match form {
+            TableForm::Output => output()?,
+            TableForm::Int8 { rows, scales } if d.is_multiple_of(4) => Form::Table(rows, scales),
+            TableForm::Int8 { .. } => return None,
             // A table's rows are the columns of its transpose `[d, vocab]`.
-            let vocab = table.len() / d.max(1);
-            entry.insert(int8_exact(&transpose(table, vocab, d), d, vocab)?);
-        }
+            TableForm::F32(table) => exact(&transpose(table, vocab, d), d, vocab)?,
+        };
+        forms.insert(source, found);
     }
+    forms.insert(Source::Output, output()?);
     Some(forms)
 }
 
 /// The narrowest storage that holds every weight of `host` exactly (module docs), with
 /// the int8 forms when it is int8.
-fn storage(host: &HostModel, output: &Matrix, f16: bool) -> (WeightStorage, Int8Forms) {
+fn storage<'h>(
+    host: &'h HostModel,
+    output_table: &[f32],
+    f16: bool,
+) -> (WeightStorage, Int8Forms<'h>) {
     if let Some(forms) = int8_forms(host) {
         (WeightStorage::Int8, forms)
-    } else if f16 && f16_exact(&output.data) && matrices(host).all(|m| f16_exact(&m.data)) {
+    } else if f16 && f16_exact(output_table) && matrices(host).all(|m| f16_exact(&m.data)) {
         (WeightStorage::F16, Int8Forms::new())
     } else {
         (WeightStorage::F32, Int8Forms::new())
     }
 }
 
+/// Whether the two tables are one (shared source and target embeddings, §3.4).
+fn same_table(a: TableForm, b: TableForm) -> bool {
+    match (a, b) {
+        (TableForm::F32(x), TableForm::F32(y)) => std::ptr::eq(x, y),
+        (TableForm::Int8 { rows: x, .. }, TableForm::Int8 { rows: y, .. }) => std::ptr::eq(x, y),
+        (TableForm::Output, TableForm::Output) => true,
+        _ => false,
+    }
+}
+
 impl Weights {
     /// Uploads `host`'s weights in the narrowest exact storage (f16 only if `f16`: the
-    /// device has `shader-f16`).
+    /// device has `shader-f16`). A model held in int8 only is uploaded from its integers,
+    /// with no f32 copy (the int8 storage holds them as they are).
     pub(crate) fn upload(gpu: &Gpu, host: &HostModel, f16: bool) -> Weights {
-        // A model read in int8 only holds no f32 arrays to upload from: widen a copy.
-        let host = &*host.expanded();
+        let forms = int8_forms(host);
+        // Held in int8 but not packable as such (a width not a multiple of 4): widen a copy.
+        let expanded;
+        let host = if forms.is_none() && !host.has_f32() {
+            expanded = host.expanded();
+            &*expanded
+        } else {
+            host
+        };
         let c = host.config();
         let (vocab, d) = (c.vocab_size, c.d_model);
-        let output = Matrix::new(
-            d,
-            vocab,
-            transpose(host.output_table(), vocab, d),
-            host.output_bias().map(<[f32]>::to_vec),
-        );
-        let (storage, int8) = storage(host, &output, f16);
+        let (storage, int8) = match forms {
+            Some(forms) => (WeightStorage::Int8, forms),
+            None => storage(host, host.output_table(), f16),
+        };
         let mut up = Uploader {
             gpu,
             storage,
             int8,
             bytes: 0,
         };
+        let (src_form, tgt_form) = host.table_forms();
         let (src, tgt) = host.embeddings();
-        let src_embedding = up.table(src);
-        let tgt_embedding = if std::ptr::eq(src, tgt) {
+        let src_embedding = up.table(src, Source::SrcTable, vocab, d);
+        let tgt_embedding = if same_table(src_form, tgt_form) {
             src_embedding.clone()
         } else {
-            up.table(tgt)
+            up.table(tgt, Source::TgtTable, vocab, d)
         };
         // The projection is the output table transposed: its columns are the table's rows.
-        let output = up.linear_from(&output, key(host.output_table()));
+        let output = up.linear_from(
+            d,
+            vocab,
+            host.output_bias(),
+            || transpose(host.output_table(), vocab, d),
+            Source::Output,
+        );
         let encoder = host
             .encoder_layers()
             .iter()
@@ -401,6 +549,18 @@ mod tests {
     fn packed_words_hold_four_inputs_of_a_column_lowest_byte_first() {
         // q [n = 2, k = 4]: column 0 is 1, -2, 3, -128; column 1 is 127, 0, -1, 5.
         let q = [1i8, -2, 3, -128, 127, 0, -1, 5];
-        assert_eq!(pack_columns(&q, 4, 2), vec![0x80_03_FE_01, 0x05_FF_00_7F]);
+        let mut bytes = Vec::new();
+        pack_word_rows(
+            &Form::Rows(q.to_vec(), vec![1.0; 2]),
+            4,
+            2,
+            0..1,
+            &mut bytes,
+        );
+        let words: Vec<u32> = bytes
+            .chunks_exact(4)
+            .map(|b| u32::from_le_bytes(b.try_into().unwrap()))
+            .collect();
+        assert_eq!(words, vec![0x80_03_FE_01, 0x05_FF_00_7F]);
     }
 }

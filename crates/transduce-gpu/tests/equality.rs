@@ -138,6 +138,46 @@ fn shipped_translators_decode_as_the_host_does() {
 }
 
 #[test]
+fn an_int8_bundle_goes_up_from_its_integers_without_an_f32_copy() {
+    let Some(gpu) = gpu() else { return };
+    // The shipped translators, read in int8 only.
+    for id in ["en-de", "de-en-free"] {
+        let bundle = bundle(id);
+        let host = bundle.host().unwrap();
+        assert!(
+            !host.has_f32(),
+            "{id}: f32 products over the int8 arrays, no f32 copy"
+        );
+        let expanded = host.expanded();
+        assert!(expanded.has_f32());
+        let direct = GpuModel::new(&gpu, host);
+        let widened = GpuModel::new(&gpu, &expanded);
+        assert_eq!(direct.storage(), WeightStorage::Int8, "{id}");
+        assert_eq!(
+            direct.weight_bytes(),
+            widened.weight_bytes(),
+            "{id}: the same buffers"
+        );
+        let sources: Vec<Vec<u32>> = lines("browser-sentences.en")
+            .iter()
+            .take(12)
+            .map(|l| bundle.tokenizer.encode(l).unwrap())
+            .collect();
+        let options = DecodeOptions {
+            beam: 4,
+            max_extra: 50,
+            ..DecodeOptions::default()
+        };
+        let a = pollster::block_on(direct.best_outputs(&sources, &options, None)).unwrap();
+        let b = pollster::block_on(widened.best_outputs(&sources, &options, None)).unwrap();
+        assert_eq!(
+            a, b,
+            "{id}: uploaded from the integers or from a widened copy"
+        );
+    }
+}
+
+#[test]
 fn parser_decodes_under_its_constraint_as_the_host_does() {
     let Some(gpu) = gpu() else { return };
     let bundle = bundle("ptb-parser");

@@ -255,12 +255,15 @@ struct ParseResult {
 #[wasm_bindgen]
 impl Engine {
     /// Loads a bundle from its three files. `backend` is `"cpu"` or `"webgpu"` (no
-    /// fallback here: the JavaScript wrapper decides, so it can report why).
+    /// fallback here: the JavaScript wrapper decides, so it can report why). `verified`:
+    /// the files come from the worker's own store of models it converted and checked, so
+    /// their sha256 sums are not computed again ([`Bundle::from_files_verified`]).
     pub async fn load(
         config: Vec<u8>,
         tokenizer: Vec<u8>,
         weights: Vec<u8>,
         backend: String,
+        verified: Option<bool>,
     ) -> Result<Engine, JsError> {
         let choice: BackendChoice = backend.parse().map_err(|e: String| JsError::new(&e))?;
         // Parse the config before touching a GPU: a corrupt bundle fails fast.
@@ -272,7 +275,12 @@ impl Engine {
         };
         // Always read on the CPU: the host decoder is the fallback, and the GPU decoder
         // uploads from its arrays. An int8 bundle is read in int8 only (no f32 copy).
-        let mut bundle = Bundle::from_files(files, &Device::flex()).map_err(js_error)?;
+        let mut bundle = if verified == Some(true) {
+            Bundle::from_files_verified(files, &Device::flex())
+        } else {
+            Bundle::from_files(files, &Device::flex())
+        }
+        .map_err(js_error)?;
         if choice == BackendChoice::WebGpu {
             // The GPU decoder multiplies in f32 (an int8 bundle's weights as q·scale); the
             // CPU beside it does too, so that a request gives the same output whichever of

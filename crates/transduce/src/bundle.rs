@@ -278,10 +278,37 @@ impl Bundle {
         Bundle::read(&files, Some(weights), device)
     }
 
+    /// [`Bundle::from_files`] for files this program checked when it stored them (the
+    /// page's cache of the models it converted): their sha256 sums are not computed again,
+    /// which at OPUS-MT's size is a third of a load in wasm. Everything else is checked.
+    pub fn from_files_verified(files: BundleFiles, device: &Device) -> Result<Bundle> {
+        let BundleFiles {
+            config,
+            tokenizer,
+            weights,
+        } = files;
+        let files = BundleFiles {
+            config,
+            tokenizer,
+            weights: Vec::new(),
+        };
+        Bundle::read_with(&files, Some(weights), device, false)
+    }
+
     /// Reads `files`, their weights being `weights` when given (moved out of `files`).
     fn read(files: &BundleFiles, weights: Option<Vec<u8>>, device: &Device) -> Result<Bundle> {
+        Bundle::read_with(files, weights, device, true)
+    }
+
+    /// [`Bundle::read`], checking the sha256 sums `config.json` lists when `sums`.
+    fn read_with(
+        files: &BundleFiles,
+        weights: Option<Vec<u8>>,
+        device: &Device,
+        sums: bool,
+    ) -> Result<Bundle> {
         let bytes = weights.as_deref().unwrap_or(&files.weights);
-        let (config, tokenizer) = Bundle::checked(files, bytes)?;
+        let (config, tokenizer) = Bundle::checked(files, bytes, sums)?;
         if crate::ops::is_flex(device) && matches!(config.weights, None | Some(WeightDtype::Int8)) {
             let file = SafeTensors::deserialize(bytes)
                 .map_err(|e| Error::CorruptWeights(format!("{e:?}")))?;
@@ -313,19 +340,28 @@ impl Bundle {
         files: &BundleFiles,
         device: &Device,
     ) -> Result<(BundleConfig, Tokenizer, Transformer, WeightDtype)> {
-        let (config, tokenizer) = Bundle::checked(files, &files.weights)?;
+        let (config, tokenizer) = Bundle::checked(files, &files.weights, true)?;
         let (model, stored) = Bundle::model_of(&config, &files.weights, device)?;
         Ok((config, tokenizer, model, stored))
     }
 
     /// The configuration and tokenizer of `files` (whose weights are `weights`), the
-    /// checksums and the vocabulary checked.
-    fn checked(files: &BundleFiles, weights: &[u8]) -> Result<(BundleConfig, Tokenizer)> {
+    /// checksums (when `sums`) and the vocabulary checked.
+    fn checked(
+        files: &BundleFiles,
+        weights: &[u8],
+        sums: bool,
+    ) -> Result<(BundleConfig, Tokenizer)> {
         let config = BundleConfig::from_json(&files.config)?;
-        for (name, bytes) in [
-            (TOKENIZER_FILE, &files.tokenizer[..]),
-            (WEIGHTS_FILE, weights),
-        ] {
+        let listed: &[(&str, &[u8])] = if sums {
+            &[
+                (TOKENIZER_FILE, &files.tokenizer[..]),
+                (WEIGHTS_FILE, weights),
+            ]
+        } else {
+            &[]
+        };
+        for &(name, bytes) in listed {
             if let Some(expected) = config.sha256.get(name) {
                 let found = sha256_hex(bytes);
                 if !found.eq_ignore_ascii_case(expected) {

@@ -143,6 +143,15 @@ type Packed = i8;
 #[cfg(target_arch = "wasm32")]
 type Packed = i16;
 
+/// Columns [`Int8Matrix::apply_widened`] widens at a time: a tile of `k × 64` f32 (at most
+/// 512 KB for the FFN's 2,048 inputs) stays in cache while every row of the input reads it.
+pub const WIDE_TILE: usize = 64;
+
+thread_local! {
+    /// The widened tile of [`Int8Matrix::apply_widened`].
+    static WIDE_SCRATCH: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// Inner-dimension values per packed group.
 #[cfg(not(target_arch = "wasm32"))]
 const GROUP: usize = 4;
@@ -278,6 +287,59 @@ impl Int8Matrix {
             }
         }
         out
+    }
+
+    /// The quantized rows `[n, k]` (one per output column, the bundle's `[out, in]`
+    /// layout) and their scales: what the matrix was made from ([`Int8Matrix::from_rows`]).
+    pub fn rows_and_scales(&self) -> (Vec<i8>, Vec<f32>) {
+        let mut rows = vec![0i8; self.n * self.k];
+        for j in 0..self.n {
+            for i in 0..self.k {
+                rows[j * self.k + i] = self.at(i, j);
+            }
+        }
+        (rows, self.scales.clone())
+    }
+
+    /// `out[m, n] = x[m, k] · (q·scale) (+ bias)` in f32: the products of the f32 weights
+    /// this matrix stands for (an int8 bundle's weights are `q·scale` exactly: what a GPU
+    /// multiplies with), without holding them in f32. Each tile of [`WIDE_TILE`] columns is
+    /// widened into a scratch buffer once per call and every row of `x` accumulates over
+    /// the inputs in order, the same order on every target: native and wasm agree bit for
+    /// bit.
+    pub fn apply_widened(&self, x: &[f32], m: usize, out: &mut Vec<f32>) {
+        assert_eq!(x.len(), m * self.k);
+        out.clear();
+        out.resize(m * self.n, 0.0);
+        WIDE_SCRATCH.with_borrow_mut(|tile| {
+            tile.resize(self.k * WIDE_TILE, 0.0);
+            for j0 in (0..self.n).step_by(WIDE_TILE) {
+                let width = WIDE_TILE.min(self.n - j0);
+                let scales = &self.scales[j0..j0 + width];
+                for i in 0..self.k {
+                    let row = &mut tile[i * WIDE_TILE..i * WIDE_TILE + width];
+                    for (t, (w, &s)) in row.iter_mut().zip(scales).enumerate() {
+                        *w = self.at(i, j0 + t) as f32 * s;
+                    }
+                }
+                for r in 0..m {
+                    let acc = &mut out[r * self.n + j0..r * self.n + j0 + width];
+                    for (i, &xi) in x[r * self.k..(r + 1) * self.k].iter().enumerate() {
+                        let w = &tile[i * WIDE_TILE..i * WIDE_TILE + width];
+                        for (a, &b) in acc.iter_mut().zip(w) {
+                            *a += xi * b;
+                        }
+                    }
+                }
+            }
+        });
+        if let Some(bias) = &self.bias {
+            for row in out.chunks_exact_mut(self.n.max(1)) {
+                for (y, b) in row.iter_mut().zip(bias) {
+                    *y += b;
+                }
+            }
+        }
     }
 
     /// `out[m, n] = x[m, k] · W (+ bias)`, activations quantized per row.
@@ -740,6 +802,42 @@ mod wasm {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn widened_products_are_the_f32_products_of_q_times_scale_and_each_row_its_own() {
+        let (k, n) = (70, 150);
+        let values: Vec<f32> = (0..k * n)
+            .map(|i| ((i * 37 % 101) as f32 - 50.0) * 0.013)
+            .collect();
+        let matrix = Int8Matrix::quantize(k, n, &values, Some(&vec![0.25; n]));
+        let w = matrix.dequantized();
+        let m = 5;
+        let x: Vec<f32> = (0..m * k)
+            .map(|i| ((i * 11 % 29) as f32 - 14.0) * 0.07)
+            .collect();
+        let mut out = Vec::new();
+        matrix.apply_widened(&x, m, &mut out);
+        for r in 0..m {
+            for j in 0..n {
+                // The definition, summed over the inputs in order (the kernel's order).
+                let mut want = 0.0f32;
+                for i in 0..k {
+                    want += x[r * k + i] * w[i * n + j];
+                }
+                want += 0.25;
+                assert_eq!(
+                    out[r * n + j].to_bits(),
+                    want.to_bits(),
+                    "row {r}, column {j}"
+                );
+            }
+            // A row alone gives the same bits as in a batch.
+            let mut one = Vec::new();
+            matrix.apply_widened(&x[r * k..(r + 1) * k], 1, &mut one);
+            assert_eq!(one, out[r * n..(r + 1) * n]);
+        }
+    }
+
     use super::*;
 
     /// Quantize → dequantize stays within half a step of each value's scale.

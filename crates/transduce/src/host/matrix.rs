@@ -14,6 +14,9 @@ pub struct Matrix {
     pub data: Vec<f32>,
     pub bias: Option<Vec<f32>>,
     pub int8: Option<Int8Matrix>,
+    /// Products in f32 over the int8 form ([`Int8Matrix::apply_widened`]): a matrix held in
+    /// int8 only, asked for f32 products ([`Matrix::dequantize`]).
+    pub widened: bool,
 }
 
 impl Matrix {
@@ -25,6 +28,7 @@ impl Matrix {
             data,
             bias,
             int8: None,
+            widened: false,
         }
     }
 
@@ -37,6 +41,7 @@ impl Matrix {
             data: Vec::new(),
             bias: int8.bias.clone(),
             int8: Some(int8),
+            widened: false,
         }
     }
 
@@ -50,6 +55,7 @@ impl Matrix {
     /// multiply in int8 from now on. A matrix held in int8 only keeps its form.
     pub fn quantize(&mut self) {
         if !self.has_f32() {
+            self.widened = false;
             return;
         }
         self.int8 = Some(Int8Matrix::quantize(
@@ -60,22 +66,38 @@ impl Matrix {
         ));
     }
 
-    /// Drops the int8 form: f32 products again (a matrix held in int8 only is widened
-    /// first, to `q·scale`).
+    /// f32 products from now on: the int8 form is dropped, or, for a matrix held in int8
+    /// only, kept and multiplied in f32 as `q·scale` ([`Int8Matrix::apply_widened`]): the
+    /// same weights with no f32 copy.
     pub fn dequantize(&mut self) {
+        if self.has_f32() {
+            self.int8 = None;
+        } else if self.int8.is_some() {
+            self.widened = true;
+        }
+    }
+
+    /// The f32 values held, widened from the int8 form if need be (`q·scale`), with f32
+    /// products (a copy a GPU decoder can upload from).
+    pub fn materialize(&mut self) {
         if !self.has_f32()
             && let Some(int8) = &self.int8
         {
             self.data = int8.dequantized();
         }
         self.int8 = None;
+        self.widened = false;
     }
 
     /// `out[m, cols] = x[m, rows] · self (+ bias)`.
     pub fn apply(&self, x: &[f32], m: usize, out: &mut Vec<f32>) {
         assert_eq!(x.len(), m * self.rows);
         if let Some(int8) = &self.int8 {
-            return int8.apply(x, m, out);
+            return if self.widened {
+                int8.apply_widened(x, m, out)
+            } else {
+                int8.apply(x, m, out)
+            };
         }
         let len = m * self.cols;
         out.clear();
@@ -154,6 +176,15 @@ pub struct Columns {
 
 impl Columns {
     const BLOCK: usize = 256;
+
+    /// No columns (a placeholder while a projection changes form).
+    fn empty() -> Columns {
+        Columns {
+            rows: 0,
+            cols: 0,
+            blocks: Vec::new(),
+        }
+    }
 
     /// The blocks of a row-major `[rows, cols]` matrix.
     pub fn new(matrix: &Matrix) -> Columns {
@@ -241,6 +272,8 @@ enum ProjectionForm {
     F32(Columns),
     /// int8, per vocabulary row; the f32 blocks are dropped meanwhile (6 MB for `compact`).
     Int8(Int8Matrix),
+    /// Held in int8 only, multiplied in f32 as `q·scale` ([`Int8Matrix::apply_widened`]).
+    Widened(Int8Matrix),
 }
 
 impl Projection {
@@ -263,7 +296,9 @@ impl Projection {
     /// values): the tied embedding's row (§3.4).
     pub fn row(&self, token: usize, out: &mut [f32]) {
         match &self.form {
-            ProjectionForm::Int8(int8) if self.table.is_empty() => int8.column(token, out),
+            ProjectionForm::Int8(int8) | ProjectionForm::Widened(int8) if self.table.is_empty() => {
+                int8.column(token, out)
+            }
             _ => {
                 let d = out.len();
                 out.copy_from_slice(&self.table[token * d..(token + 1) * d]);
@@ -274,6 +309,15 @@ impl Projection {
     /// Switches to the int8 form (per vocabulary row, as the tied embedding is stored):
     /// products use it from now on.
     pub fn quantize(&mut self) {
+        if matches!(self.form, ProjectionForm::Widened(_)) {
+            let ProjectionForm::Widened(int8) =
+                std::mem::replace(&mut self.form, ProjectionForm::F32(Columns::empty()))
+            else {
+                unreachable!("matched above")
+            };
+            self.form = ProjectionForm::Int8(int8);
+            return;
+        }
         if let ProjectionForm::F32(columns) = &self.form {
             let (vocab, d) = (columns.cols, columns.rows);
             let (rows, scales) = quantize_rows(&self.table, d);
@@ -281,14 +325,41 @@ impl Projection {
         }
     }
 
-    /// Back to f32 products.
+    /// Back to f32 products; held in int8 only, over the int8 form (no f32 copy).
     pub fn dequantize(&mut self) {
-        if let ProjectionForm::Int8(int8) = &self.form {
-            if self.table.is_empty() {
-                // Held in int8 only: the table `[vocab, d]` is the transpose of `[d, vocab]`.
-                self.table = transpose(&int8.dequantized(), int8.k, int8.n);
-            }
-            self.form = ProjectionForm::F32(Columns::transposed(&self.table, int8.n));
+        if !matches!(self.form, ProjectionForm::Int8(_)) {
+            return;
+        }
+        let ProjectionForm::Int8(int8) =
+            std::mem::replace(&mut self.form, ProjectionForm::F32(Columns::empty()))
+        else {
+            unreachable!("matched above")
+        };
+        self.form = if self.table.is_empty() {
+            ProjectionForm::Widened(int8)
+        } else {
+            ProjectionForm::F32(Columns::transposed(&self.table, int8.n))
+        };
+    }
+
+    /// The f32 table held (widened from the int8 form if need be), with f32 products.
+    pub fn materialize(&mut self) {
+        let int8 = match &self.form {
+            ProjectionForm::Int8(int8) | ProjectionForm::Widened(int8) => int8,
+            ProjectionForm::F32(_) => return,
+        };
+        if self.table.is_empty() {
+            // The table `[vocab, d]` is the transpose of `[d, vocab]`.
+            self.table = transpose(&int8.dequantized(), int8.k, int8.n);
+        }
+        self.form = ProjectionForm::F32(Columns::transposed(&self.table, int8.n));
+    }
+
+    /// The int8 form, when the projection has one (held, or used for its products).
+    pub fn int8(&self) -> Option<&Int8Matrix> {
+        match &self.form {
+            ProjectionForm::Int8(int8) | ProjectionForm::Widened(int8) => Some(int8),
+            ProjectionForm::F32(_) => None,
         }
     }
 
@@ -307,6 +378,7 @@ impl Projection {
     pub fn apply(&self, x: &[f32], m: usize, out: &mut Vec<f32>) {
         match &self.form {
             ProjectionForm::Int8(int8) => int8.apply(x, m, out),
+            ProjectionForm::Widened(int8) => int8.apply_widened(x, m, out),
             ProjectionForm::F32(columns) if m == 1 => {
                 times_transposed(x, m, &self.table, columns.cols, out)
             }

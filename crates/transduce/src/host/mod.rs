@@ -83,6 +83,19 @@ enum Table {
     Output,
 }
 
+/// How an embedding table is stored ([`HostModel::table_forms`]).
+#[derive(Clone, Copy, Debug)]
+pub enum TableForm<'a> {
+    F32(&'a [f32]),
+    /// int8 rows `[vocab, d_model]` and one scale per row.
+    Int8 {
+        rows: &'a [i8],
+        scales: &'a [f32],
+    },
+    /// The rows of the output projection's int8 form (the tied table, stored once).
+    Output,
+}
+
 /// A trained Transformer's weights in host memory, ready to decode on the CPU.
 #[derive(Clone, Debug)]
 pub struct HostModel {
@@ -247,10 +260,17 @@ impl HostModel {
 
     /// Back to f32 products over the same weights (for an int8 bundle: `q·scale`, exactly
     /// what a GPU or burn decodes with). A model read in int8 only ([`HostModel::from_int8`])
-    /// gets its f32 arrays here.
+    /// keeps its int8 arrays and multiplies them in f32 ([`int8::Int8Matrix::apply_widened`]);
+    /// its tables are widened row by row on lookup, as before: no f32 copy of any weight.
     pub fn dequantize(&mut self) {
         self.layer_matrices().for_each(Matrix::dequantize);
         self.output.dequantize();
+    }
+
+    /// Every f32 array held (widened from the int8 forms where need be), with f32 products.
+    fn materialize(&mut self) {
+        self.layer_matrices().for_each(Matrix::materialize);
+        self.output.materialize();
         let d = self.config.d_model;
         for table in std::iter::once(&mut self.embedding).chain(self.src_embedding.as_mut()) {
             match table {
@@ -266,6 +286,27 @@ impl HostModel {
                 Table::Output => *table = Table::F32(self.output.table().to_vec()),
             }
         }
+    }
+
+    /// The embedding tables' stored forms (source, target), for a GPU decoder to upload
+    /// from without widening: f32 values, int8 rows with their scales, or the rows of the
+    /// output projection's int8 form ([`HostModel::output_int8`]).
+    pub fn table_forms(&self) -> (TableForm<'_>, TableForm<'_>) {
+        fn form(t: &Table) -> TableForm<'_> {
+            match t {
+                Table::F32(values) => TableForm::F32(values),
+                Table::Int8 { rows, scales } => TableForm::Int8 { rows, scales },
+                Table::Output => TableForm::Output,
+            }
+        }
+        let target = form(&self.embedding);
+        (self.src_embedding.as_ref().map_or(target, form), target)
+    }
+
+    /// The output projection's int8 form `[d_model, vocab]` (per vocabulary row), if it has
+    /// one.
+    pub fn output_int8(&self) -> Option<&int8::Int8Matrix> {
+        self.output.int8()
     }
 
     /// Whether every f32 array is held (not so for a model read in int8 only, whose
@@ -301,7 +342,7 @@ impl HostModel {
             return std::borrow::Cow::Borrowed(self);
         }
         let mut model = self.clone();
-        model.dequantize();
+        model.materialize();
         std::borrow::Cow::Owned(model)
     }
 

@@ -1,0 +1,79 @@
+// An OPUS-MT model by name in the browser, at opus-mt-en-de's size: the page's files (dist/,
+// from the page's build) and the test hub (scripts/test-hub.mjs) serving a model of that
+// shape (scripts/marian-fixtures.py --opus-size DIR) on the loopback, in headless Chromium.
+//
+//   node scripts/bench-hub.mjs --opus-size DIR [--rounds 3]
+//
+// Prints, per round (a fresh browser profile each: an empty cache):
+//   first load by name: download from the loopback, convert, first translation (one sentence, greedy);
+//   peak wasm memory of the conversion (its own module) against the f32 weights;
+//   wasm memory afterwards (the translating module) against the bundle;
+//   second load (a new page, the hub stopped): from the cache to the first translation.
+import { chromium } from "playwright-core";
+import { mkdtemp, rm } from "node:fs/promises";
+import { statSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { serve } from "./serve.mjs";
+import { startHub } from "./test-hub.mjs";
+
+const arg = (name, fallback) => {
+  const i = process.argv.indexOf(`--${name}`);
+  return i > 0 ? process.argv[i + 1] : fallback;
+};
+const repo = resolve(new URL("..", import.meta.url).pathname);
+const opusSize = arg("opus-size");
+if (!opusSize) throw new Error("--opus-size DIR (scripts/marian-fixtures.py --opus-size DIR) is required");
+const rounds = Number(arg("rounds", 3));
+const f32Bytes = statSync(join(opusSize, "model.safetensors")).size;
+const server = await serve({ mounts: { "/": join(repo, "dist") }, port: 0 });
+const base = `http://127.0.0.1:${server.address().port}`;
+const reference = "hf:opus-size/opus-mt-en-de";
+const sentence = "Where is the nearest train station?";
+const MB = (b) => (b / 1e6).toFixed(1);
+
+for (let round = 1; round <= rounds; round++) {
+  const hub = await startHub({ opusSize });
+  const userDataDir = await mkdtemp(join(tmpdir(), "transduce-chromium-"));
+  const context = await chromium.launchPersistentContext(userDataDir, {
+    executablePath: process.env.CHROMIUM ?? "/usr/bin/chromium",
+    headless: true,
+    args: ["--headless=new", "--no-sandbox", "--disable-background-networking", "--disable-component-update",
+      "--disable-sync", "--no-first-run", "--disable-quic"],
+  });
+  context.setDefaultTimeout(600_000);
+  const load = async () => {
+    const page = await context.newPage();
+    await page.goto(`${base}/index.html?backend=cpu`);
+    const out = await page.evaluate(async ({ reference, hub, sentence }) => {
+      const started = performance.now();
+      const { Transduce } = await import("/transduce.js");
+      const t = await Transduce.load(reference, { hub, backend: "cpu" });
+      const loaded = performance.now() - started;
+      await t.translate(sentence, { beam: 1 });
+      const total = performance.now() - started;
+      const memory = await t.memory();
+      const { readCachedBundle } = await import("/hub.js");
+      const b = await readCachedBundle(reference, hub);
+      const bundleBytes = b ? b.config.length + b.tokenizer.length + b.weights.length : NaN;
+      const info = { marks: t.marks, loaded, total, wasmBytes: memory.wasmBytes, bundleBytes, hub: t.hub };
+      t.free();
+      return info;
+    }, { reference, hub: hub.url, sentence });
+    await page.close();
+    return out;
+  };
+  const first = await load();
+  await hub.close();
+  const second = await load();
+  console.log(JSON.stringify(first.marks), JSON.stringify(second.marks));
+  const peak = first.hub.conversion?.peakWasmBytes ?? NaN;
+  console.log(
+    `round ${round}: first load by name ${(first.total / 1000).toFixed(2)} s (ready ${(first.loaded / 1000).toFixed(2)} s); ` +
+      `conversion ${(first.hub.conversion?.ms / 1000).toFixed(2)} s, peak wasm ${MB(peak)} MB = ${(peak / f32Bytes).toFixed(2)} × the f32 weights (${MB(f32Bytes)} MB); ` +
+      `wasm afterwards ${MB(first.wasmBytes)} MB for a ${MB(first.bundleBytes)} MB bundle (${((first.wasmBytes - 64e6) / first.bundleBytes).toFixed(2)} × bundle + 64 MB); second load (hub stopped) ${(second.total / 1000).toFixed(2)} s, offline ${second.hub.offline}`,
+  );
+  await context.close();
+  await rm(userDataDir, { recursive: true, force: true });
+}
+server.close();
