@@ -2,7 +2,10 @@
 // from the page's build) and the test hub (scripts/test-hub.mjs) serving a model of that
 // shape (scripts/marian-fixtures.py --opus-size DIR) on the loopback, in headless Chromium.
 //
-//   node scripts/bench-hub.mjs --opus-size DIR [--rounds 3]
+//   node scripts/bench-hub.mjs --opus-size DIR [--rounds 3] [--webgpu 1]
+//
+// With --webgpu 1 the second load is on WebGPU (Chromium's SwiftShader here: its times are
+// not a GPU's, its wasm memory is what any GPU's would be).
 //
 // Prints, per round (a fresh browser profile each: an empty cache):
 //   first load by name: download from the loopback, convert, first translation (one sentence, greedy);
@@ -25,6 +28,7 @@ const repo = resolve(new URL("..", import.meta.url).pathname);
 const opusSize = arg("opus-size");
 if (!opusSize) throw new Error("--opus-size DIR (scripts/marian-fixtures.py --opus-size DIR) is required");
 const rounds = Number(arg("rounds", 3));
+const webgpu = arg("webgpu", "0") === "1";
 const f32Bytes = statSync(join(opusSize, "model.safetensors")).size;
 const server = await serve({ mounts: { "/": join(repo, "dist") }, port: 0 });
 const base = `http://127.0.0.1:${server.address().port}`;
@@ -39,16 +43,16 @@ for (let round = 1; round <= rounds; round++) {
     executablePath: process.env.CHROMIUM ?? "/usr/bin/chromium",
     headless: true,
     args: ["--headless=new", "--no-sandbox", "--disable-background-networking", "--disable-component-update",
-      "--disable-sync", "--no-first-run", "--disable-quic"],
+      "--disable-sync", "--no-first-run", "--disable-quic", ...(webgpu ? ["--enable-unsafe-webgpu"] : [])],
   });
   context.setDefaultTimeout(600_000);
-  const load = async () => {
+  const load = async (backend = "cpu") => {
     const page = await context.newPage();
     await page.goto(`${base}/index.html?backend=cpu`);
-    const out = await page.evaluate(async ({ reference, hub, sentence }) => {
+    const out = await page.evaluate(async ({ reference, hub, sentence, backend }) => {
       const started = performance.now();
       const { Transduce } = await import("/transduce.js");
-      const t = await Transduce.load(reference, { hub, backend: "cpu" });
+      const t = await Transduce.load(reference, { hub, backend });
       const loaded = performance.now() - started;
       await t.translate(sentence, { beam: 1 });
       const total = performance.now() - started;
@@ -56,22 +60,21 @@ for (let round = 1; round <= rounds; round++) {
       const { readCachedBundle } = await import("/hub.js");
       const b = await readCachedBundle(reference, hub);
       const bundleBytes = b ? b.config.length + b.tokenizer.length + b.weights.length : NaN;
-      const info = { marks: t.marks, loaded, total, wasmBytes: memory.wasmBytes, bundleBytes, hub: t.hub };
+      const info = { loaded, total, wasmBytes: memory.wasmBytes, bundleBytes, hub: t.hub, backend: t.backend };
       t.free();
       return info;
-    }, { reference, hub: hub.url, sentence });
+    }, { reference, hub: hub.url, sentence, backend });
     await page.close();
     return out;
   };
   const first = await load();
   await hub.close();
-  const second = await load();
-  console.log(JSON.stringify(first.marks), JSON.stringify(second.marks));
+  const second = await load(webgpu ? "webgpu" : "cpu");
   const peak = first.hub.conversion?.peakWasmBytes ?? NaN;
   console.log(
     `round ${round}: first load by name ${(first.total / 1000).toFixed(2)} s (ready ${(first.loaded / 1000).toFixed(2)} s); ` +
       `conversion ${(first.hub.conversion?.ms / 1000).toFixed(2)} s, peak wasm ${MB(peak)} MB = ${(peak / f32Bytes).toFixed(2)} × the f32 weights (${MB(f32Bytes)} MB); ` +
-      `wasm afterwards ${MB(first.wasmBytes)} MB for a ${MB(first.bundleBytes)} MB bundle (${((first.wasmBytes - 64e6) / first.bundleBytes).toFixed(2)} × bundle + 64 MB); second load (hub stopped) ${(second.total / 1000).toFixed(2)} s, offline ${second.hub.offline}`,
+      `wasm afterwards ${MB(first.wasmBytes)} MB for a ${MB(first.bundleBytes)} MB bundle (${((first.wasmBytes - 64e6) / first.bundleBytes).toFixed(2)} × bundle + 64 MB); second load (hub stopped, ${second.backend}) ${(second.total / 1000).toFixed(2)} s, offline ${second.hub.offline}, wasm ${MB(second.wasmBytes)} MB (${((second.wasmBytes - 64e6) / first.bundleBytes).toFixed(2)} × bundle + 64 MB)`,
   );
   await context.close();
   await rm(userDataDir, { recursive: true, force: true });

@@ -35,7 +35,7 @@ fn gpu() -> Option<Gpu> {
             Some(gpu)
         }
         Err(e) => {
-            eprintln!("SKIP: GPU decoder equality tests: {e}");
+            transduce_testing::skip(format_args!("GPU decoder equality tests: {e}"));
             None
         }
     }
@@ -388,7 +388,9 @@ fn profile_times_every_dispatch_of_a_step() {
     let host = HostModel::new(&model).unwrap();
     let gpu_model = GpuModel::new(&gpu, &host);
     let Some(profile) = pollster::block_on(gpu_model.profile(2, 4, 3)).unwrap() else {
-        eprintln!("SKIP: profile_times_every_dispatch_of_a_step: no timestamp queries");
+        transduce_testing::skip(format_args!(
+            "profile_times_every_dispatch_of_a_step: no timestamp queries"
+        ));
         return;
     };
     assert_eq!(profile.steps, 3);

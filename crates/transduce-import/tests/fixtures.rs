@@ -212,7 +212,7 @@ fn generate_outputs_are_equal_on_the_gpu_decoder() {
     let gpu = match pollster::block_on(transduce_gpu::Gpu::new(true)) {
         Ok(gpu) => gpu,
         Err(e) => {
-            eprintln!("SKIP: imported models on the GPU decoder: {e}");
+            transduce_testing::skip(format_args!("imported models on the GPU decoder: {e}"));
             return;
         }
     };

@@ -42,7 +42,9 @@ pub fn wgpu_device_after(test: &str, setup: impl FnOnce()) -> Option<Device> {
     match device {
         Ok(device) => Some(device.clone()),
         Err(why) => {
-            println!("SKIP: {test}: no wgpu adapter ({why}); install mesa-vulkan-drivers");
+            transduce_testing::skip(format_args!(
+                "{test}: no wgpu adapter ({why}); install mesa-vulkan-drivers"
+            ));
             None
         }
     }

@@ -20,7 +20,7 @@ fn vectors() -> Option<Value> {
     match std::fs::read_to_string(&path) {
         Ok(text) => Some(serde_json::from_str(&text).expect("valid JSON")),
         Err(_) => {
-            println!("SKIP: {} not found", path.display());
+            transduce_testing::skip(format_args!("{} not found", path.display()));
             None
         }
     }

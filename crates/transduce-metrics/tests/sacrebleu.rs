@@ -25,10 +25,10 @@ fn vectors() -> Option<Value> {
     match std::fs::read_to_string(&path) {
         Ok(text) => Some(serde_json::from_str(&text).expect("test vector file is valid JSON")),
         Err(e) => {
-            println!(
-                "SKIP: sacreBLEU test vectors not found at {} ({e})",
+            transduce_testing::skip(format_args!(
+                "sacreBLEU test vectors not found at {} ({e})",
                 path.display()
-            );
+            ));
             None
         }
     }

@@ -236,7 +236,7 @@ impl<'a> Machine<'a> {
     }
 
     fn set_items(&mut self, pairs: Vec<Value>) -> Result<(), String> {
-        if pairs.len() % 2 != 0 {
+        if !pairs.len().is_multiple_of(2) {
             return Err(format!("byte {}: SETITEMS with an odd count", self.at));
         }
         let at = self.at;
@@ -441,7 +441,7 @@ impl<'a> Machine<'a> {
                 }
                 b'd' => {
                     let items = self.pop_mark()?;
-                    if items.len() % 2 != 0 {
+                    if !items.len().is_multiple_of(2) {
                         return Err(format!("byte {at}: DICT with an odd count"));
                     }
                     let mut pairs = Vec::with_capacity(items.len() / 2);

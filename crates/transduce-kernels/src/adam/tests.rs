@@ -49,7 +49,10 @@ fn precisions(device: &Device, test: &str) -> Vec<Precision> {
         .filter(|p| {
             let ok = device.supports_dtype(p.dtype);
             if !ok {
-                println!("SKIP: {test} in {}: the adapter has no {}", p.name, p.name);
+                transduce_testing::skip_part(format_args!(
+                    "{test} in {}: the adapter has no {}",
+                    p.name, p.name
+                ));
             }
             ok
         })
@@ -209,7 +212,9 @@ fn finite_check_is_the_oracle() {
     };
     let half = device.supports_dtype(FloatDType::F16);
     if !half {
-        println!("SKIP: finite_check_is_the_oracle, its f16 overflow case: no f16");
+        transduce_testing::skip_part(format_args!(
+            "finite_check_is_the_oracle, its f16 overflow case: no f16"
+        ));
     }
     // (case, slot spoiled, its value, count, ok)
     let mut cases = vec![

@@ -213,7 +213,7 @@ fn half_precision_is_the_f32_primitives(test: &str, name: &str, dtype: FloatDTyp
         return;
     };
     if !device.supports_dtype(dtype) {
-        println!("SKIP: {test}: the adapter has no {name}");
+        transduce_testing::skip(format_args!("{test}: the adapter has no {name}"));
         return;
     }
     let device = device.autodiff();

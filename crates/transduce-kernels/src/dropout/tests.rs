@@ -43,7 +43,9 @@ fn masks_have_the_oracles_distribution_in_every_type() {
         ("bf16", FloatDType::BF16),
     ] {
         if !device.supports_dtype(dtype) {
-            println!("SKIP: dropout masks in {name}: the adapter has no {name}");
+            transduce_testing::skip_part(format_args!(
+                "dropout masks in {name}: the adapter has no {name}"
+            ));
             continue;
         }
         let like = Tensor::<1>::zeros([N], &device).cast(dtype);

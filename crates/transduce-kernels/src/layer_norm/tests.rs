@@ -138,7 +138,9 @@ fn fused_norm_in_half_precision_is_the_f32_kernel_between_casts() {
     let device = device.autodiff();
     for (name, dtype, _) in HALVES {
         if !device.supports_dtype(dtype) {
-            println!("SKIP: {test} in {name}: the adapter has no {name}");
+            transduce_testing::skip_part(format_args!(
+                "{test} in {name}: the adapter has no {name}"
+            ));
             continue;
         }
         for dims in [[2, 5, 40], [1, 1, 7]] {
@@ -167,7 +169,9 @@ fn fused_norm_in_half_precision_is_burns_norm_in_f32() {
     let device = device.autodiff();
     for (name, dtype, tolerance) in HALVES {
         if !device.supports_dtype(dtype) {
-            println!("SKIP: {test} in {name}: the adapter has no {name}");
+            transduce_testing::skip_part(format_args!(
+                "{test} in {name}: the adapter has no {name}"
+            ));
             continue;
         }
         for dims in [[2, 5, 40], [3, 7, 256]] {

@@ -62,7 +62,9 @@ fn loss_kernel_is_the_oracle_in_every_type() {
                 ("bf16", FloatDType::BF16),
             ] {
                 if !device.supports_dtype(dtype) {
-                    println!("SKIP: the loss kernel in {name}: the adapter has no {name}");
+                    transduce_testing::skip_part(format_args!(
+                        "the loss kernel in {name}: the adapter has no {name}"
+                    ));
                     continue;
                 }
                 let what = |part: &str| format!("{name} v {v} ε {epsilon} {part}");

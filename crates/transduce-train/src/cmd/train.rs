@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use clap::Args;
+use clap::{Args, ValueEnum};
 use transduce::ModelConfig;
 use transduce::bundle::TOKENIZER_FILE;
 
@@ -12,6 +12,13 @@ use crate::distributed::env::Launch;
 use crate::distributed::spawn::{self, LocalRanks};
 use crate::error::{CliError, Result, io};
 use crate::prepared::Prepared;
+
+/// `--resume` (continue the run) or `--resume auto` (continue it if it has a checkpoint).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Resume {
+    Yes,
+    Auto,
+}
 use crate::{distributed, fsutil, options, source, train};
 
 #[derive(Args)]
@@ -29,15 +36,18 @@ pub struct TrainCmd {
     /// Model config as JSON (overrides --preset).
     #[arg(long)]
     pub config: Option<PathBuf>,
-    /// Continue the run in --out from its newest checkpoint.
-    #[arg(long)]
-    pub resume: bool,
+    /// Continue the run in --out from its newest checkpoint. `--resume auto`: continue it
+    /// if it has a checkpoint, else start it as a new run with the other options (what a
+    /// launcher that restarts a rank, torchrun --max-restarts or a SLURM requeue, needs:
+    /// the same command every time). In a job, rank 0's folder decides for every rank.
+    #[arg(long, num_args = 0..=1, default_missing_value = "yes", value_enum)]
+    pub resume: Option<Resume>,
     /// Start a new run from these weights instead of random ones (continued training,
     /// fine-tuning on other data): a bundle folder, a run folder (its newest checkpoint), a
     /// checkpoint folder or a safetensors file. A bundle's or run's architecture is the
     /// default model config and its vocabulary must be --data's (`prepare --tokenizer`).
     /// Adam's moments and the learning-rate schedule (its warm-up too) start afresh.
-    #[arg(long, conflicts_with = "resume")]
+    #[arg(long)]
     pub init: Option<PathBuf>,
     #[arg(long, value_enum, default_value = "cpu")]
     pub backend: Backend,
@@ -168,6 +178,34 @@ pub struct TrainCmd {
     pub graph: bool,
 }
 
+/// Ranks on several machines (`--nnodes` > 1) sum their gradients through NCCL (CUDA, the
+/// replayed steps) or MPI (`mpirun`/`srun` start those jobs, not `--nnodes`); our own TCP
+/// carries only the rendezvous and control, so a job that would send gradients over it
+/// between machines is refused, saying what to install.
+fn cross_machine_sums(cmd: &TrainCmd) -> Result<()> {
+    if cmd.nnodes <= 1 {
+        return Ok(());
+    }
+    // NCCL exists only in CUDA builds.
+    #[cfg(feature = "cuda")]
+    let nccl = cmd.backend == Backend::Cuda
+        && cmd.exchange != distributed::exchange::Via::Host
+        && !cmd.eager
+        && crate::backend::library_loads(&["libnccl.so.2", "libnccl.so"]);
+    #[cfg(not(feature = "cuda"))]
+    let nccl = false;
+    if nccl {
+        return Ok(());
+    }
+    Err(CliError::Usage(format!(
+        "--nnodes {}: across machines the gradients go through NCCL (--backend cuda with \
+         NVIDIA's libnccl2, replayed steps) or MPI (start the ranks with mpirun or srun, a \
+         build with --features mpi and Open MPI: apt-get install openmpi-bin libopenmpi-dev), \
+         not this program's TCP, which carries only the rendezvous",
+        cmd.nnodes
+    )))
+}
+
 pub fn run(cmd: TrainCmd) -> Result<()> {
     // A rank of a job mpirun, srun or torchrun started (or this process's starter).
     let launch = Launch::from_env()?;
@@ -175,6 +213,7 @@ pub fn run(cmd: TrainCmd) -> Result<()> {
     for &number in &cmd.devices {
         cmd.backend.check_number(Some(number))?;
     }
+    cross_machine_sums(&cmd)?;
     let local = LocalRanks::requested(
         cmd.nproc_per_node,
         &cmd.devices,
@@ -197,8 +236,19 @@ pub fn run(cmd: TrainCmd) -> Result<()> {
     let collective = distributed::join::join(launch.as_ref())?;
     let lead = collective.as_ref().is_none_or(|c| c.leads());
     let number = match (&launch, cmd.devices.as_slice()) {
-        // One device a rank: its LOCAL_RANK's, or the LOCAL_RANK-th listed.
-        (Some(launch), []) if matches!(cmd.backend, Backend::Wgpu | Backend::Cuda) => {
+        // One device a rank: its LOCAL_RANK's (on CUDA among those CUDA_VISIBLE_DEVICES
+        // leaves visible), or the LOCAL_RANK-th listed.
+        (Some(launch), []) if cmd.backend == Backend::Cuda => Some(distributed::env::cuda_device(
+            launch.local_rank,
+            std::env::var("CUDA_VISIBLE_DEVICES").ok().as_deref(),
+        )?),
+        (Some(launch), []) if cmd.backend == Backend::Wgpu => {
+            if std::env::var_os("CUDA_VISIBLE_DEVICES").is_some() && lead {
+                eprintln!(
+                    "wgpu numbers its own adapters: CUDA_VISIBLE_DEVICES is not read (rank r \
+                     takes adapter LOCAL_RANK; --devices picks others)"
+                );
+            }
             Some(launch.local_rank)
         }
         (Some(launch), listed) if listed.len() > 1 => {
@@ -238,7 +288,52 @@ pub fn run(cmd: TrainCmd) -> Result<()> {
         eprintln!("device: {device:?}");
     }
     let world = collective.as_ref().map_or(1, |c| c.world());
-    let (data_dir, run_config) = if cmd.resume {
+    for (var, launcher) in [
+        ("TORCHELASTIC_RESTART_COUNT", "torchrun"),
+        ("SLURM_RESTART_COUNT", "SLURM"),
+    ] {
+        if let Some(count) = std::env::var(var)
+            .ok()
+            .filter(|c| c != "0" && !c.is_empty())
+            && lead
+        {
+            eprintln!("restart {count} of this job ({launcher}, {var})");
+        }
+    }
+    let resume = match cmd.resume {
+        None => false,
+        Some(Resume::Yes) => {
+            if cmd.init.is_some() {
+                return Err(CliError::Usage(
+                    "--init starts a new run and --resume continues one: pass one of them \
+                     (or --resume auto, which uses --init only when it starts the run)"
+                        .into(),
+                ));
+            }
+            true
+        }
+        Some(Resume::Auto) => {
+            let found = lead
+                && cmd.out.join(train::RUN_FILE).exists()
+                && !train::checkpoint::list(&cmd.out)?.is_empty();
+            let found = match collective.as_deref() {
+                Some(c) => crate::distributed::agree(c, found)?,
+                None => found,
+            };
+            if lead {
+                eprintln!(
+                    "--resume auto: {}",
+                    if found {
+                        "a checkpoint is there: resuming"
+                    } else {
+                        "no checkpoint yet: starting a new run"
+                    }
+                );
+            }
+            found
+        }
+    };
+    let (data_dir, run_config) = if resume {
         let run = train::RunConfig::read(&cmd.out)?;
         (run.data.clone(), Some(run))
     } else {
@@ -286,7 +381,7 @@ pub fn run(cmd: TrainCmd) -> Result<()> {
         }
     };
     let mut config = config;
-    if cmd.resume {
+    if resume {
         // Stop conditions may be extended when resuming.
         config.options.max_steps = cmd.max_steps.or(config.options.max_steps);
         config.options.max_epochs = cmd.max_epochs.or(config.options.max_epochs);
@@ -321,7 +416,7 @@ pub fn run(cmd: TrainCmd) -> Result<()> {
         valid: prepared.valid.as_ref(),
         focus,
         device,
-        resume: cmd.resume,
+        resume,
         progress: !cmd.quiet,
         log_every: cmd.log_every,
         graph,

@@ -172,6 +172,28 @@ fn master(var: &impl Fn(&str) -> Option<String>) -> Result<Option<(String, u16)>
     }
 }
 
+/// The CUDA device of a launched rank: the `local_rank`-th device `CUDA_VISIBLE_DEVICES`
+/// leaves visible (the driver numbers the visible ones from 0), or the only one when it
+/// leaves one (`srun --gpus-per-task=1`: every task sees its own GPU as device 0). Without
+/// the variable, device `local_rank`. wgpu numbers its adapters itself and is not affected.
+pub fn cuda_device(local_rank: usize, visible: Option<&str>) -> Result<usize> {
+    let Some(visible) = visible.map(str::trim).filter(|v| !v.is_empty()) else {
+        return Ok(local_rank);
+    };
+    let count = visible.split(',').filter(|d| !d.trim().is_empty()).count();
+    match count {
+        0 => Err(CliError::Usage(format!(
+            "CUDA_VISIBLE_DEVICES={visible:?} leaves no device visible"
+        ))),
+        1 => Ok(0),
+        n if local_rank < n => Ok(local_rank),
+        n => Err(CliError::Usage(format!(
+            "CUDA_VISIBLE_DEVICES={visible:?} leaves {n} devices visible, but this is local \
+             rank {local_rank}: give each rank one device, or as many as the ranks on this machine"
+        ))),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -189,6 +211,22 @@ mod tests {
             Err(e) => e.to_string(),
             Ok(l) => panic!("{vars:?} accepted as {l:?}"),
         }
+    }
+
+    #[test]
+    fn a_rank_takes_the_local_rank_th_visible_cuda_device() {
+        assert_eq!(cuda_device(3, None).unwrap(), 3);
+        assert_eq!(cuda_device(3, Some("")).unwrap(), 3);
+        // srun --gpus-per-task=1: one visible device each, number 0 whatever the rank.
+        assert_eq!(cuda_device(3, Some("5")).unwrap(), 0);
+        // Four visible on a node of four ranks: rank r takes the r-th visible (number r).
+        assert_eq!(cuda_device(2, Some("4,5,6,7")).unwrap(), 2);
+        let e = cuda_device(4, Some("4,5,6,7")).unwrap_err().to_string();
+        assert!(
+            e.contains("leaves 4 devices visible") && e.contains("local rank 4"),
+            "{e}"
+        );
+        assert!(cuda_device(0, Some(",")).is_err());
     }
 
     #[test]

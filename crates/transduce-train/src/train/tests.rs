@@ -287,10 +287,10 @@ fn half_precision_tracks_f32_on_wgpu() {
     assert!(reference[5] < reference[0], "{reference:?}");
     for (precision, tolerance) in [(Precision::F16, 0.01), (Precision::Bf16, 0.03)] {
         if !wgpu.supports_dtype(precision.dtype()) {
-            println!(
-                "SKIP: {} on this adapter: no {0} arithmetic",
+            transduce_testing::skip_part(format_args!(
+                "{} on this adapter: no {0} arithmetic",
                 precision.name()
-            );
+            ));
             continue;
         }
         let half = losses_in(&start, &wgpu, &pairs, &[&batch], 6, precision);

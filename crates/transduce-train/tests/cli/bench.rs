@@ -102,7 +102,9 @@ fn bench_kernels_prints_each_family_against_its_oracle() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     if stderr.contains("no usable GPU adapter") {
-        println!("SKIP: bench_kernels_prints_each_family_against_its_oracle: {stderr}");
+        transduce_testing::skip(format_args!(
+            "bench_kernels_prints_each_family_against_its_oracle: {stderr}"
+        ));
         return;
     }
     assert!(out.status.success(), "{stderr}");

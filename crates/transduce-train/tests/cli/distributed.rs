@@ -28,9 +28,9 @@ fn launchers(test: &str) -> Vec<Launcher> {
 /// `mpirun`, if these tests can use it; the reason they are skipped otherwise.
 fn mpirun(test: &str) -> Option<PathBuf> {
     if !cfg!(feature = "mpi") {
-        println!(
-            "SKIP: {test} through MPI: built without the `mpi` feature (cargo test --features mpi)"
-        );
+        transduce_testing::skip(format_args!(
+            "{test} through MPI: built without the `mpi` feature (cargo test --features mpi)"
+        ));
         return None;
     }
     let found = std::env::var_os("PATH").and_then(|paths| {
@@ -39,9 +39,9 @@ fn mpirun(test: &str) -> Option<PathBuf> {
             .find(|p| p.is_file())
     });
     if found.is_none() {
-        println!(
-            "SKIP: {test} through MPI: no mpirun on PATH (apt-get install openmpi-bin libopenmpi-dev)"
-        );
+        transduce_testing::skip(format_args!(
+            "{test} through MPI: no mpirun on PATH (apt-get install openmpi-bin libopenmpi-dev)"
+        ));
     }
     found
 }
@@ -403,4 +403,40 @@ fn ranks_that_cannot_share_a_steps_batches_are_refused() {
         "{text}"
     );
     assert_eq!(last_step(&out), 2, "a refused resume trained");
+}
+
+#[test]
+fn several_machines_without_nccl_or_mpi_are_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (_, _, data) = prepare_toy(tmp.path());
+    let e = fail(&[
+        "train",
+        "--data",
+        s(&data),
+        "--out",
+        s(&tmp.path().join("run")),
+        "--preset",
+        "tiny",
+        "--nnodes",
+        "2",
+        "--node-rank",
+        "0",
+        "--nproc-per-node",
+        "1",
+        "--master-addr",
+        "127.0.0.1",
+        "--master-port",
+        "29999",
+    ]);
+    assert!(
+        e.contains("--nnodes 2: across machines the gradients go through NCCL")
+            && e.contains("mpirun")
+            && e.contains("apt-get install openmpi-bin"),
+        "{e}"
+    );
+    assert_eq!(
+        e.lines().filter(|l| l.starts_with("error")).count(),
+        1,
+        "{e}"
+    );
 }

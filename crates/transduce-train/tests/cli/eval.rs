@@ -47,7 +47,7 @@ fn eval_f1_prints_evalb_figures() {
 fn shipped_parser_scores_its_recorded_f1() {
     let test_trees = manifest_dir().join("../../../shared/data/ptb-sample/test.trees.gz");
     if !test_trees.exists() {
-        println!("SKIP: {} not found", test_trees.display());
+        transduce_testing::skip(format_args!("{} not found", test_trees.display()));
         return;
     }
     let bundle = manifest_dir().join("../../web/models/ptb-parser");

@@ -20,7 +20,10 @@ fn shared_data(test: &str, needs: &[&str]) -> Option<PathBuf> {
     match needs.iter().find(|n| !data.join(n).exists()) {
         None => Some(data),
         Some(missing) => {
-            println!("SKIP: {test}: {} not found", data.join(missing).display());
+            transduce_testing::skip(format_args!(
+                "{test}: {} not found",
+                data.join(missing).display()
+            ));
             None
         }
     }
@@ -223,10 +226,10 @@ fn ct2_python(test: &str) -> Option<PathBuf> {
         .output()
         .is_ok_and(|o| o.status.success());
     if !found {
-        println!(
-            "SKIP: {test}: no CTranslate2 at {} (`source scripts/common.sh && ensure_ct2`)",
+        transduce_testing::skip(format_args!(
+            "{test}: no CTranslate2 at {} (`source scripts/common.sh && ensure_ct2`)",
             python.display()
-        );
+        ));
     }
     found.then_some(python)
 }

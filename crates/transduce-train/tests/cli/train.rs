@@ -270,7 +270,9 @@ fn data_parallel_training_on_two_wgpu_devices() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     if stderr.contains("finds no Vulkan/Metal/DX12 adapter") {
-        println!("SKIP: data_parallel_training_on_two_wgpu_devices: {stderr}");
+        transduce_testing::skip(format_args!(
+            "data_parallel_training_on_two_wgpu_devices: {stderr}"
+        ));
         return;
     }
     assert!(out.status.success(), "{stderr}");
@@ -540,7 +542,9 @@ fn fusion_on_and_off_train_alike_on_wgpu() {
     let (out, fused) = train("fused", &[]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     if stderr.contains("no usable GPU adapter") {
-        println!("SKIP: fusion_on_and_off_train_alike_on_wgpu: {stderr}");
+        transduce_testing::skip(format_args!(
+            "fusion_on_and_off_train_alike_on_wgpu: {stderr}"
+        ));
         return;
     }
     assert!(out.status.success(), "{stderr}");
@@ -597,6 +601,77 @@ fn half_precision_on_the_cpu_is_one_clear_error() {
     ]);
     assert!(
         e.contains("`f8` is not a precision; expected f32, f16 or bf16"),
+        "{e}"
+    );
+}
+
+#[test]
+fn resume_auto_starts_a_run_or_continues_it_exactly() {
+    // What a launcher that restarts a rank runs: the same command each time.
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let (_, _, data) = prepare_toy(dir);
+    let train = |out_dir: &Path, steps: &str, resume: &[&str]| {
+        let mut args = vec![
+            "train",
+            "--data",
+            s(&data),
+            "--out",
+            s(out_dir),
+            "--preset",
+            "tiny",
+            "--dropout",
+            "0",
+            "--max-tokens",
+            "400",
+            "--warmup",
+            "20",
+            "--max-steps",
+            steps,
+            "--checkpoint-steps",
+            "3",
+            "--keep",
+            "10",
+            "--seed",
+            "5",
+            "--quiet",
+        ];
+        args.extend_from_slice(resume);
+        run(&args)
+    };
+    let whole = dir.join("whole");
+    train(&whole, "10", &[]);
+    let parts = dir.join("parts");
+    let first = train(&parts, "6", &["--resume", "auto"]);
+    assert!(
+        first.contains("--resume auto: no checkpoint yet: starting a new run"),
+        "{first}"
+    );
+    let second = train(&parts, "10", &["--resume", "auto"]);
+    assert!(
+        second.contains("--resume auto: a checkpoint is there: resuming"),
+        "{second}"
+    );
+    let weights = |run: &Path, step: &str| {
+        std::fs::read(run.join(format!("checkpoints/step-{step}/model.safetensors"))).unwrap()
+    };
+    assert!(
+        weights(&whole, "00000010") == weights(&parts, "00000010"),
+        "6 steps then 10 under --resume auto differ from one run of 10"
+    );
+    // A plain --resume with --init is refused; under auto --init only starts a run.
+    let e = fail(&[
+        "train",
+        "--data",
+        s(&data),
+        "--out",
+        s(&parts),
+        "--resume",
+        "--init",
+        s(&whole),
+    ]);
+    assert!(
+        e.contains("--resume auto, which uses --init only when it starts"),
         "{e}"
     );
 }

@@ -475,7 +475,9 @@ fn gpu_decoder_gives_the_cpus_outputs() {
             let out = bin().args(args).output().unwrap();
             let stderr = String::from_utf8_lossy(&out.stderr);
             if !out.status.success() && stderr.contains("no usable GPU adapter") {
-                println!("SKIP: gpu_decoder_gives_the_cpus_outputs: {stderr}");
+                transduce_testing::skip(format_args!(
+                    "gpu_decoder_gives_the_cpus_outputs: {stderr}"
+                ));
                 return;
             }
             assert!(out.status.success(), "{stderr}");

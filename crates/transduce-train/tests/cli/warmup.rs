@@ -45,7 +45,9 @@ fn a_second_gpu_process_skips_every_tune() {
     let first = warmup();
     let stderr = String::from_utf8_lossy(&first.stderr).to_string();
     if stderr.contains("no usable GPU adapter") {
-        println!("SKIP: a_second_gpu_process_skips_every_tune: {stderr}");
+        transduce_testing::skip(format_args!(
+            "a_second_gpu_process_skips_every_tune: {stderr}"
+        ));
         return;
     }
     assert!(first.status.success(), "{stderr}");

@@ -390,7 +390,7 @@ mod tests {
             return;
         };
         if !gpu.supports_dtype(FloatDType::F16) {
-            println!("SKIP: half_logits_are_read_as_they_are: no f16");
+            transduce_testing::skip(format_args!("half_logits_are_read_as_they_are: no f16"));
             return;
         }
         let _serial = transduce_kernels::testing::gpu_lock();

@@ -238,7 +238,9 @@ fn half_precision_skips_overflowing_steps_on_the_device() {
         return;
     };
     if !gpu.supports_dtype(Precision::F16.dtype()) {
-        println!("SKIP: half_precision_skips_overflowing_steps_on_the_device: no f16");
+        transduce_testing::skip(format_args!(
+            "half_precision_skips_overflowing_steps_on_the_device: no f16"
+        ));
         return;
     }
     let device = gpu.clone().autodiff();

@@ -170,7 +170,7 @@ fn sample() -> Option<&'static Sample> {
     match sample {
         Ok(sample) => Some(sample),
         Err(why) if why.starts_with("no PTB sample") || why.contains("cannot run gzip") => {
-            println!("SKIP: {why}");
+            transduce_testing::skip(format_args!("{why}"));
             None
         }
         Err(why) => panic!("reading the PTB sample: {why}"),
