@@ -312,23 +312,36 @@ impl Int8Matrix {
         out.clear();
         out.resize(m * self.n, 0.0);
         WIDE_SCRATCH.with_borrow_mut(|tile| {
+            // The tile is always WIDE_TILE wide (zeros past the last column), so that the
+            // accumulators below are fixed-size arrays the compiler keeps in registers.
+            tile.clear();
             tile.resize(self.k * WIDE_TILE, 0.0);
             for j0 in (0..self.n).step_by(WIDE_TILE) {
                 let width = WIDE_TILE.min(self.n - j0);
-                let scales = &self.scales[j0..j0 + width];
-                for i in 0..self.k {
-                    let row = &mut tile[i * WIDE_TILE..i * WIDE_TILE + width];
-                    for (t, (w, &s)) in row.iter_mut().zip(scales).enumerate() {
-                        *w = self.at(i, j0 + t) as f32 * s;
-                    }
-                }
-                for r in 0..m {
-                    let acc = &mut out[r * self.n + j0..r * self.n + j0 + width];
-                    for (i, &xi) in x[r * self.k..(r + 1) * self.k].iter().enumerate() {
-                        let w = &tile[i * WIDE_TILE..i * WIDE_TILE + width];
-                        for (a, &b) in acc.iter_mut().zip(w) {
-                            *a += xi * b;
+                self.widen_tile(j0, width, tile);
+                // Two rows at a time: each weight loaded once for both; every output still
+                // sums its inputs in order, from 0.
+                for r in (0..m).step_by(2) {
+                    let pair = r + 1 < m;
+                    let (mut a0, mut a1) = ([0.0f32; WIDE_TILE], [0.0f32; WIDE_TILE]);
+                    let x0 = &x[r * self.k..(r + 1) * self.k];
+                    let x1 = if pair {
+                        &x[(r + 1) * self.k..(r + 2) * self.k]
+                    } else {
+                        x0
+                    };
+                    for (i, w) in tile.chunks_exact(WIDE_TILE).enumerate() {
+                        let w: &[f32; WIDE_TILE] = w.try_into().expect("a whole tile row");
+                        let (v0, v1) = (x0[i], x1[i]);
+                        for t in 0..WIDE_TILE {
+                            a0[t] += v0 * w[t];
+                            a1[t] += v1 * w[t];
                         }
+                    }
+                    out[r * self.n + j0..r * self.n + j0 + width].copy_from_slice(&a0[..width]);
+                    if pair {
+                        out[(r + 1) * self.n + j0..(r + 1) * self.n + j0 + width]
+                            .copy_from_slice(&a1[..width]);
                     }
                 }
             }
@@ -337,6 +350,32 @@ impl Int8Matrix {
             for row in out.chunks_exact_mut(self.n.max(1)) {
                 for (y, b) in row.iter_mut().zip(bias) {
                     *y += b;
+                }
+            }
+        }
+    }
+
+    /// Columns `j0..j0 + width` widened to `q·scale` into `tile` (`[k, WIDE_TILE]`, row
+    /// major; the columns past `width` are left as they are: zero).
+    #[allow(clippy::unnecessary_cast)]
+    fn widen_tile(&self, j0: usize, width: usize, tile: &mut [f32]) {
+        let scales = &self.scales[j0..j0 + width];
+        if width < WIDE_TILE {
+            tile.fill(0.0);
+        }
+        for i in 0..self.k {
+            let row = &mut tile[i * WIDE_TILE..i * WIDE_TILE + width];
+            if self.quads.is_empty() {
+                let base = (i / GROUP * self.n_padded + j0) * GROUP + i % GROUP;
+                let column = &self.packed[base..];
+                for (t, (w, &s)) in row.iter_mut().zip(scales).enumerate() {
+                    *w = column[t * GROUP] as i8 as f32 * s;
+                }
+            } else {
+                let base = (i / 4 * self.n_padded + j0) * 4 + i % 4;
+                let column = &self.quads[base..];
+                for (t, (w, &s)) in row.iter_mut().zip(scales).enumerate() {
+                    *w = column[t * 4] as f32 * s;
                 }
             }
         }

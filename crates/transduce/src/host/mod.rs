@@ -268,7 +268,7 @@ impl HostModel {
     }
 
     /// Every f32 array held (widened from the int8 forms where need be), with f32 products.
-    fn materialize(&mut self) {
+    pub fn materialize(&mut self) {
         self.layer_matrices().for_each(Matrix::materialize);
         self.output.materialize();
         let d = self.config.d_model;
