@@ -155,6 +155,11 @@ pub struct TrainCmd {
     /// CUDA when the NCCL library loads, host buffers otherwise.
     #[arg(long, value_enum, default_value = "auto")]
     pub exchange: distributed::exchange::Via,
+    /// Seconds a rank of a job waits for another in a collective (a gradient sum, a
+    /// broadcast) before the job stops, naming the silent rank; 600 as NCCL's watchdog.
+    /// Rank 0's validation and checkpoints happen while the others wait: keep it longer.
+    #[arg(long, default_value_t = distributed::COLLECTIVE_TIMEOUT.as_secs_f64(), value_parser = options::positive)]
+    pub collective_timeout: f64,
     /// Take every step eagerly, op by op with burn's Adam, instead of replaying it (replay
     /// is the default on wgpu and CUDA; the CPU backend, which has no graphs, steps eagerly
     /// with burn's Adam unless --graph says otherwise).
@@ -233,7 +238,9 @@ pub fn run(cmd: TrainCmd) -> Result<()> {
         _ => {}
     }
     crate::backend::set_fusion(!cmd.no_fusion)?;
-    let collective = distributed::join::join(launch.as_ref())?;
+    let timeout = std::time::Duration::try_from_secs_f64(cmd.collective_timeout)
+        .unwrap_or(std::time::Duration::MAX);
+    let collective = distributed::join::join(launch.as_ref(), timeout)?;
     let lead = collective.as_ref().is_none_or(|c| c.leads());
     let number = match (&launch, cmd.devices.as_slice()) {
         // One device a rank: its LOCAL_RANK's (on CUDA among those CUDA_VISIBLE_DEVICES
@@ -269,9 +276,8 @@ pub fn run(cmd: TrainCmd) -> Result<()> {
         collective,
         cmd.exchange,
         cmd.backend,
-        number.unwrap_or(0),
-        graph,
-        lead,
+        (number.unwrap_or(0), graph, lead),
+        timeout,
     )?;
     if let (Some(c), Some(launch)) = (&collective, &launch) {
         // One write, newline included: stderr is unbuffered, and ranks writing piece by

@@ -55,6 +55,10 @@ pub struct Launch {
     /// torchrun always sets them; with `mpirun` or `srun` they are read when the build has
     /// no MPI.
     pub master: Option<(String, u16)>,
+    /// Where torchrun's agent serves its store on the master's port
+    /// (`TORCHELASTIC_USE_AGENT_STORE=True`): the key under which rank 0 sets the port it
+    /// listens on, one per run and restart ([`super::store`]).
+    pub store: Option<String>,
 }
 
 impl Launch {
@@ -85,7 +89,12 @@ impl Launch {
             }
         }
         let master = found.iter().find_map(|l| l.master.clone());
-        Ok(Some(Launch { master, ..first }))
+        let store = found.iter().find_map(|l| l.store.clone());
+        Ok(Some(Launch {
+            master,
+            store,
+            ..first
+        }))
     }
 
     /// [`Launch::from_vars`] over this process's environment.
@@ -130,20 +139,24 @@ fn read(launcher: Launcher, var: &impl Fn(&str) -> Option<String>) -> Result<Opt
         )));
     }
     let master = master(var)?;
+    let agent_store = var("TORCHELASTIC_USE_AGENT_STORE").is_some_and(|v| v.trim() == "True");
+    let store = (agent_store && master.is_some()).then(|| {
+        let run = var("TORCHELASTIC_RUN_ID").unwrap_or_else(|| "none".into());
+        let restart = var("TORCHELASTIC_RESTART_COUNT").unwrap_or_else(|| "0".into());
+        format!("transduce/{}/{}/rank-0-port", run.trim(), restart.trim())
+    });
     Ok(Some(Launch {
         rank,
         world,
         local_rank,
         launcher,
         master,
+        store,
     }))
 }
 
-/// `MASTER_ADDR` and `MASTER_PORT`: both or neither. Where torchrun's agent hosts its own
-/// store on `MASTER_PORT` (`TORCHELASTIC_USE_AGENT_STORE=True`), rank 0 listens on the
-/// port after it.
+/// `MASTER_ADDR` and `MASTER_PORT`: both or neither.
 fn master(var: &impl Fn(&str) -> Option<String>) -> Result<Option<(String, u16)>> {
-    let agent_store = var("TORCHELASTIC_USE_AGENT_STORE").is_some_and(|v| v.trim() == "True");
     match (var("MASTER_ADDR"), var("MASTER_PORT")) {
         (None, None) => Ok(None),
         (Some(addr), Some(port)) => {
@@ -153,14 +166,6 @@ fn master(var: &impl Fn(&str) -> Option<String>) -> Result<Option<(String, u16)>
             if addr.trim().is_empty() {
                 return Err(CliError::Usage("MASTER_ADDR is empty".into()));
             }
-            let port = match agent_store {
-                true => port.checked_add(1).ok_or_else(|| {
-                    CliError::Usage(format!(
-                        "MASTER_PORT={port} is torchrun's store and the port after it does not exist"
-                    ))
-                })?,
-                false => port,
-            };
             Ok(Some((addr.trim().to_string(), port)))
         }
         (Some(_), None) => Err(CliError::Usage(
@@ -253,22 +258,29 @@ mod tests {
                 local_rank: 1,
                 launcher: Launcher::Torchrun,
                 master: Some(("node0".into(), 29500)),
+                store: None,
             }
         );
     }
 
+    /// torchrun's agent serves its store on MASTER_PORT: no port is guessed, rank 0's
+    /// own is found under a key of the run and the restart.
     #[test]
-    fn torchruns_agent_store_keeps_master_port_and_rank_zero_takes_the_next() {
-        let l = launch(&[
+    fn torchruns_agent_store_is_at_master_port_with_a_key_per_restart() {
+        let vars = [
             ("RANK", "0"),
             ("WORLD_SIZE", "2"),
             ("MASTER_ADDR", "node0"),
             ("MASTER_PORT", "29500"),
             ("TORCHELASTIC_USE_AGENT_STORE", "True"),
-        ])
-        .unwrap()
-        .unwrap();
-        assert_eq!(l.master, Some(("node0".into(), 29501)));
+            ("TORCHELASTIC_RUN_ID", "job7"),
+            ("TORCHELASTIC_RESTART_COUNT", "2"),
+        ];
+        let l = launch(&vars).unwrap().unwrap();
+        assert_eq!(l.master, Some(("node0".into(), 29500)));
+        assert_eq!(l.store.as_deref(), Some("transduce/job7/2/rank-0-port"));
+        let l = launch(&vars[..5]).unwrap().unwrap();
+        assert_eq!(l.store.as_deref(), Some("transduce/none/0/rank-0-port"));
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! Where a job's gradient sums are formed (`train --exchange`): through host buffers (the
 //! job's TCP or MPI collective), or on CUDA in device memory through NCCL.
 
+use std::time::Duration;
+
 use clap::ValueEnum;
 
 use super::{Alone, Collective};
@@ -23,20 +25,19 @@ pub enum Via {
 
 /// The collective a job's steps use: `collective` itself, or NCCL for its sums on CUDA
 /// device `ordinal` (`graph`: the steps are replayed, the path NCCL serves). `lead` says
-/// the one line of a fallback.
+/// the one line of a fallback; NCCL's sums wait at most `timeout` (`--collective-timeout`).
 pub fn on_device(
     collective: Option<Box<dyn Collective>>,
     via: Via,
     backend: Backend,
-    ordinal: usize,
-    graph: bool,
-    lead: bool,
+    (ordinal, graph, lead): (usize, bool, bool),
+    timeout: Duration,
 ) -> Result<Option<Box<dyn Collective>>> {
     let ranks = collective.as_ref().map_or(1, |c| c.world());
     match via {
         Via::Host => Ok(collective),
         Via::Auto if backend != Backend::Cuda || ranks == 1 || !graph => Ok(collective),
-        Via::Auto => match nccl(collective_or_alone(collective), ordinal) {
+        Via::Auto => match nccl(collective_or_alone(collective), ordinal, timeout) {
             Ok(job) => Ok(Some(job)),
             Err((host, why)) => {
                 if lead {
@@ -51,7 +52,7 @@ pub fn on_device(
         Via::Nccl if !graph => Err(CliError::Usage(
             "--exchange nccl sums the replayed steps' gradients, and this run steps eagerly (--eager): drop --eager, or use --exchange host".into(),
         )),
-        Via::Nccl => nccl(collective_or_alone(collective), ordinal)
+        Via::Nccl => nccl(collective_or_alone(collective), ordinal, timeout)
             .map(Some)
             .map_err(|(_, why)| CliError::Usage(format!("--exchange nccl: {why}"))),
     }
@@ -66,18 +67,20 @@ fn collective_or_alone(collective: Option<Box<dyn Collective>>) -> Box<dyn Colle
 fn nccl(
     host: Box<dyn Collective>,
     ordinal: usize,
+    timeout: Duration,
 ) -> std::result::Result<Box<dyn Collective>, (Box<dyn Collective>, String)> {
     use super::nccl::NcclJob;
     if let Err(e) = NcclJob::loadable() {
         return Err((host, e.to_string()));
     }
-    Ok(Box::new(NcclJob::new(host, ordinal)))
+    Ok(Box::new(NcclJob::new(host, ordinal, timeout)))
 }
 
 #[cfg(not(feature = "cuda"))]
 fn nccl(
     host: Box<dyn Collective>,
     _ordinal: usize,
+    _timeout: Duration,
 ) -> std::result::Result<Box<dyn Collective>, (Box<dyn Collective>, String)> {
     Err((
         host,

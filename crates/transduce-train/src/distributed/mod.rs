@@ -20,6 +20,7 @@ pub mod nccl;
 pub mod reduce;
 pub mod spawn;
 pub mod start;
+pub mod store;
 pub mod tcp;
 
 use transduce::burn::prelude::*;
@@ -79,6 +80,15 @@ impl Collective for Alone {
     fn broadcast(&self, _bytes: &mut Vec<u8>) -> Result<()> {
         Ok(())
     }
+}
+
+/// How long a collective waits for a peer unless told (`train --collective-timeout`):
+/// NCCL's watchdog's default.
+pub const COLLECTIVE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// A wait in seconds as messages give it: to a tenth, no trailing zeros ("1.5", "600").
+pub(crate) fn seconds(wait: std::time::Duration) -> String {
+    ((wait.as_secs_f64() * 10.0).round() / 10.0).to_string()
 }
 
 /// Rank 0's answer to a yes-or-no question every rank must answer alike (stop now?).

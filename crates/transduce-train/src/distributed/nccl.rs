@@ -8,8 +8,11 @@
 //! all-reduce is waited for before the update is issued.
 //!
 //! Faults: while it waits, a rank polls NCCL's asynchronous error and the host
-//! collective's links ([`Collective::check_peers`]); a lost peer or an NCCL error aborts
-//! the communicator (which ends its kernels) and stops the rank with one line.
+//! collective's links ([`Collective::check_peers`]); a lost peer, an NCCL error or a sum
+//! that takes longer than the collective timeout (a silent rank) aborts the communicator
+//! (which ends its kernels) and stops the rank with one line. The communicator's creation
+//! blocks in NCCL; a rank silent before it is found by the host collective's broadcast of
+//! the id, which has the same timeout.
 
 use std::cell::{Cell, OnceCell};
 use std::ffi::c_char;
@@ -34,15 +37,18 @@ pub struct NcclJob {
     ordinal: usize,
     /// Made at the first sum, which every rank reaches together.
     comm: OnceCell<Comm>,
+    /// The longest a sum is waited for.
+    timeout: Duration,
 }
 
 impl NcclJob {
     /// NCCL for the ranks of `host` on CUDA device `ordinal` (after [`NcclJob::loadable`]).
-    pub fn new(host: Box<dyn Collective>, ordinal: usize) -> Self {
+    pub fn new(host: Box<dyn Collective>, ordinal: usize, timeout: Duration) -> Self {
         NcclJob {
             host,
             ordinal,
             comm: OnceCell::new(),
+            timeout,
         }
     }
 
@@ -110,7 +116,7 @@ impl DeviceSums for NcclJob {
             )
         }
         .map_err(|e| comm.failed(&format!("the all-reduce did not start: {e:?}")))?;
-        comm.wait(&*self.host)?;
+        comm.wait(&*self.host, self.timeout)?;
         drop(buffer);
         Ok(())
     }
@@ -177,8 +183,8 @@ impl Comm {
     }
 
     /// Waits for the work on NCCL's stream, polling NCCL's asynchronous error and the
-    /// host's links; a fault aborts the communicator.
-    fn wait(&self, host: &dyn Collective) -> Result<()> {
+    /// host's links, for at most `timeout`; a fault aborts the communicator.
+    fn wait(&self, host: &dyn Collective, timeout: Duration) -> Result<()> {
         let started = Instant::now();
         let mut next_check = started;
         loop {
@@ -204,6 +210,15 @@ impl Comm {
                     return Err(lost);
                 }
                 next_check = Instant::now() + Duration::from_secs(1);
+                if started.elapsed() >= timeout {
+                    return Err(self.failed(&format!(
+                        "rank {} waited {} s for the all-reduce: a rank is alive but silent \
+                         (stopped, swapped out, or stuck on its device) (--collective-timeout \
+                         sets the wait)",
+                        host.rank(),
+                        super::seconds(timeout)
+                    )));
+                }
             }
             std::thread::sleep(POLL);
         }

@@ -6,8 +6,10 @@
 //! machines makes one job of M × N ranks.
 //!
 //! The starter waits for its ranks. When one fails, the others stop by themselves (they
-//! lose its connection); any still running a minute later are killed, and the starter
-//! exits with the failed rank's reason. Ranks die with their starter (`PR_SET_PDEATHSIG`).
+//! lose its connection); any still running 5 s later are killed (a stopped rank, or one
+//! busy validating: checkpoints are renamed into place whole, so none is cut), and the
+//! starter exits with the failed rank's reason. Ranks die with their starter
+//! (`PR_SET_PDEATHSIG`).
 
 use std::process::{Child, Command, ExitStatus};
 use std::time::{Duration, Instant};
@@ -17,7 +19,7 @@ use crate::error::{CliError, Result};
 /// Set in the ranks this process starts, so they run as ranks and start none of their own.
 pub const STARTED_RANK: &str = "TRANSDUCE_STARTED_RANK";
 /// How long the other ranks get to stop after one failed.
-const GRACE: Duration = Duration::from_secs(60);
+const GRACE: Duration = Duration::from_secs(5);
 
 /// The ranks to start on this machine.
 #[derive(Clone, Debug, PartialEq, Eq)]

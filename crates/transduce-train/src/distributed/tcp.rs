@@ -13,7 +13,12 @@
 //! Faults end the job, never hang it: a rank that exits closes its connection, and the
 //! ranks reading from it stop with one line naming it; the rank 0 that stops closes every
 //! connection in turn. A network that fails silently is found by TCP keep-alive probes and
-//! a bound on unacknowledged sends (`TCP_USER_TIMEOUT`), both about 45 s.
+//! a bound on unacknowledged sends (`TCP_USER_TIMEOUT`), both about 45 s. A rank that is
+//! alive but silent (stopped, swapped out, stuck in a driver) is found by the collective
+//! timeout (`train --collective-timeout`, 600 s as NCCL's watchdog): no read or write of a
+//! collective waits longer. Rank 0, which waits on every rank, names the silent one and
+//! tells the others before it stops; they wait a little longer than it does
+//! ([`LEAD_FIRST`]), so that the line every rank prints names the rank that went quiet.
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
@@ -35,6 +40,13 @@ const KEEPALIVE_IDLE: Duration = Duration::from_secs(15);
 const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(10);
 const KEEPALIVE_PROBES: u32 = 3;
 const SEND_TIMEOUT: Duration = Duration::from_secs(45);
+/// Ranks other than 0 wait this much longer than rank 0 for rank 0.
+const LEAD_FIRST: Duration = Duration::from_secs(5);
+/// The length field of rank 0's message that it stops the job; its reason follows as a
+/// message of its own. No real message is that long.
+const STOP: u64 = u64::MAX;
+/// How long rank 0 tries to tell a rank that it stops the job.
+const STOP_NOTICE: Duration = Duration::from_secs(1);
 
 /// One rank's end of the job's connections.
 pub struct TcpWorld {
@@ -42,25 +54,98 @@ pub struct TcpWorld {
     world: usize,
     /// Rank 0: one connection per other rank, rank r's at r − 1. Others: rank 0's.
     links: Mutex<Vec<TcpStream>>,
+    /// The longest a read or write of a collective waits for its peer.
+    wait: Duration,
+}
+
+/// Why a message did not arrive.
+enum Fault {
+    /// The connection failed, closed or stayed silent.
+    Io(std::io::Error),
+    /// Rank 0 stopped the job, for this reason.
+    Stopped(String),
 }
 
 impl TcpWorld {
     /// Joins the job: rank 0 listens at `port` (every interface) and waits for the others;
-    /// they connect to `addr:port`, retrying while rank 0 is not listening yet.
-    pub fn join(rank: usize, world: usize, addr: &str, port: u16) -> Result<TcpWorld> {
-        let timeout = join_timeout()?;
+    /// they connect to `addr:port`, retrying while rank 0 is not listening yet. From then
+    /// on no collective waits for a peer longer than `timeout` (the others wait
+    /// [`LEAD_FIRST`] longer for rank 0).
+    pub fn join(
+        rank: usize,
+        world: usize,
+        addr: &str,
+        port: u16,
+        timeout: Duration,
+    ) -> Result<TcpWorld> {
+        let join = join_timeout()?;
         let links = if rank == 0 {
-            accept_ranks(world, addr, port, timeout)?
+            accept_ranks(listen(addr, port)?, world, addr, port, join)?
         } else {
-            vec![connect_to_lead(rank, world, addr, port, timeout)?]
+            vec![connect_to_lead(rank, world, addr, port, join)?]
+        };
+        TcpWorld::joined(rank, world, links, timeout)
+    }
+
+    /// Joins a job torchrun started with its agent's store at `store` (`MASTER_ADDR`,
+    /// `MASTER_PORT`): rank 0 listens on a port the kernel chooses and sets it under `key`
+    /// in the store; the others read it there and connect to rank 0 at `MASTER_ADDR`.
+    pub fn join_through_store(
+        rank: usize,
+        world: usize,
+        (addr, store_port): (&str, u16),
+        key: &str,
+        timeout: Duration,
+    ) -> Result<TcpWorld> {
+        let join = join_timeout()?;
+        let deadline = Instant::now() + join;
+        let mut store = super::store::Store::connect(addr, store_port, deadline)?;
+        let links = if rank == 0 {
+            let listener = listen(addr, 0)?;
+            let port = listener
+                .local_addr()
+                .map_err(|e| CliError::Usage(format!("rank 0's port: {e}")))?
+                .port();
+            store.set(key, port.to_string().as_bytes())?;
+            accept_ranks(listener, world, addr, port, join)?
+        } else {
+            let value = store.get(key, deadline)?;
+            let port = std::str::from_utf8(&value)
+                .ok()
+                .and_then(|v| v.parse::<u16>().ok())
+                .ok_or_else(|| {
+                    CliError::Usage(format!(
+                        "torchrun's store holds {:?} under {key:?}, not a port",
+                        String::from_utf8_lossy(&value)
+                    ))
+                })?;
+            let left = deadline.saturating_duration_since(Instant::now());
+            vec![connect_to_lead(rank, world, addr, port, left)?]
+        };
+        TcpWorld::joined(rank, world, links, timeout)
+    }
+
+    /// The world of a rank with its links, tuned, each read and write waiting at most
+    /// `timeout` (more for the ranks other than 0, see [`LEAD_FIRST`]).
+    fn joined(
+        rank: usize,
+        world: usize,
+        links: Vec<TcpStream>,
+        timeout: Duration,
+    ) -> Result<TcpWorld> {
+        let wait = if rank == 0 {
+            timeout
+        } else {
+            timeout.saturating_add(LEAD_FIRST)
         };
         for link in &links {
-            tune(link)?;
+            tune(link, wait)?;
         }
         Ok(TcpWorld {
             rank,
             world,
             links: Mutex::new(links),
+            wait,
         })
     }
 
@@ -72,6 +157,35 @@ impl TcpWorld {
     /// The rank at the other end of link `i`.
     fn peer(&self, i: usize) -> usize {
         if self.rank == 0 { i + 1 } else { 0 }
+    }
+
+    /// The error of a message to or from `peer` that failed during `op`; rank 0 also tells
+    /// every other rank that it stops, and why, so that none of them waits on.
+    fn fault(&self, links: &mut [TcpStream], peer: usize, op: &str, fault: Fault) -> CliError {
+        let error = match fault {
+            Fault::Io(e) if matches!(e.kind(), ErrorKind::TimedOut | ErrorKind::WouldBlock) => {
+                CliError::Usage(format!(
+                    "rank {} waited {} s for rank {peer} in {op}: rank {peer} is alive but \
+                     silent (stopped, swapped out, or stuck on its device); stopping \
+                     (--collective-timeout sets the wait)",
+                    self.rank,
+                    super::seconds(self.wait)
+                ))
+            }
+            Fault::Io(e) => broken(peer, e),
+            Fault::Stopped(why) => CliError::Usage(format!("rank 0 stopped the job: {why}")),
+        };
+        if self.rank == 0 {
+            let why = error.to_string();
+            for (i, link) in links.iter_mut().enumerate() {
+                if self.peer(i) != peer {
+                    // Best effort: a rank that cannot be told finds out by its own timeout.
+                    let _ = link.set_write_timeout(Some(STOP_NOTICE));
+                    let _ = send_stop(link, &why);
+                }
+            }
+        }
+        error
     }
 }
 
@@ -85,23 +199,29 @@ impl Collective for TcpWorld {
     }
 
     fn all_reduce_sum(&self, values: &mut [f32]) -> Result<()> {
+        const OP: &str = "a sum over the ranks";
         let mut links = self.links();
         if self.rank != 0 {
-            send(&mut links[0], &f32_bytes(values), 0)?;
-            let sums = receive(&mut links[0], 0)?;
+            let sums = send(&mut links[0], &f32_bytes(values))
+                .map_err(Fault::Io)
+                .and_then(|()| receive(&mut links[0]))
+                .map_err(|f| self.fault(&mut links, 0, OP, f))?;
             return read_f32s(&sums, values, 0);
         }
         let mut theirs = vec![0f32; values.len()];
-        for (i, link) in links.iter_mut().enumerate() {
+        for i in 0..links.len() {
             let peer = self.peer(i);
-            read_f32s(&receive(link, peer)?, &mut theirs, peer)?;
+            let bytes = receive(&mut links[i]).map_err(|f| self.fault(&mut links, peer, OP, f))?;
+            read_f32s(&bytes, &mut theirs, peer)?;
             for (sum, v) in values.iter_mut().zip(&theirs) {
                 *sum += v;
             }
         }
         let sums = f32_bytes(values);
-        for (i, link) in links.iter_mut().enumerate() {
-            send(link, &sums, self.peer(i))?;
+        for i in 0..links.len() {
+            let peer = self.peer(i);
+            send(&mut links[i], &sums)
+                .map_err(|e| self.fault(&mut links, peer, OP, Fault::Io(e)))?;
         }
         Ok(())
     }
@@ -130,13 +250,16 @@ impl Collective for TcpWorld {
     }
 
     fn broadcast(&self, bytes: &mut Vec<u8>) -> Result<()> {
+        const OP: &str = "a broadcast from rank 0";
         let mut links = self.links();
         if self.rank != 0 {
-            *bytes = receive(&mut links[0], 0)?;
+            *bytes = receive(&mut links[0]).map_err(|f| self.fault(&mut links, 0, OP, f))?;
             return Ok(());
         }
-        for (i, link) in links.iter_mut().enumerate() {
-            send(link, bytes, self.peer(i))?;
+        for i in 0..links.len() {
+            let peer = self.peer(i);
+            send(&mut links[i], bytes)
+                .map_err(|e| self.fault(&mut links, peer, OP, Fault::Io(e)))?;
         }
         Ok(())
     }
@@ -160,11 +283,14 @@ fn join_timeout() -> Result<Duration> {
     }
 }
 
-/// No Nagle delay (every message is waited for), keep-alive probes, bounded sends.
-fn tune(stream: &TcpStream) -> Result<()> {
+/// No Nagle delay (every message is waited for), keep-alive probes, bounded sends, and no
+/// read or write waiting longer than `wait`.
+fn tune(stream: &TcpStream, wait: Duration) -> Result<()> {
     let failed =
         |e: std::io::Error| CliError::Usage(format!("setting up a rank's connection: {e}"));
     stream.set_nodelay(true).map_err(failed)?;
+    stream.set_read_timeout(Some(wait)).map_err(failed)?;
+    stream.set_write_timeout(Some(wait)).map_err(failed)?;
     let socket = SockRef::from(stream);
     let keepalive = TcpKeepalive::new()
         .with_time(KEEPALIVE_IDLE)
@@ -192,14 +318,23 @@ fn listen_address(addr: &str, port: u16) -> SocketAddr {
     SocketAddr::new(ip, port)
 }
 
-/// Rank 0: every other rank's connection, by rank.
-fn accept_ranks(world: usize, addr: &str, port: u16, timeout: Duration) -> Result<Vec<TcpStream>> {
-    let at = listen_address(addr, port);
-    let listener = TcpListener::bind(at).map_err(|e| {
+/// Rank 0's listener on `port` (0: one the kernel chooses), every interface.
+fn listen(addr: &str, port: u16) -> Result<TcpListener> {
+    TcpListener::bind(listen_address(addr, port)).map_err(|e| {
         CliError::Usage(format!(
             "rank 0 cannot listen on port {port} (MASTER_PORT): {e}"
         ))
-    })?;
+    })
+}
+
+/// Rank 0: every other rank's connection, by rank, through `listener` (on `port`).
+fn accept_ranks(
+    listener: TcpListener,
+    world: usize,
+    addr: &str,
+    port: u16,
+    timeout: Duration,
+) -> Result<Vec<TcpStream>> {
     listener
         .set_nonblocking(true)
         .map_err(|e| CliError::Usage(format!("listening on port {port}: {e}")))?;
@@ -255,7 +390,7 @@ fn greet(
         .saturating_duration_since(Instant::now())
         .max(Duration::from_secs(1));
     stream.set_read_timeout(Some(wait)).ok()?;
-    let hello = receive(&mut stream, 0).ok()?;
+    let hello = receive(&mut stream).ok()?;
     stream.set_read_timeout(None).ok()?;
     let parsed = parse_hello(&hello);
     let refusal = match parsed {
@@ -272,7 +407,7 @@ fn greet(
         Some(_) => None,
     };
     let answer = refusal.clone().unwrap_or_default();
-    send(&mut stream, answer.as_bytes(), 0).ok()?;
+    send(&mut stream, answer.as_bytes()).ok()?;
     match refusal {
         Some(why) => {
             eprintln!("rank 0 refused a connection from {from}: {why}");
@@ -331,8 +466,13 @@ fn connect_to_lead(
         }
         std::thread::sleep(Duration::from_millis(50));
     };
-    send(&mut stream, &hello(rank, world), 0)?;
-    let answer = receive(&mut stream, 0)?;
+    let answer = send(&mut stream, &hello(rank, world))
+        .map_err(Fault::Io)
+        .and_then(|()| receive(&mut stream))
+        .map_err(|f| match f {
+            Fault::Io(e) => broken(0, e),
+            Fault::Stopped(why) => CliError::Usage(format!("rank 0 stopped the job: {why}")),
+        })?;
     if !answer.is_empty() {
         return Err(CliError::Usage(format!(
             "rank 0 refused rank {rank}: {}",
@@ -358,18 +498,32 @@ fn broken(peer: usize, e: std::io::Error) -> CliError {
 }
 
 /// One message: its length (8 bytes, little-endian), then its bytes.
-fn send(stream: &mut TcpStream, bytes: &[u8], peer: usize) -> Result<()> {
+fn send(stream: &mut TcpStream, bytes: &[u8]) -> std::io::Result<()> {
     stream
         .write_all(&(bytes.len() as u64).to_le_bytes())
         .and_then(|()| stream.write_all(bytes))
         .and_then(|()| stream.flush())
-        .map_err(|e| broken(peer, e))
 }
 
-fn receive(stream: &mut TcpStream, peer: usize) -> Result<Vec<u8>> {
+/// Rank 0's notice that it stops the job, and why.
+fn send_stop(stream: &mut TcpStream, why: &str) -> std::io::Result<()> {
+    stream
+        .write_all(&STOP.to_le_bytes())
+        .and_then(|()| send(stream, why.as_bytes()))
+}
+
+fn receive(stream: &mut TcpStream) -> std::result::Result<Vec<u8>, Fault> {
     let mut len = [0u8; 8];
-    stream.read_exact(&mut len).map_err(|e| broken(peer, e))?;
-    let len = u64::from_le_bytes(len) as usize;
+    stream.read_exact(&mut len).map_err(Fault::Io)?;
+    let len = u64::from_le_bytes(len);
+    if len == STOP {
+        let why = match receive(stream) {
+            Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+            Err(_) => "it gave no reason".to_string(),
+        };
+        return Err(Fault::Stopped(why));
+    }
+    let len = len as usize;
     let mut bytes = Vec::new();
     // Read in steps, so a corrupt length cannot ask for more memory than arrives.
     let mut remaining = len;
@@ -377,9 +531,7 @@ fn receive(stream: &mut TcpStream, peer: usize) -> Result<Vec<u8>> {
         let take = remaining.min(1 << 24);
         let at = bytes.len();
         bytes.resize(at + take, 0);
-        stream
-            .read_exact(&mut bytes[at..])
-            .map_err(|e| broken(peer, e))?;
+        stream.read_exact(&mut bytes[at..]).map_err(Fault::Io)?;
         remaining -= take;
     }
     Ok(bytes)
@@ -406,6 +558,7 @@ fn read_f32s(bytes: &[u8], out: &mut [f32], peer: usize) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::COLLECTIVE_TIMEOUT;
     use super::*;
 
     /// A free port on this machine (bound, read and let go).
@@ -419,13 +572,22 @@ mod tests {
 
     /// `world` ranks joined in threads, each running `body` on its world.
     fn job<T: Send>(world: usize, body: impl Fn(TcpWorld) -> T + Sync) -> Vec<T> {
+        job_waiting(world, COLLECTIVE_TIMEOUT, body)
+    }
+
+    /// [`job`] with collectives that wait at most `timeout`.
+    fn job_waiting<T: Send>(
+        world: usize,
+        timeout: Duration,
+        body: impl Fn(TcpWorld) -> T + Sync,
+    ) -> Vec<T> {
         let port = free_port();
         std::thread::scope(|scope| {
             let ranks: Vec<_> = (0..world)
                 .map(|rank| {
                     let body = &body;
                     scope.spawn(move || {
-                        body(TcpWorld::join(rank, world, "127.0.0.1", port).unwrap())
+                        body(TcpWorld::join(rank, world, "127.0.0.1", port, timeout).unwrap())
                     })
                 })
                 .collect();
@@ -484,6 +646,53 @@ mod tests {
         );
     }
 
+    /// A rank alive but silent: rank 0 names it once the timeout has passed and tells the
+    /// others, who say so; nobody waits much longer than the timeout.
+    #[test]
+    fn a_silent_rank_is_named_by_every_rank_after_the_timeout() {
+        let timeout = Duration::from_millis(1500);
+        let started = Instant::now();
+        let errors = job_waiting(3, timeout, |w| {
+            if w.rank() == 2 {
+                // Connected, but never takes part (until the others have given up).
+                std::thread::sleep(Duration::from_secs(4));
+                return (String::new(), Duration::ZERO);
+            }
+            let mut v = vec![1.0f32];
+            let error = w.all_reduce_sum(&mut v).unwrap_err().to_string();
+            (error, started.elapsed())
+        });
+        let lead = "rank 0 waited 1.5 s for rank 2 in a sum over the ranks: rank 2 is alive but \
+                    silent (stopped, swapped out, or stuck on its device); stopping \
+                    (--collective-timeout sets the wait)";
+        assert_eq!(errors[0].0, lead);
+        assert_eq!(errors[1].0, format!("rank 0 stopped the job: {lead}"));
+        for (_, after) in &errors[..2] {
+            assert!(*after < timeout + Duration::from_secs(2), "{after:?}");
+        }
+    }
+
+    /// A silent rank 0: the others wait a little longer than the timeout, then name it.
+    #[test]
+    fn a_silent_rank_zero_is_named_by_the_others() {
+        let timeout = Duration::from_millis(500);
+        let errors = job_waiting(2, timeout, |w| {
+            if w.rank() == 0 {
+                std::thread::sleep(timeout + LEAD_FIRST + Duration::from_secs(2));
+                return String::new();
+            }
+            let mut bytes = Vec::new();
+            w.broadcast(&mut bytes).unwrap_err().to_string()
+        });
+        assert!(
+            errors[1].starts_with(
+                "rank 1 waited 5.5 s for rank 0 in a broadcast from rank 0: rank 0 is alive but silent"
+            ),
+            "{}",
+            errors[1]
+        );
+    }
+
     /// The check a rank waiting on NCCL makes: quiet links pass (nothing is consumed, so
     /// the next sum still works), a closed one names its rank, on either side.
     #[test]
@@ -525,7 +734,7 @@ mod tests {
     fn a_job_of_another_size_or_a_taken_rank_is_refused() {
         let port = free_port();
         std::thread::scope(|scope| {
-            let lead = scope.spawn(|| TcpWorld::join(0, 2, "127.0.0.1", port));
+            let lead = scope.spawn(|| TcpWorld::join(0, 2, "127.0.0.1", port, COLLECTIVE_TIMEOUT));
             let wrong = connect_to_lead(1, 3, "127.0.0.1", port, Duration::from_secs(30));
             assert_eq!(
                 wrong.unwrap_err().to_string(),

@@ -14,6 +14,7 @@ use super::run::validate::evaluate_nll;
 use crate::data::batch::Batch;
 use crate::data::cache::Pairs;
 use crate::data::shape::Shapes;
+use crate::distributed::COLLECTIVE_TIMEOUT;
 use crate::distributed::Collective;
 use crate::distributed::tcp::TcpWorld;
 use crate::measure::census;
@@ -349,7 +350,8 @@ fn two_ranks_train_like_accumulation() {
             .map(|rank| {
                 let (start, pairs, group) = (&start, &pairs, &group);
                 scope.spawn(move || {
-                    let world = TcpWorld::join(rank, 2, "127.0.0.1", port).unwrap();
+                    let world =
+                        TcpWorld::join(rank, 2, "127.0.0.1", port, COLLECTIVE_TIMEOUT).unwrap();
                     let device = Device::flex();
                     rank_losses(start, &device, Some(&world), pairs, group, 4, f32_run())
                 })

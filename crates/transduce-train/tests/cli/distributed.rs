@@ -124,7 +124,19 @@ fn ranks_command(launcher: &Launcher, ranks: usize, args: &[&str]) -> Command {
 
 /// `transduce ARGS` as `ranks` ranks on this machine; its output.
 fn ranks_run(launcher: &Launcher, ranks: usize, args: &[&str]) -> String {
-    let out = ranks_command(launcher, ranks, args).output().unwrap();
+    ranks_run_with(launcher, ranks, args, &[])
+}
+
+/// [`ranks_run`] with these variables set.
+fn ranks_run_with(
+    launcher: &Launcher,
+    ranks: usize,
+    args: &[&str],
+    vars: &[(&str, &str)],
+) -> String {
+    let mut command = ranks_command(launcher, ranks, args);
+    command.envs(vars.iter().copied());
+    let out = command.output().unwrap();
     let text =
         String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -209,7 +221,10 @@ fn two_ranks_train_bit_for_bit_like_accumulating_two_batches() {
     assert!(x[19] < x[0], "{x:?}");
     for (n, launcher) in launchers("two_ranks_train_bit_for_bit").iter().enumerate() {
         let two = dir.join(format!("ranks2-{n}"));
-        let out = ranks_run(launcher, 2, &train_args(&data, &two, "1"));
+        // Through MPI, in pieces of 1,000 elements (MPI's counts are 32-bit: past 2³¹ − 1
+        // elements a buffer must go in pieces, and this makes every message do so).
+        let pieces = [("TRANSDUCE_MPI_CHUNK", "1000")];
+        let out = ranks_run_with(launcher, 2, &train_args(&data, &two, "1"), &pieces);
         let named = match launcher {
             Launcher::Local => "rank 1 of 2 (torchrun",
             Launcher::Mpi(_) => "rank 1 of 2 (Open MPI",
@@ -280,9 +295,23 @@ fn last_step(run: &Path) -> u64 {
         .unwrap()
 }
 
-/// Kills rank 1 of `job` (training into `out`) with SIGKILL once its first checkpoint is
-/// written; the job must end, unsuccessfully, within 60 s, leaving no rank behind.
-fn kill_a_rank(mut job: Child, out: &Path) {
+/// How a test ends a rank mid-run.
+#[derive(Clone, Copy, Debug)]
+enum Fault {
+    /// SIGKILL: the rank is gone, its connections close.
+    Kill,
+    /// SIGSTOP: the rank is alive but silent, until the others' collective timeout.
+    Stop,
+}
+
+/// The collective timeout of the runs a rank is stopped in (`--collective-timeout`).
+const TIMEOUT_S: u64 = 5;
+
+/// Ends rank 1 of `job` (training into `out`, its stderr in `log`) by `fault` once its
+/// first checkpoint is written. The job must end, unsuccessfully, leaving no rank behind:
+/// a killed rank's within 60 s, a stopped one's within the collective timeout + 10 s,
+/// with a line that says a rank is silent.
+fn end_a_rank(mut job: Child, out: &Path, log: &Path, fault: Fault) {
     let first = out.join("checkpoints/step-00000010");
     let waited = Instant::now();
     while !first.exists() {
@@ -298,60 +327,110 @@ fn kill_a_rank(mut job: Child, out: &Path) {
         .filter(|&p| p != job.id())
         .collect();
     assert_eq!(ranks.len(), 2, "{ranks:?}");
+    let (signal, bound) = match fault {
+        Fault::Kill => ("-KILL", 60),
+        Fault::Stop => ("-STOP", TIMEOUT_S + 10),
+    };
     let status = Command::new("kill")
-        .args(["-9", &ranks[1].to_string()])
+        .args([signal, &ranks[1].to_string()])
         .status()
         .unwrap();
     assert!(status.success());
-    let killed_at = Instant::now();
+    let ended_at = Instant::now();
     let exit = loop {
         if let Some(exit) = job.try_wait().unwrap() {
             break exit;
         }
-        if killed_at.elapsed().as_secs() >= 60 {
+        if ended_at.elapsed().as_secs() >= bound {
             job.kill().unwrap();
-            panic!("the other rank still runs 60 s after one was killed");
+            for pid in ranks_of(out) {
+                let _ = Command::new("kill")
+                    .args(["-KILL", &pid.to_string()])
+                    .status();
+            }
+            panic!("{fault:?}: the job still runs {bound} s after rank 1 was ended");
         }
         std::thread::sleep(Duration::from_millis(50));
     };
+    let after = ended_at.elapsed();
+    let left = ranks_of(out);
+    for pid in &left {
+        let _ = Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status();
+    }
     assert!(!exit.success());
-    assert!(ranks_of(out).is_empty(), "a rank outlived the job");
+    assert!(left.is_empty(), "{fault:?}: a rank outlived the job");
+    if let Fault::Stop = fault {
+        let text = std::fs::read_to_string(log).unwrap();
+        let said: Vec<&str> = text
+            .lines()
+            .filter(|l| l.contains("alive but silent"))
+            .collect();
+        assert!(
+            !said.is_empty()
+                && said
+                    .iter()
+                    .all(|l| l.contains(&format!("waited {TIMEOUT_S} s"))),
+            "{fault:?}, {after:?} after:\n{text}"
+        );
+        // Over TCP the line names the silent rank.
+        assert!(
+            text.contains("mpirun")
+                || text.contains("MPI")
+                || said.iter().all(|l| l.contains("for rank 1 ")),
+            "{text}"
+        );
+    }
 }
 
-/// A rank killed mid-run ends the job within 60 s, leaving its checkpoints whole; the run
-/// resumed from the last one trains on exactly as an uninterrupted run, whether by as many
-/// ranks or (started by `--nproc-per-node`) by one process, which takes `--accum 2` to keep
-/// the 2 batches a step.
+/// A rank killed (SIGKILL) or stopped (SIGSTOP: alive, silent) mid-run ends the job, within
+/// 60 s or the collective timeout + 10 s, leaving its checkpoints whole; the run resumed
+/// from the last one trains on exactly as an uninterrupted run: by the same command again
+/// (`--resume auto`, as a launcher's loop restarts a job), by as many ranks under MPI, or by
+/// one process, which takes `--accum 2` to keep the 2 batches a step.
 #[test]
-fn a_killed_rank_ends_the_job_and_the_run_resumes_exactly() {
+fn a_killed_or_stopped_rank_ends_the_job_and_the_run_resumes_exactly() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     let (_, _, data) = prepare_toy(dir);
     let whole = dir.join("whole");
     run(&train_for(&data, &whole, "2", "200", "10"));
-    for (n, launcher) in launchers("a_killed_rank_ends_the_job").iter().enumerate() {
-        let killed = dir.join(format!("killed-{n}"));
-        let args = train_for(&data, &killed, "1", "100000", "10");
-        let job = ranks_command(launcher, 2, &args)
+    let timeout = TIMEOUT_S.to_string();
+    let cases = launchers("a_killed_or_stopped_rank_ends_the_job")
+        .into_iter()
+        .flat_map(|l| [(l.clone(), Fault::Kill), (l, Fault::Stop)]);
+    for (n, (launcher, fault)) in cases.enumerate() {
+        let ended = dir.join(format!("ended-{n}"));
+        let log = dir.join(format!("ended-{n}.log"));
+        let mut args = train_for(&data, &ended, "1", "100000", "10");
+        args.extend(["--collective-timeout", &timeout, "--resume", "auto"]);
+        let job = ranks_command(&launcher, 2, &args)
             .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
             .unwrap();
-        kill_a_rank(job, &killed);
-        // Resumed to a step the killed run cannot have reached.
-        let last = last_step(&killed);
-        assert!(last < 200, "the killed run reached step {last}");
+        end_a_rank(job, &ended, &log, fault);
+        // Resumed to a step the ended run cannot have reached.
+        let last = last_step(&ended);
+        assert!(last < 200, "the ended run reached step {last}");
         let resume = [
             "train",
             "--out",
-            s(&killed),
+            s(&ended),
             "--resume",
             "--max-steps",
             "200",
             "--quiet",
         ];
-        let out = match launcher {
-            Launcher::Local => {
+        let out = match (&launcher, fault) {
+            (Launcher::Local, Fault::Kill) => {
+                // The job's own command again, to step 200.
+                let mut again = train_for(&data, &ended, "1", "200", "10");
+                again.extend(["--resume", "auto"]);
+                ranks_run(&launcher, 2, &again)
+            }
+            (Launcher::Local, Fault::Stop) => {
                 let out = run(&resume);
                 assert!(
                     out.contains(
@@ -361,15 +440,15 @@ fn a_killed_rank_ends_the_job_and_the_run_resumes_exactly() {
                 );
                 out
             }
-            Launcher::Mpi(_) => ranks_run(launcher, 2, &resume),
+            (Launcher::Mpi(_), _) => ranks_run(&launcher, 2, &resume),
         };
         assert!(out.contains("resuming from"), "{out}");
         let step = |run: &Path| {
             std::fs::read(run.join("checkpoints/step-00000200/model.safetensors")).unwrap()
         };
         assert!(
-            step(&whole) == step(&killed),
-            "{launcher:?}: resumed from step {last}, the run differs from --accum 2 at step 200"
+            step(&whole) == step(&ended),
+            "{launcher:?}, {fault:?}: resumed from step {last}, the run differs from --accum 2 at step 200"
         );
     }
 }
@@ -438,5 +517,131 @@ fn several_machines_without_nccl_or_mpi_are_refused() {
         e.lines().filter(|l| l.starts_with("error")).count(),
         1,
         "{e}"
+    );
+}
+
+/// `torchrun`, if these tests can use it (`TRANSDUCE_TORCHRUN`, or one on PATH); the
+/// reason they are skipped otherwise. PyTorch is not installed for CI: with its CUDA
+/// libraries it is about 6 GB.
+fn torchrun(test: &str) -> Option<PathBuf> {
+    let found = std::env::var_os("TRANSDUCE_TORCHRUN")
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("PATH").and_then(|paths| {
+                std::env::split_paths(&paths)
+                    .map(|dir| dir.join("torchrun"))
+                    .find(|p| p.is_file())
+            })
+        });
+    if found.is_none() {
+        transduce_testing::skip(format_args!(
+            "{test}: no torchrun (pip install torch, or TRANSDUCE_TORCHRUN=/path/to/torchrun; PyTorch is not installed in CI, ~6 GB)"
+        ));
+    }
+    found
+}
+
+/// `torchrun --standalone --nproc-per-node N [EXTRA] transduce ARGS`.
+fn torchrun_command(torchrun: &Path, ranks: usize, extra: &[&str], args: &[&str]) -> Command {
+    let mut command = Command::new(torchrun);
+    command
+        .args(["--standalone", "--nproc-per-node", &ranks.to_string()])
+        .args(extra)
+        .args(["--no-python", env!("CARGO_BIN_EXE_transduce")])
+        .args(args)
+        // Its workers would each take every core.
+        .env("OMP_NUM_THREADS", "1");
+    command
+}
+
+/// Ranks torchrun starts meet through its agent's store (rank 0's port, which the kernel
+/// chose, read there: no port is guessed) and train as one process accumulating their
+/// batches.
+#[test]
+fn torchrun_ranks_meet_through_its_store_and_train_like_accumulating_two_batches() {
+    let Some(torchrun) = torchrun("torchrun_ranks_meet_through_its_store") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let (_, _, data) = prepare_toy(dir);
+    let one = dir.join("accum2");
+    run(&train_args(&data, &one, "2"));
+    let two = dir.join("torchrun");
+    let out = torchrun_command(&torchrun, 2, &[], &train_args(&data, &two, "1"))
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("rank 1 of 2 (torchrun"), "{text}");
+    assert_same_checkpoint(
+        &one.join("checkpoints/step-00000020"),
+        &two.join("checkpoints/step-00000020"),
+        "2 ranks (torchrun) against --accum 2",
+    );
+}
+
+/// torchrun restarts the job after a rank is killed (`--max-restarts 1`); the same
+/// command, with `--resume auto`, continues from the last checkpoint and ends as an
+/// uninterrupted run does, bit for bit.
+#[test]
+fn a_job_torchrun_restarts_after_a_killed_rank_continues_exactly() {
+    let Some(torchrun) = torchrun("a_job_torchrun_restarts") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let (_, _, data) = prepare_toy(dir);
+    let whole = dir.join("whole");
+    run(&train_for(&data, &whole, "2", "120", "10"));
+    let restarted = dir.join("restarted");
+    let mut args = train_for(&data, &restarted, "1", "120", "10");
+    args.extend(["--resume", "auto"]);
+    let log = dir.join("torchrun.log");
+    let mut job = torchrun_command(&torchrun, 2, &["--max-restarts", "1"], &args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let first = restarted.join("checkpoints/step-00000010");
+    let waited = Instant::now();
+    while !first.exists() {
+        assert!(
+            waited.elapsed().as_secs() < 120,
+            "no checkpoint within 120 s"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let ranks = ranks_of(&restarted);
+    assert_eq!(ranks.len(), 2, "{ranks:?}");
+    let killed = Command::new("kill")
+        .args(["-KILL", &ranks[1].to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let exit = loop {
+        if let Some(exit) = job.try_wait().unwrap() {
+            break exit;
+        }
+        if waited.elapsed().as_secs() >= 600 {
+            job.kill().unwrap();
+            panic!("the restarted job did not end within 600 s");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(exit.success(), "{text}");
+    assert!(
+        text.contains("restart 1 of this job (torchrun, TORCHELASTIC_RESTART_COUNT)"),
+        "{text}"
+    );
+    assert!(text.contains("resuming from"), "{text}");
+    let step = |run: &Path| {
+        std::fs::read(run.join("checkpoints/step-00000120/model.safetensors")).unwrap()
+    };
+    assert!(
+        step(&whole) == step(&restarted),
+        "the restarted run differs from --accum 2 at step 120"
     );
 }

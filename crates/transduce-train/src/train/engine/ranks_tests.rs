@@ -10,6 +10,7 @@ use transduce::train::TeacherForced;
 use super::adam::DeviceAdam;
 use super::replay::{GraphCounts, GraphTrainer};
 use super::replay_tests::padded_group;
+use crate::distributed::COLLECTIVE_TIMEOUT;
 use crate::distributed::Collective;
 use crate::distributed::tcp::TcpWorld;
 use crate::measure::census::{Census, StepCensus};
@@ -114,7 +115,8 @@ fn ranks_replay_bit_for_bit_like_one_process_accumulating_on_wgpu() {
                 .map(|rank| {
                     let (start, device, group, barrier) = (&start, &device, &group, &barrier);
                     scope.spawn(move || {
-                        let world = TcpWorld::join(rank, 2, "127.0.0.1", port).unwrap();
+                        let world =
+                            TcpWorld::join(rank, 2, "127.0.0.1", port, COLLECTIVE_TIMEOUT).unwrap();
                         run(
                             start,
                             device,
