@@ -10,6 +10,7 @@
 //! step's group, the ranks sum them, and each applies the same update. Rank 0 alone
 //! validates, logs, draws the progress bar and saves checkpoints.
 
+pub mod dial;
 pub mod env;
 pub mod exchange;
 pub mod join;

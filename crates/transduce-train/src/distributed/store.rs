@@ -10,7 +10,7 @@
 //! `CHECK` answers one byte (0: every key is there), `GET` the value.
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use crate::error::{CliError, Result};
@@ -43,30 +43,11 @@ impl Store {
     /// answer yet.
     pub fn connect(addr: &str, port: u16, deadline: Instant) -> Result<Store> {
         let at = format!("{addr}:{port}");
-        let mut last_error = String::new();
-        let stream = loop {
-            let addresses: Vec<SocketAddr> = match (addr, port).to_socket_addrs() {
-                Ok(a) => a.collect(),
-                Err(e) => {
-                    last_error = format!("cannot resolve MASTER_ADDR={addr}: {e}");
-                    Vec::new()
-                }
-            };
-            let connected = addresses.iter().find_map(|a| {
-                TcpStream::connect_timeout(a, Duration::from_secs(5))
-                    .map_err(|e| last_error = e.to_string())
-                    .ok()
-            });
-            if let Some(stream) = connected {
-                break stream;
-            }
-            if Instant::now() >= deadline {
-                return Err(CliError::Usage(format!(
-                    "torchrun's store at {at} (MASTER_ADDR, MASTER_PORT) did not answer ({last_error}): is torchrun's agent running? (TRANSDUCE_JOIN_TIMEOUT sets the wait)"
-                )));
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        };
+        let stream = super::dial::connect_retrying(addr, port, deadline).map_err(|last_error| {
+            CliError::Usage(format!(
+                "torchrun's store at {at} (MASTER_ADDR, MASTER_PORT) did not answer ({last_error}): is torchrun's agent running? (TRANSDUCE_JOIN_TIMEOUT sets the wait)"
+            ))
+        })?;
         let failed = |e: std::io::Error| store_error(&at, e);
         stream.set_nodelay(true).map_err(failed)?;
         stream.set_read_timeout(Some(ANSWER)).map_err(failed)?;

@@ -441,31 +441,12 @@ fn connect_to_lead(
     timeout: Duration,
 ) -> Result<TcpStream> {
     let deadline = Instant::now() + timeout;
-    let mut last_error = String::new();
-    let mut stream = loop {
-        let addresses: Vec<SocketAddr> = match (addr, port).to_socket_addrs() {
-            Ok(a) => a.collect(),
-            Err(e) => {
-                last_error = format!("cannot resolve MASTER_ADDR={addr}: {e}");
-                Vec::new()
-            }
-        };
-        let connected = addresses.iter().find_map(|a| {
-            TcpStream::connect_timeout(a, Duration::from_secs(5))
-                .map_err(|e| last_error = e.to_string())
-                .ok()
-        });
-        if let Some(stream) = connected {
-            break stream;
-        }
-        if Instant::now() >= deadline {
-            return Err(CliError::Usage(format!(
-                "rank {rank} could not reach rank 0 at {addr}:{port} within {:.0} s ({last_error}): is rank 0 running, and MASTER_ADDR/MASTER_PORT the same for every rank? (TRANSDUCE_JOIN_TIMEOUT sets the wait)",
-                timeout.as_secs_f64()
-            )));
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let mut stream = super::dial::connect_retrying(addr, port, deadline).map_err(|last_error| {
+        CliError::Usage(format!(
+            "rank {rank} could not reach rank 0 at {addr}:{port} within {:.0} s ({last_error}): is rank 0 running, and MASTER_ADDR/MASTER_PORT the same for every rank? (TRANSDUCE_JOIN_TIMEOUT sets the wait)",
+            timeout.as_secs_f64()
+        ))
+    })?;
     let answer = send(&mut stream, &hello(rank, world))
         .map_err(Fault::Io)
         .and_then(|()| receive(&mut stream))

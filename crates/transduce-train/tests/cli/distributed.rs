@@ -25,6 +25,15 @@ fn launchers(test: &str) -> Vec<Launcher> {
     found
 }
 
+/// The program `name` in a folder of PATH, if one has it.
+fn on_path(name: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|dir| dir.join(name))
+            .find(|p| p.is_file())
+    })
+}
+
 /// `mpirun`, if these tests can use it; the reason they are skipped otherwise.
 fn mpirun(test: &str) -> Option<PathBuf> {
     if !cfg!(feature = "mpi") {
@@ -33,11 +42,7 @@ fn mpirun(test: &str) -> Option<PathBuf> {
         ));
         return None;
     }
-    let found = std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|dir| dir.join("mpirun"))
-            .find(|p| p.is_file())
-    });
+    let found = on_path("mpirun");
     if found.is_none() {
         transduce_testing::skip(format_args!(
             "{test} through MPI: no mpirun on PATH (apt-get install openmpi-bin libopenmpi-dev)"
@@ -526,13 +531,7 @@ fn several_machines_without_nccl_or_mpi_are_refused() {
 fn torchrun(test: &str) -> Option<PathBuf> {
     let found = std::env::var_os("TRANSDUCE_TORCHRUN")
         .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("PATH").and_then(|paths| {
-                std::env::split_paths(&paths)
-                    .map(|dir| dir.join("torchrun"))
-                    .find(|p| p.is_file())
-            })
-        });
+        .or_else(|| on_path("torchrun"));
     if found.is_none() {
         transduce_testing::skip(format_args!(
             "{test}: no torchrun (pip install torch, or TRANSDUCE_TORCHRUN=/path/to/torchrun; PyTorch is not installed in CI, ~6 GB)"
