@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
-"""Import cycles between the files of each crate: fails when file A uses file B and B,
-directly or through others, uses A.
+"""Import cycles between the files, and between the folders, of each crate: fails when file
+A uses file B and B, directly or through others, uses A; or when two modules of one parent,
+one of them a folder (a module with modules of its own), use each other so (`data/` uses
+`train/` and `train/` uses `data/`, through any of their files).
 
 Usage: scripts/check-cycles.py [CRATE_DIR...]   (default: every crates/*/ with a src/)
 
@@ -21,8 +23,8 @@ Test-only code does not count (it is not architecture): items under `#[cfg(test)
 `cfg(all(test, …))`), `#![cfg(test)]` files and modules declared under them. Comments,
 doc links and string literals are ignored, and so are macro bodies' `$crate::` paths.
 
-Each strongly connected component of more than one file is printed with the `use`s (file:
-line) that form it; exit status 1 when there is one, 0 otherwise. Standard library only.
+Each strongly connected component of more than one file, or of sibling modules, is printed
+with the `use`s (file:line) that form it; exit status 1 when there is one, 0 otherwise. Standard library only.
 """
 
 import os
@@ -629,6 +631,44 @@ def cycles(crate_dir):
     return found
 
 
+def folder_cycles(crate_dir):
+    """Cycles between sibling modules of which at least one is a folder (a module with
+    modules of its own): [(parent module, [sibling names], [edges], a shortest cycle)].
+
+    Each file is a module path (`a/b/mod.rs` and `a/b.rs` are both `a::b`). An edge
+    between files whose paths first differ below a common parent `P` is an edge between
+    P's children that hold them; an edge from a module to its own ancestor or descendant
+    is none (a parent and its children may use each other, as between files)."""
+    found = []
+    for root in crate_roots(crate_dir):
+        crate = Crate(root)
+        module = {path: info.module for path, info in crate.files.items()}
+        folders = {m[: k + 1] for m in module.values() for k in range(len(m) - 1)}
+        by_parent = defaultdict(list)  # parent → [(child a, child b, edge)]
+        for edge in crate.edges():
+            p, q = module.get(edge[0]), module.get(edge[1])
+            if p is None or q is None:
+                continue
+            k = 0
+            while k < min(len(p), len(q)) and p[k] == q[k]:
+                k += 1
+            if k == len(p) or k == len(q):
+                continue
+            by_parent[p[:k]].append((p[k], q[k], edge))
+        for parent, links in sorted(by_parent.items()):
+            succ = defaultdict(set)
+            for a, b, _edge in links:
+                succ[a].add(b)
+            nodes = set(succ) | {b for a, b, _ in links}
+            for comp in strongly_connected(nodes, succ):
+                if len(comp) < 2 or not any(parent + (c,) in folders for c in comp):
+                    continue
+                members = set(comp)
+                inside = [(a, b, e) for a, b, e in links if a in members and b in members]
+                found.append((parent, comp, inside, shortest_cycle(comp[0], succ, members)))
+    return found
+
+
 def main(argv):
     here = os.path.dirname(os.path.abspath(__file__))
     repo = os.path.dirname(here)
@@ -651,6 +691,30 @@ def main(argv):
                 print(f"  {a} -> {b}")
                 for s in sites:
                     print(f"      {s}")
+    folders = 0
+    for crate_dir in dirs:
+        for parent, comp, inside, cycle in folder_cycles(crate_dir):
+            folders += 1
+            where = "::".join(("crate",) + parent)
+            print(
+                f"folder cycle {folders} ({crate_dir}, {len(comp)} modules of {where}: "
+                + ", ".join(comp)
+                + "): "
+                + " -> ".join(cycle)
+            )
+            by_pair = defaultdict(list)
+            for a, b, (path, _to, line, text) in inside:
+                by_pair[(a, b)].append(f"{path}:{line}: {text}")
+            for (a, b), sites in sorted(by_pair.items()):
+                print(f"  {a} -> {b}")
+                for site in sites:
+                    print(f"      {site}")
+    if folders:
+        print(
+            f"\n{folders} cycle(s) between folders (modules with modules of their own) and "
+            "their siblings. Cut each by moving what both need below a module that uses "
+            "neither, or by passing it in; the uses above are every one between them."
+        )
     if total:
         print(
             f"\n{total} import cycle(s) between files. Cut each by moving what both files "
@@ -658,8 +722,9 @@ def main(argv):
             "(or crate) that defines it rather than through a re-export, or by passing it "
             "in. The edges above are every use inside the cycle (test code excluded)."
         )
+    if total or folders:
         return 1
-    print(f"no import cycles between files in {len(dirs)} crate(s)")
+    print(f"no import cycles between files or folders in {len(dirs)} crate(s)")
     return 0
 
 

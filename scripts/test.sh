@@ -13,9 +13,9 @@ ensure_page_tools
 # A software Vulkan device (lavapipe), so the wgpu backend is tested without a GPU;
 # Chromium for the browser tests.
 ensure_apt mesa-vulkan-drivers chromium
-# Open MPI, for the data-parallel ranks' tests (`--features transduce-train/mpi`: mpirun
-# starts the ranks); libclang generates the MPI bindings at build time.
-ensure_apt libopenmpi-dev openmpi-bin libclang-dev
+# Open MPI, for the data-parallel ranks' tests (mpirun starts the ranks; the trainer loads
+# libmpi at run time).
+ensure_apt openmpi-bin
 # CTranslate2 in a virtual environment: a recipe's `ct2 = true` export (cargo test) and the
 # check of the shipped translators below both run it.
 ensure_ct2 && export TRANSDUCE_CT2_PYTHON="$CT2_PYTHON"
@@ -41,9 +41,10 @@ step() { # step NAME COMMAND...: a check that counts as one test
 }
 
 step "cargo fmt --check" cargo fmt --all -- --check
-# Import cycles between the files of each crate (test code aside): each one is printed with
-# the `use`s (file:line) that form it. The checker's own tests run on small fake crates.
-step "no import cycles between files (scripts/check-cycles.py)" python3 scripts/check-cycles.py
+# Import cycles between the files, and between the folders, of each crate (test code aside):
+# each one is printed with the `use`s (file:line) that form it. The checker's own tests run
+# on small fake crates.
+step "no import cycles between files or folders (scripts/check-cycles.py)" python3 scripts/check-cycles.py
 step "scripts/check-cycles.py's tests" python3 scripts/test_check_cycles.py
 # One front-end pass over the workspace: clippy with the CUDA trainer's feature on, so the
 # CUDA code is linted and type-checked in the same pass as the rest (a separate
@@ -51,7 +52,7 @@ step "scripts/check-cycles.py's tests" python3 scripts/test_check_cycles.py
 # cubecl-llvm's LLVM build, which only a full CUDA build needs
 # (scripts/setup-cuda-build.sh; README "CUDA"); no other crate here reads it.
 step "cargo clippy (with the CUDA trainer)" \
-    env DOCS_RS=1 cargo clippy --workspace --all-targets --locked --features transduce-train/cuda,transduce-train/mpi -- -D warnings
+    env DOCS_RS=1 cargo clippy --workspace --all-targets --locked --features transduce-train/cuda -- -D warnings
 
 log "cargo test --workspace"
 test_log=$(mktemp)
@@ -61,7 +62,7 @@ test_log=$(mktemp)
 skip_log=$(mktemp)
 export TRANSDUCE_SKIP_LOG=$skip_log
 # --no-fail-fast: every test binary runs, so one failure does not hide the others.
-cargo test --workspace --locked --no-fail-fast --timings --features transduce-train/mpi 2>&1 | tee "$test_log"
+cargo test --workspace --locked --no-fail-fast --timings 2>&1 | tee "$test_log"
 test_status=${PIPESTATUS[0]}
 read -r p f i < <(awk '/^test result:/ {
         for (k = 1; k <= NF; k++) {
@@ -93,6 +94,21 @@ if [ "$parts" -gt 0 ]; then
 fi
 unset TRANSDUCE_SKIP_LOG
 rm -f "$test_log" "$skip_log"
+
+# The trainer as a library: examples/train.rs (built by cargo test above) prepares a TSV of
+# pairs and trains `tiny` for 30 steps through it, with no CLI in between.
+example_train() {
+    local dir status=0 i
+    dir=$(mktemp -d)
+    for i in $(seq 1 300); do
+        printf 'a%d b%d c%d\tc%d b%d a%d\n' $((i % 17)) $((i % 5)) $((i % 7)) $((i % 7)) $((i % 5)) $((i % 17))
+    done > "$dir/pairs.tsv"
+    "$CARGO_TARGET_DIR/debug/examples/train" "$dir/pairs.tsv" "$dir/out" \
+        && [ -s "$dir/out/run/metrics.jsonl" ] && [ -d "$dir/out/run/checkpoints" ] || status=1
+    rm -rf "$dir"
+    return $status
+}
+step "examples/train.rs trains tiny through the library" example_train
 
 # The CTranslate2 export (scripts/ct2.py) decodes each shipped translator (every
 # `"task": "translate"` entry of web/models/index.json) as transduce does: 300 Multi30k

@@ -229,5 +229,71 @@ class FakeCrates(unittest.TestCase):
         self.assertIn("no import cycles", out.getvalue())
 
 
+class FolderCycles(FakeCrates):
+    """Cycles between modules of one parent where one of them is a folder."""
+
+    def folders(self, files):
+        return [(parent, comp) for parent, comp, _inside, _cycle in check.folder_cycles(self.crate(files))]
+
+    def test_two_folders_using_each_other_without_a_file_cycle(self):
+        # data/batch.rs uses train/rng.rs and train/run.rs uses data/cache.rs: no two files
+        # use each other, yet the folders do.
+        files = {
+            "lib.rs": "mod data;\nmod train;\n",
+            "data/mod.rs": "pub mod batch;\npub mod cache;\n",
+            "data/batch.rs": "use crate::train::rng::Rng;\npub fn b(_: Rng) {}\n",
+            "data/cache.rs": "pub struct Pairs;\n",
+            "train/mod.rs": "pub mod rng;\npub mod run;\n",
+            "train/rng.rs": "pub struct Rng;\n",
+            "train/run.rs": "use crate::data::cache::Pairs;\npub fn r(_: Pairs) {}\n",
+        }
+        self.assertEqual(self.cycles(files), [])
+        self.assertEqual(self.folders(files), [((), ["data", "train"])])
+        out = io.StringIO()
+        with redirect_stdout(out):
+            self.assertEqual(check.main(["check-cycles.py", os.path.join(self.dir.name, "c")]), 1)
+        text = out.getvalue()
+        self.assertIn("2 modules of crate: data, train", text)
+        self.assertIn("data/batch.rs:1: use crate::train::rng::Rng", text)
+        self.assertIn("train/run.rs:1: use crate::data::cache::Pairs", text)
+
+    def test_nested_folders_are_checked_below_their_parent(self):
+        found = self.folders(
+            {
+                "lib.rs": "mod train;\n",
+                "train/mod.rs": "mod engine;\nmod observe;\n",
+                "train/engine/mod.rs": "pub mod step;\n",
+                "train/engine/step.rs": "pub fn s() { crate::train::observe::census::c() }\n",
+                "train/observe/mod.rs": "pub mod census;\npub mod report;\n",
+                "train/observe/census.rs": "pub fn c() {}\n",
+                "train/observe/report.rs": "pub fn r() { crate::train::engine::step::s() }\n",
+            }
+        )
+        self.assertEqual(found, [(("train",), ["engine", "observe"])])
+
+    def test_a_parent_and_its_children_and_one_way_folders_are_no_cycle(self):
+        found = self.folders(
+            {
+                "lib.rs": "mod cmd;\nmod recipe;\npub fn root() {}\n",
+                "cmd/mod.rs": "pub mod train;\npub fn helper() { train::t() }\n",
+                "cmd/train.rs": "pub fn t() { super::helper(); crate::root() }\n",
+                "recipe/mod.rs": "pub mod stage;\n",
+                "recipe/stage.rs": "pub fn s() { crate::cmd::train::t() }\n",
+            }
+        )
+        self.assertEqual(found, [])
+
+    def test_a_file_and_a_folder_using_each_other(self):
+        found = self.folders(
+            {
+                "lib.rs": "mod error;\nmod data;\n",
+                "error.rs": "pub fn e() { crate::data::read::r() }\n",
+                "data/mod.rs": "pub mod read;\n",
+                "data/read.rs": "pub fn r() { crate::error::e() }\n",
+            }
+        )
+        self.assertEqual(found, [((), ["data", "error"])])
+
+
 if __name__ == "__main__":
     unittest.main()

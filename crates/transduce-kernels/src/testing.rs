@@ -61,3 +61,13 @@ pub fn assert_close(what: &str, got: &[f32], want: &[f32], tolerance: f32) {
         );
     }
 }
+
+/// `n` test inputs in [−`half`, `half`] that repeat only after `period` (a prime, or 513),
+/// offset by `shift`: multiples of 2·`half` / (`period` − 1), so with `period` 513 and
+/// `half` 1 they are multiples of 1/256 and f16 holds them exactly.
+pub fn values(n: usize, shift: usize, period: usize, half: f32) -> Vec<f32> {
+    let step = (period - 1) as f32 / (2.0 * half);
+    (0..n)
+        .map(|i| (((i * 7919 + shift * 104_729) % period) as f32 / step) - half)
+        .collect()
+}

@@ -8,21 +8,21 @@ use std::path::{Path, PathBuf};
 
 use safetensors::{Dtype, SafeTensors, tensor::TensorView};
 
-use crate::error::{CliError, Result, io};
+use crate::error::{Error, Result, io};
 use crate::train::checkpoint;
 
 /// Averages the newest `last` checkpoints of a run into `out`; returns the steps used.
 pub fn average(run_dir: &Path, last: usize, out: &Path) -> Result<Vec<u64>> {
     let all = checkpoint::list(run_dir)?;
     if last == 0 || all.is_empty() {
-        return Err(CliError::Usage(format!(
+        return Err(Error::Usage(format!(
             "nothing to average: {} checkpoints in {}",
             all.len(),
             run_dir.display()
         )));
     }
     if all.len() < last {
-        return Err(CliError::Usage(format!(
+        return Err(Error::Usage(format!(
             "--last {last}: only {} checkpoints in {} (raise --keep when training)",
             all.len(),
             run_dir.display()
@@ -40,7 +40,7 @@ pub fn average(run_dir: &Path, last: usize, out: &Path) -> Result<Vec<u64>> {
 /// Averages f32 safetensors files of one architecture into `out`.
 pub fn average_files(paths: &[PathBuf], out: &Path) -> Result<()> {
     if paths.is_empty() {
-        return Err(CliError::Usage("nothing to average".into()));
+        return Err(Error::Usage("nothing to average".into()));
     }
     let files: Vec<(PathBuf, Vec<u8>)> = paths
         .iter()
@@ -49,7 +49,7 @@ pub fn average_files(paths: &[PathBuf], out: &Path) -> Result<()> {
     let parsed: Vec<SafeTensors> = files
         .iter()
         .map(|(p, b)| {
-            SafeTensors::deserialize(b).map_err(|e| CliError::Format {
+            SafeTensors::deserialize(b).map_err(|e| Error::Format {
                 path: p.clone(),
                 message: format!("{e:?}"),
             })
@@ -57,7 +57,7 @@ pub fn average_files(paths: &[PathBuf], out: &Path) -> Result<()> {
         .collect::<Result<_>>()?;
     for (file, (path, _)) in parsed.iter().zip(&files).skip(1) {
         if file.len() != parsed[0].len() {
-            return Err(CliError::Format {
+            return Err(Error::Format {
                 path: path.clone(),
                 message: format!(
                     "{} tensors, {} has {}: weights of different models?",
@@ -75,12 +75,12 @@ pub fn average_files(paths: &[PathBuf], out: &Path) -> Result<()> {
         let mut sum: Vec<f64> = Vec::new();
         let mut shape = Vec::new();
         for (file, (path, _)) in parsed.iter().zip(&files) {
-            let view = file.tensor(name).map_err(|_| CliError::Format {
+            let view = file.tensor(name).map_err(|_| Error::Format {
                 path: path.clone(),
                 message: format!("tensor `{name}` is missing: weights of different models?"),
             })?;
             if view.dtype() != Dtype::F32 {
-                return Err(CliError::Format {
+                return Err(Error::Format {
                     path: path.clone(),
                     message: format!("tensor `{name}` is {:?}, expected F32", view.dtype()),
                 });
@@ -89,7 +89,7 @@ pub fn average_files(paths: &[PathBuf], out: &Path) -> Result<()> {
                 shape = view.shape().to_vec();
                 sum = vec![0.0; shape.iter().product()];
             } else if view.shape() != shape.as_slice() {
-                return Err(CliError::Format {
+                return Err(Error::Format {
                     path: path.clone(),
                     message: format!(
                         "tensor `{name}` has shape {:?}, others {shape:?}",
@@ -117,7 +117,7 @@ pub fn average_files(paths: &[PathBuf], out: &Path) -> Result<()> {
             )
         })
         .collect();
-    let bytes = safetensors::serialize(views, None).map_err(|e| CliError::Format {
+    let bytes = safetensors::serialize(views, None).map_err(|e| Error::Format {
         path: out.to_path_buf(),
         message: e.to_string(),
     })?;

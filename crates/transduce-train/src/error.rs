@@ -1,11 +1,10 @@
-//! Errors of the command-line tool: every one says what went wrong and where.
+//! The trainer's errors: every one says what went wrong and where (file, line, field).
 
 use std::path::{Path, PathBuf};
 
-use thiserror::Error;
-
-#[derive(Debug, Error)]
-pub enum CliError {
+/// What went wrong in the trainer, its data or its files, and where.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
     #[error("{path}: {source}")]
     Io {
         path: PathBuf,
@@ -41,19 +40,19 @@ pub enum CliError {
     Usage(String),
 }
 
-pub type Result<T> = std::result::Result<T, CliError>;
+pub type Result<T> = std::result::Result<T, Error>;
 
 /// Attaches a path to an I/O error.
-pub fn io(path: &Path) -> impl FnOnce(std::io::Error) -> CliError + '_ {
-    move |source| CliError::Io {
+pub fn io(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
+    move |source| Error::Io {
         path: path.to_path_buf(),
         source,
     }
 }
 
 /// A subcommand's arguments that its own parser refused (a recipe's stage builds them).
-impl From<clap::Error> for CliError {
+impl From<clap::Error> for Error {
     fn from(e: clap::Error) -> Self {
-        CliError::Usage(e.render().to_string().trim().to_string())
+        Error::Usage(e.render().to_string().trim().to_string())
     }
 }

@@ -4,12 +4,12 @@
 use transduce::Bundle;
 use transduce_gpu::{Gpu, GpuModel};
 
-use crate::error::{CliError, Result};
+use crate::error::{Error, Result};
 
 /// The adapter, opened once.
 pub fn device() -> Result<Gpu> {
     let gpu = pollster::block_on(Gpu::new(true)).map_err(|e| {
-        CliError::Usage(format!(
+        Error::Usage(format!(
             "--backend wgpu: {e}; on Linux without a GPU, install mesa-vulkan-drivers for a \
              software Vulkan device, or use --backend cpu"
         ))
@@ -33,7 +33,7 @@ pub fn device() -> Result<Gpu> {
 /// `bundle`'s model on the GPU (the bundle must be loaded on the CPU backend).
 pub fn upload(gpu: &Gpu, bundle: &Bundle) -> Result<GpuModel> {
     let host = bundle.host().ok_or_else(|| {
-        CliError::Usage("the GPU decoder reads a bundle loaded on the CPU backend".into())
+        Error::Usage("the GPU decoder reads a bundle loaded on the CPU backend".into())
     })?;
     Ok(upload_host(gpu, host))
 }

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use transduce_import::hub::{Listing, Reference, parse_listing};
 use transduce_import::{ModelFiles, OPTIONAL, PYTORCH, REQUIRED, SAFETENSORS};
 
-use crate::error::{CliError, Result, io};
+use crate::error::{Error, Result, io};
 use crate::fsutil;
 
 /// Where downloads are kept: `$TRANSDUCE_HUB_CACHE`, else `~/.cache/transduce/hub`.
@@ -146,8 +146,8 @@ fn join(base: &str, location: &str) -> String {
     }
 }
 
-fn hub_error(reference: &Reference, message: String) -> CliError {
-    CliError::Usage(format!("{reference}: {message}"))
+fn hub_error(reference: &Reference, message: String) -> Error {
+    Error::Usage(format!("{reference}: {message}"))
 }
 
 /// The ETag's content sum where it is one (the hub's ETag of a large file is its sha256).

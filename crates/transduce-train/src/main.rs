@@ -1,36 +1,17 @@
 //! `transduce`: prepare data, train the Transformer (§5), average checkpoints, translate,
-//! evaluate and export bundles for the browser.
-
-mod backend;
-mod channel;
-mod checkpoint_mean;
-mod cmd;
-mod data;
-mod decoder;
-mod distributed;
-mod error;
-mod fsutil;
-mod gpu;
-mod hub;
-mod measure;
-mod memory;
-mod options;
-mod parsing;
-mod pipe;
-mod prepared;
-mod recipe;
-mod source;
-mod table3;
-mod train;
+//! evaluate and export bundles for the browser. The flags are parsed here and in
+//! `cmd/`; the work is the library's (`src/lib.rs`).
 
 use clap::{Parser, Subcommand};
 
-use cmd::{
+use transduce_train::cmd::{
     adapt::AdaptCmd, average::AverageCmd, bench::BenchCmd, eval::EvalCmd, export::ExportCmd,
-    import::ImportCmd, parse::ParseCmd, prepare::PrepareCmd, recipe::RecipeCmd, score::ScoreCmd,
-    train::TrainCmd, translate::TranslateCmd, warmup::WarmupCmd,
+    import::ImportCmd, parse::ParseCmd, prepare::PrepareCmd, score::ScoreCmd, train::TrainCmd,
+    translate::TranslateCmd, warmup::WarmupCmd,
 };
-use error::Result;
+use transduce_train::error::Result;
+use transduce_train::recipe::command::RecipeCmd;
+use transduce_train::{cmd, memory, pipe, recipe};
 
 #[derive(Parser)]
 #[command(
@@ -86,6 +67,9 @@ enum Command {
 }
 
 fn main() {
+    // Before any thread starts: it sets a variable of the environment.
+    #[cfg(feature = "cuda")]
+    transduce_train::distributed::nccl::non_blocking_communicators();
     memory::keep_freed_memory();
     pipe::stop_quietly_on_closed_pipe();
     let cli = Cli::parse();
@@ -109,7 +93,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Import(cmd) => cmd::import::run(cmd),
         Command::Bench(cmd) => cmd::bench::run(cmd),
         Command::Warmup(cmd) => cmd::warmup::run(cmd),
-        Command::Recipe { action } => cmd::recipe::run(action),
+        Command::Recipe { action } => recipe::command::run(action),
         Command::Table3(cmd) => cmd::table3::run(cmd),
     }
 }

@@ -11,7 +11,7 @@ use transduce::task::words::ptb_words;
 use transduce::task::{Parser, right_branching};
 use transduce_gpu::GpuModel;
 
-use crate::error::{CliError, Result};
+use crate::error::{Error, Result};
 
 /// One input line: its words, and POS tags when the line was a tree.
 pub struct Sentence {
@@ -31,11 +31,11 @@ pub fn read_sentences(lines: &[String], raw: bool, input: &str) -> Result<Vec<Se
             let text = line.trim();
             if !raw && text.starts_with('(') {
                 let trees = parse_trees(text)
-                    .map_err(|e| CliError::Usage(format!("{input}, line {}: {}", i + 1, e.kind)))?;
+                    .map_err(|e| Error::Usage(format!("{input}, line {}: {}", i + 1, e.kind)))?;
                 let tree: Option<Tree> = match trees.as_slice() {
                     [t] => preprocess(t),
                     _ => {
-                        return Err(CliError::Usage(format!(
+                        return Err(Error::Usage(format!(
                             "{input}, line {}: expected one tree, found {}",
                             i + 1,
                             trees.len()
@@ -169,7 +169,7 @@ fn parse_trees_with(
                 if !votes.is_empty() {
                     *slot = Some(
                         vote(&votes)
-                            .map_err(|e| CliError::Usage(format!("sentence {}: {e}", i + 1)))?,
+                            .map_err(|e| Error::Usage(format!("sentence {}: {e}", i + 1)))?,
                     );
                 }
             }
@@ -182,7 +182,7 @@ fn parse_trees_with(
         } => {
             let bundle = bundles
                 .first()
-                .ok_or_else(|| CliError::Usage("--model is required".into()))?;
+                .ok_or_else(|| Error::Usage("--model is required".into()))?;
             let parser = Parser::new(bundle)?;
             let models = Ensemble::of_bundles(bundles)?;
             let mut order: Vec<usize> = (0..sentences.len())

@@ -9,7 +9,7 @@ use transduce::Tokenizer;
 
 use crate::data::cache::{self, Pairs};
 use crate::data::corpus::{read_bytes, read_parallel};
-use crate::error::{CliError, Result, io};
+use crate::error::{Error, Result, io};
 use transduce::task::parse::{Tree, linearize, parse_trees_lenient, preprocess, target_vocabulary};
 
 pub const TOKENIZER_FILE: &str = "tokenizer.json";
@@ -191,14 +191,14 @@ pub struct ParsePrepareArgs<'a> {
 pub fn read_treebank(path: &Path, summary: &mut PrepareSummary) -> Result<Vec<Tree>> {
     let bytes = read_bytes(path)?;
     if bytes.iter().all(u8::is_ascii_whitespace) {
-        return Err(CliError::EmptyFile {
+        return Err(Error::EmptyFile {
             path: path.to_path_buf(),
         });
     }
     let text = String::from_utf8(bytes).map_err(|e| {
         let at = e.utf8_error().valid_up_to();
         let line = e.as_bytes()[..at].iter().filter(|&&b| b == b'\n').count() + 1;
-        CliError::Utf8 {
+        Error::Utf8 {
             path: path.to_path_buf(),
             line,
             detail: e.utf8_error().to_string(),

@@ -11,7 +11,7 @@ use transduce::burn::prelude::*;
 use transduce::decode::DecodeOptions;
 use transduce::{Bundle, Task, Tokenizer};
 
-use crate::error::{CliError, Result, io};
+use crate::error::{Error, Result, io};
 use crate::train::{RUN_FILE, RunConfig, checkpoint};
 
 fn read(path: &Path) -> Result<Vec<u8>> {
@@ -26,7 +26,7 @@ pub fn tokenizer(path: &Path) -> Result<Tokenizer> {
     } else {
         path.to_path_buf()
     };
-    Tokenizer::from_bytes(&read(&file)?).map_err(|e| CliError::Format {
+    Tokenizer::from_bytes(&read(&file)?).map_err(|e| Error::Format {
         path: file,
         message: e.to_string(),
     })
@@ -40,9 +40,7 @@ pub fn weights_path(run_dir: &Path, checkpoint_arg: Option<&Path>) -> Result<Pat
         None => checkpoint::list(run_dir)?
             .pop()
             .map(|(_, dir)| dir.join(checkpoint::MODEL_FILE))
-            .ok_or_else(|| {
-                CliError::Usage(format!("{} has no checkpoints yet", run_dir.display()))
-            }),
+            .ok_or_else(|| Error::Usage(format!("{} has no checkpoints yet", run_dir.display()))),
     }
 }
 
@@ -59,11 +57,10 @@ pub struct InitWeights {
 pub fn init_weights(path: &Path, data: &Tokenizer, data_dir: &Path) -> Result<InitWeights> {
     let (weights, model) = if path.join(CONFIG_FILE).exists() {
         let config_path = path.join(CONFIG_FILE);
-        let config =
-            BundleConfig::from_json(&read(&config_path)?).map_err(|e| CliError::Format {
-                path: config_path,
-                message: e.to_string(),
-            })?;
+        let config = BundleConfig::from_json(&read(&config_path)?).map_err(|e| Error::Format {
+            path: config_path,
+            message: e.to_string(),
+        })?;
         (path.join(WEIGHTS_FILE), Some(config.model))
     } else if path.join(RUN_FILE).exists() {
         (
@@ -77,7 +74,7 @@ pub fn init_weights(path: &Path, data: &Tokenizer, data_dir: &Path) -> Result<In
             path.to_path_buf()
         };
         if !weights.is_file() {
-            return Err(CliError::Usage(format!(
+            return Err(Error::Usage(format!(
                 "--init {}: neither a bundle, a run, a checkpoint nor a weights file",
                 path.display()
             )));
@@ -87,7 +84,7 @@ pub fn init_weights(path: &Path, data: &Tokenizer, data_dir: &Path) -> Result<In
     // A bundle or run carries its tokenizer; bare weights cannot be checked here (a vocabulary
     // of another size still fails on the embedding's shape).
     if model.is_some() && tokenizer(path)?.to_json()? != data.to_json()? {
-        return Err(CliError::Usage(format!(
+        return Err(Error::Usage(format!(
             "--init {} has another vocabulary than --data {}: prepare the data with \
              --tokenizer {}",
             path.display(),
@@ -111,13 +108,13 @@ pub fn load(
             tokenizer: read(&path.join(TOKENIZER_FILE))?,
             weights: read(&path.join(WEIGHTS_FILE))?,
         };
-        return Bundle::from_files(files, device).map_err(|e| CliError::Format {
+        return Bundle::from_files(files, device).map_err(|e| Error::Format {
             path: path.to_path_buf(),
             message: e.to_string(),
         });
     }
     if !path.join(RUN_FILE).exists() {
-        return Err(CliError::Usage(format!(
+        return Err(Error::Usage(format!(
             "{}: neither a bundle (no {CONFIG_FILE}) nor a training run (no {RUN_FILE})",
             path.display()
         )));
@@ -125,11 +122,10 @@ pub fn load(
     let run = RunConfig::read(path)?;
     let tokenizer = tokenizer(path)?;
     let weights = weights_path(path, checkpoint_arg)?;
-    let model =
-        load_weights(&run.model, &read(&weights)?, device).map_err(|e| CliError::Format {
-            path: weights.clone(),
-            message: e.to_string(),
-        })?;
+    let model = load_weights(&run.model, &read(&weights)?, device).map_err(|e| Error::Format {
+        path: weights.clone(),
+        message: e.to_string(),
+    })?;
     let decoding = match task {
         Task::Parse => DecodeOptions {
             beam: 21,
@@ -182,10 +178,10 @@ pub fn load_ensemble(
     shared_vocab: bool,
 ) -> Result<Vec<Bundle>> {
     if paths.is_empty() {
-        return Err(CliError::Usage("--model is required".into()));
+        return Err(Error::Usage("--model is required".into()));
     }
     if !checkpoints.is_empty() && checkpoints.len() != paths.len() {
-        return Err(CliError::Usage(format!(
+        return Err(Error::Usage(format!(
             "{} --checkpoint for {} --model: give none, or one for each model in order",
             checkpoints.len(),
             paths.len()
@@ -210,7 +206,7 @@ pub fn load_ensemble(
                 } else {
                     ""
                 };
-                return Err(CliError::Usage(format!(
+                return Err(Error::Usage(format!(
                     "{}: its vocabulary differs from {}'s; the models of an ensemble must \
                      share one tokenizer (prepare them from the same data folder){or_vote}",
                     path.display(),
@@ -221,7 +217,7 @@ pub fn load_ensemble(
             if std::mem::discriminant(&bundle.config.task)
                 != std::mem::discriminant(&first.config.task)
             {
-                return Err(CliError::Usage(format!(
+                return Err(Error::Usage(format!(
                     "{}: task {:?}, but {} is {:?}",
                     path.display(),
                     bundle.config.task,

@@ -63,11 +63,9 @@ fn precisions(device: &Device, test: &str) -> Vec<Precision> {
 /// element.
 const LENGTHS: [usize; GROUP] = [37, 1027, 1, 300];
 
-/// Values in about [−1, 1] that repeat only after 1009, offset by `shift`.
+/// The inputs: [`crate::testing::values`] in [−1, 1], period 1009.
 fn values(n: usize, shift: usize) -> Vec<f32> {
-    (0..n)
-        .map(|i| (((i * 7919 + shift * 104_729) % 1009) as f32 / 504.0) - 1.0)
-        .collect()
+    crate::testing::values(n, shift, 1009, 1.0)
 }
 
 fn tensor(values: &[f32], device: &Device) -> Tensor<1> {

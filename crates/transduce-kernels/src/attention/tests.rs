@@ -12,12 +12,9 @@ fn assert_close(what: &str, got: &[f32], want: &[f32]) {
     crate::testing::assert_close(what, got, want, 2e-5);
 }
 
-/// Values in [−1, 1] that repeat only after 513, offset by `shift`: multiples of 1/256,
-/// so f16 holds them exactly and a half-precision run starts from the f32 run's inputs.
+/// The inputs: [`crate::testing::values`] in [−1, 1], period 513.
 fn values(n: usize, shift: usize) -> Vec<f32> {
-    (0..n)
-        .map(|i| (((i * 7919 + shift * 104_729) % 513) as f32 / 256.0) - 1.0)
-        .collect()
+    crate::testing::values(n, shift, 513, 1.0)
 }
 
 fn leaf(dims: [usize; 3], shift: usize, device: &Device) -> Tensor<3> {

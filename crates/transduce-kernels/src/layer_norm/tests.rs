@@ -10,11 +10,9 @@ use crate::testing::{assert_close, count_launches, gpu_lock, wgpu_device};
 /// The model's norms' ε (burn's default: `transduce::layers::NORM_EPSILON`).
 const EPSILON: f64 = 1e-5;
 
-/// Values in about [−2, 2] that repeat only after `n`, offset by `shift`.
+/// The inputs: [`crate::testing::values`] in [−2, 2], period 1009.
 fn values(n: usize, shift: usize) -> Vec<f32> {
-    (0..n)
-        .map(|i| (((i * 7919 + shift * 104_729) % 1009) as f32 / 252.0) - 2.0)
-        .collect()
+    crate::testing::values(n, shift, 1009, 2.0)
 }
 
 /// A norm with γ and β of its own (not the ones and zeros of a fresh norm).

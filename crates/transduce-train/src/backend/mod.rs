@@ -6,7 +6,7 @@ pub mod cache;
 use clap::ValueEnum;
 use transduce::burn::prelude::*;
 
-use crate::error::{CliError, Result};
+use crate::error::{Error, Result};
 use cache::GpuApi;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -58,7 +58,7 @@ impl Backend {
             Backend::Cpu => Ok(Device::flex()),
             Backend::Wgpu => {
                 let (device, setup) = Device::wgpu_options().init_with_setup().map_err(|e| {
-                    CliError::Usage(format!(
+                    Error::Usage(format!(
                         "--backend wgpu: no usable GPU adapter ({e:?}); on Linux without a GPU, \
                          install mesa-vulkan-drivers for a software Vulkan device, or use --backend cpu"
                     ))
@@ -78,7 +78,7 @@ impl Backend {
     /// CPU backends are the one device 0.
     pub fn check_number(self, index: Option<usize>) -> Result<()> {
         match (self, index) {
-            (Backend::Cpu, Some(n)) if n > 0 => Err(CliError::Usage(
+            (Backend::Cpu, Some(n)) if n > 0 => Err(Error::Usage(
                 "--devices: the CPU backend is a single device (0) that already uses every \
                  core; data parallelism on it takes --nproc-per-node"
                     .into(),
@@ -120,8 +120,7 @@ pub fn set_fusion(enabled: bool) -> Result<()> {
         return Ok(());
     }
     for name in burn_cubecl::fusion::BUILTIN_NAMES {
-        burn_cubecl::fusion::remove(name)
-            .map_err(|e| CliError::Usage(format!("--no-fusion: {e}")))?;
+        burn_cubecl::fusion::remove(name).map_err(|e| Error::Usage(format!("--no-fusion: {e}")))?;
     }
     Ok(())
 }
@@ -133,14 +132,14 @@ fn wgpu_device(index: usize) -> Result<Device> {
     let instance = wgpu::Instance::default();
     let adapters = pollster::block_on(instance.enumerate_adapters(wgpu::Backends::PRIMARY));
     if adapters.is_empty() {
-        return Err(CliError::Usage(
+        return Err(Error::Usage(
             "--devices: wgpu finds no Vulkan/Metal/DX12 adapter; on Linux without a GPU, \
              install mesa-vulkan-drivers for a software Vulkan device"
                 .into(),
         ));
     }
     let adapter = adapters.get(index).cloned().ok_or_else(|| {
-        CliError::Usage(format!(
+        Error::Usage(format!(
             "--devices: no wgpu adapter {index}; this machine has {}: {}",
             adapters.len(),
             adapters
@@ -153,7 +152,7 @@ fn wgpu_device(index: usize) -> Result<Device> {
     })?;
     let info = adapter.get_info();
     let failed =
-        |e: String| CliError::Usage(format!("--devices: adapter {index} ({}): {e}", info.name));
+        |e: String| Error::Usage(format!("--devices: adapter {index} ({}): {e}", info.name));
     // With the `spirv` feature a Vulkan adapter gets the device cubecl's SPIR-V
     // compiler needs (native Vulkan extensions on); others, and Vulkan adapters it
     // cannot serve, the request burn makes for its own devices: every feature the adapter has (mappable primary
@@ -190,9 +189,10 @@ fn wgpu_device(index: usize) -> Result<Device> {
         queue,
         backend: info.backend,
     };
-    let device = Device::wgpu_options().setup(setup).init().map_err(|e| {
-        CliError::Usage(format!("--devices: adapter {index} ({}): {e:?}", info.name))
-    })?;
+    let device = Device::wgpu_options()
+        .setup(setup)
+        .init()
+        .map_err(|e| Error::Usage(format!("--devices: adapter {index} ({}): {e:?}", info.name)))?;
     // One write, newline included: ranks opening devices side by side would interleave
     // pieces of lines.
     let line = format!(
@@ -220,7 +220,7 @@ fn cuda(index: usize) -> Result<Device> {
     // is missing: look for it first, so a machine without one gets an error.
     const DRIVER: [&str; 2] = ["libcuda.so.1", "libcuda.so"];
     if !library_loads(&DRIVER) {
-        return Err(CliError::Usage(format!(
+        return Err(Error::Usage(format!(
             "--backend cuda: no NVIDIA driver here ({} not found); \
              CUDA needs an NVIDIA GPU and its driver",
             DRIVER.join(" or ")
@@ -231,7 +231,7 @@ fn cuda(index: usize) -> Result<Device> {
 
 #[cfg(not(feature = "cuda"))]
 fn cuda(_index: usize) -> Result<Device> {
-    Err(CliError::Usage(
+    Err(Error::Usage(
         "this build has no CUDA support: rebuild with `cargo build --release --features cuda`"
             .into(),
     ))

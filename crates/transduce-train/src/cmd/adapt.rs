@@ -9,7 +9,7 @@ use clap::Args;
 use transduce::bundle::{BundleFiles, CONFIG_FILE, TOKENIZER_FILE, WEIGHTS_FILE, WeightDtype};
 use transduce::train::adapt::{AdaptOptions, Adapter, Pair, parse_pairs};
 
-use crate::error::{CliError, Result, io};
+use crate::error::{Error, Result, io};
 use crate::fsutil;
 
 /// A bundle's general pairs for adaptation's replay, when it ships them.
@@ -71,7 +71,7 @@ fn pairs_of(path: &Path) -> Result<Vec<Pair>> {
 
 pub fn run(cmd: AdaptCmd) -> Result<()> {
     if !cmd.model.join(CONFIG_FILE).exists() {
-        return Err(CliError::Usage(format!(
+        return Err(Error::Usage(format!(
             "{}: not a bundle folder (no {CONFIG_FILE})",
             cmd.model.display()
         )));
@@ -108,9 +108,9 @@ pub fn run(cmd: AdaptCmd) -> Result<()> {
                 "replayPerStep" => "replay-per-step",
                 other => other,
             };
-            CliError::Usage(format!("--{flag}: {message}"))
+            Error::Usage(format!("--{flag}: {message}"))
         }
-        e => CliError::Model(e),
+        e => Error::Model(e),
     })?;
     let names = (
         cmd.pairs.display().to_string(),
@@ -120,8 +120,8 @@ pub fn run(cmd: AdaptCmd) -> Result<()> {
     );
     let mut adapter = Adapter::new(&files, &pairs, &replay, (&names.0, &names.1), options)
         .map_err(|e| match e {
-            transduce::Error::Pairs { .. } => CliError::Model(e),
-            e => CliError::Format {
+            transduce::Error::Pairs { .. } => Error::Model(e),
+            e => Error::Format {
                 path: cmd.model.clone(),
                 message: e.to_string(),
             },

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use crate::error::{CliError, Result};
+use crate::error::{Error, Result};
 use crate::{checkpoint_mean, options, source};
 
 #[derive(Args)]
@@ -29,7 +29,7 @@ pub fn run(cmd: AverageCmd) -> Result<()> {
     let Some(run) = cmd.run else {
         let out = cmd
             .out
-            .ok_or_else(|| CliError::Usage("--inputs needs --out".into()))?;
+            .ok_or_else(|| Error::Usage("--inputs needs --out".into()))?;
         let paths: Vec<PathBuf> = cmd
             .inputs
             .iter()

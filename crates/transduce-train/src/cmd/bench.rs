@@ -126,7 +126,7 @@ pub struct KernelsCmd {
 /// `transduce bench kernels`.
 fn bench_kernels(cmd: KernelsCmd) -> Result<()> {
     if !matches!(cmd.backend, Backend::Wgpu | Backend::Cuda) {
-        return Err(crate::error::CliError::Usage(
+        return Err(crate::error::Error::Usage(
             "bench kernels: the fused kernels run on --backend wgpu or cuda".into(),
         ));
     }
@@ -322,7 +322,7 @@ fn decoding(cmd: BenchCmd) -> Result<()> {
             let config = ModelConfig::preset(&cmd.preset)?;
             cpu.seed(1);
             let model = Transformer::new(&config, &cpu)?;
-            let mut rng = crate::train::rng::Rng::new(7);
+            let mut rng = crate::rng::Rng::new(7);
             let sources: Vec<Vec<u32>> = (0..cmd.lines)
                 .map(|_| {
                     let len = 8 + rng.below(23) as usize;
@@ -352,7 +352,7 @@ fn decoding(cmd: BenchCmd) -> Result<()> {
             None
         }
         other => {
-            return Err(crate::error::CliError::Usage(format!(
+            return Err(crate::error::Error::Usage(format!(
                 "bench --model decodes with --backend cpu (host decoder) or wgpu (GPU                  decoder), not {other:?}"
             )));
         }

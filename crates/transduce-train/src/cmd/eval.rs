@@ -7,7 +7,7 @@ use transduce::Task;
 use transduce::task::parse::{PLACEHOLDER, linearize, open_token};
 
 use super::{ModelArgs, read_input};
-use crate::error::{CliError, Result};
+use crate::error::{Error, Result};
 use crate::{data, options, prepared, source, train};
 
 #[derive(Subcommand)]
@@ -89,7 +89,7 @@ pub fn run(metric: EvalCmd) -> Result<()> {
             let report =
                 evalb::evaluate_text(&gold_text, &test_text, &evalb::EvalbParams::collins())
                     .map_err(|e| {
-                        CliError::Usage(format!("{} vs {}: {e}", gold.display(), test.display()))
+                        Error::Usage(format!("{} vs {}: {e}", gold.display(), test.display()))
                     })?;
             for line in report.stderr_lines() {
                 eprintln!("{line}");
@@ -116,7 +116,7 @@ fn eval_bleu(
     sentence: bool,
 ) -> Result<()> {
     use transduce_metrics::bleu;
-    let usage = |e: bleu::BleuError| CliError::Usage(e.to_string());
+    let usage = |e: bleu::BleuError| Error::Usage(e.to_string());
     let options = bleu::BleuOptions {
         lowercase,
         tokenize: tokenize.parse().map_err(usage)?,
@@ -131,7 +131,7 @@ fn eval_bleu(
         .collect::<Result<_>>()?;
     for (r, stream) in refs.iter().zip(&streams) {
         if stream.len() != hyps.len() {
-            return Err(CliError::LineCount {
+            return Err(Error::LineCount {
                 src_path: hyp.to_path_buf(),
                 src_lines: hyps.len(),
                 tgt_path: r.clone(),
@@ -186,7 +186,7 @@ pub fn pair_loss(model: &ModelArgs, src: &Path, tgt: &Path) -> Result<PairLoss> 
 /// The bundle's loss per target wordpiece on encoded pairs, teacher-forced.
 fn loss_of(bundle: &transduce::Bundle, mut ids: data::cache::Pairs) -> Result<PairLoss> {
     if ids.is_empty() {
-        return Err(CliError::Usage("nothing to score: no usable pairs".into()));
+        return Err(Error::Usage("nothing to score: no usable pairs".into()));
     }
     ids.close_sources(&bundle.config.model);
     let focus = train::focus_rule(&bundle.config.model, &bundle.tokenizer)?;
@@ -215,7 +215,7 @@ fn eval_ppl(
         (Some(src), Some(tgt), None) => pair_loss(model, &src, &tgt)?,
         (None, None, Some(trees)) => tree_loss(model, &trees)?,
         _ => {
-            return Err(CliError::Usage(
+            return Err(Error::Usage(
                 "give --trees (a parser), or --src and --tgt (a translator)".into(),
             ));
         }
@@ -239,7 +239,7 @@ fn tree_loss(model: &ModelArgs, trees: &Path) -> Result<PairLoss> {
         &device,
     )?;
     if bundle.tokenizer.token_to_id(PLACEHOLDER).is_none() {
-        return Err(CliError::Usage(format!(
+        return Err(Error::Usage(format!(
             "--trees needs a parsing model; {} has no `{PLACEHOLDER}` slot token in its vocabulary",
             model.model.display()
         )));
@@ -270,7 +270,7 @@ pub(super) fn refuse_parser(bundle: &transduce::Bundle, path: &Path) -> Result<(
     let parser = matches!(bundle.config.task, Task::Parse)
         || (tree_vocabulary && bundle.tokenizer.token_to_id(&open_token("S")).is_some());
     if parser {
-        return Err(CliError::Usage(format!(
+        return Err(Error::Usage(format!(
             "{} is a parsing model: score it on trees (`eval ppl --trees`)",
             path.display()
         )));

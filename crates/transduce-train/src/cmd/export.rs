@@ -7,7 +7,7 @@ use transduce::Task;
 use transduce::bundle::{CONFIG_FILE, TOKENIZER_FILE, WEIGHTS_FILE, WeightDtype};
 
 use super::{ModelArgs, TaskKind};
-use crate::error::{CliError, Result, io};
+use crate::error::{Error, Result, io};
 use crate::{fsutil, options, source};
 
 #[derive(Args)]
@@ -74,7 +74,7 @@ pub fn run(cmd: ExportCmd) -> Result<()> {
     for m in &cmd.metrics {
         let (k, v) = m
             .split_once('=')
-            .ok_or_else(|| CliError::Usage(format!("--metric {m}: expected key=value")))?;
+            .ok_or_else(|| Error::Usage(format!("--metric {m}: expected key=value")))?;
         let value = v
             .parse::<f64>()
             .map(serde_json::Value::from)
@@ -92,7 +92,7 @@ pub fn run(cmd: ExportCmd) -> Result<()> {
     decoding.alpha = cmd.alpha.unwrap_or(decoding.alpha);
     decoding
         .validate()
-        .map_err(|e| CliError::Usage(format!("--beam/--alpha: {e}")))?;
+        .map_err(|e| Error::Usage(format!("--beam/--alpha: {e}")))?;
     let dtype = if cmd.int8 {
         WeightDtype::Int8
     } else if cmd.f16 {

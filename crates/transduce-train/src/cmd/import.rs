@@ -11,7 +11,7 @@ use transduce::bundle::{CONFIG_FILE, TOKENIZER_FILE, WEIGHTS_FILE};
 use transduce_import::hub::{self, Reference};
 use transduce_import::{ErrorCode, ModelFiles, OPTIONAL, Options, PYTORCH, REQUIRED, SAFETENSORS};
 
-use crate::error::{CliError, Result, io};
+use crate::error::{Error, Result, io};
 use crate::fsutil;
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -67,7 +67,7 @@ pub fn run(cmd: ImportCmd) -> Result<()> {
     let given = cmd.dir.to_string_lossy().into_owned();
     let (files, origin, command, name) = match Reference::parse(&given) {
         Some(reference) => {
-            let reference = reference.map_err(CliError::Usage)?;
+            let reference = reference.map_err(Error::Usage)?;
             let hub = cmd
                 .hub
                 .clone()
@@ -81,7 +81,7 @@ pub fn run(cmd: ImportCmd) -> Result<()> {
         }
         None => {
             if cmd.hub.is_some() {
-                return Err(CliError::Usage(
+                return Err(Error::Usage(
                     "--hub goes with a model name (hf:ORG/NAME), not a folder".into(),
                 ));
             }
@@ -143,27 +143,27 @@ enum Origin {
 }
 
 impl Origin {
-    fn error(&self, e: transduce_import::Error) -> CliError {
+    fn error(&self, e: transduce_import::Error) -> Error {
         match (e.code, self) {
-            (ErrorCode::NoLicence, Origin::Folder(dir)) => CliError::Usage(format!(
+            (ErrorCode::NoLicence, Origin::Folder(dir)) => Error::Usage(format!(
                 "{}: no `license:` in its YAML header; name the weights' licence with \
                  --licence (e.g. --licence cc-by-4.0)",
                 dir.join("README.md").display()
             )),
-            (ErrorCode::NoLicence, Origin::Hub(r)) => CliError::Usage(format!(
+            (ErrorCode::NoLicence, Origin::Hub(r)) => Error::Usage(format!(
                 "{r}: README.md has no `license:` in its YAML header; name the weights' \
                  licence with --licence (e.g. --licence cc-by-4.0)"
             )),
-            (ErrorCode::NoLanguages, _) => CliError::Usage(format!(
+            (ErrorCode::NoLanguages, _) => Error::Usage(format!(
                 "{}: pass --source and --target",
                 e.message
                     .trim_end_matches(": name the source and target languages")
             )),
-            (_, Origin::Folder(dir)) => CliError::Format {
+            (_, Origin::Folder(dir)) => Error::Format {
                 path: e.file.as_ref().map_or(dir.clone(), |f| dir.join(f)),
                 message: e.message,
             },
-            (_, Origin::Hub(r)) => CliError::Usage(format!("{r}: {e}")),
+            (_, Origin::Hub(r)) => Error::Usage(format!("{r}: {e}")),
         }
     }
 }
@@ -171,7 +171,7 @@ impl Origin {
 /// The files of a model folder the import reads.
 fn read_folder(dir: &std::path::Path) -> Result<ModelFiles> {
     if !dir.is_dir() {
-        return Err(CliError::Format {
+        return Err(Error::Format {
             path: dir.to_path_buf(),
             message: "not a folder (expected a Hugging Face Marian model folder, or a name \
                       hf:ORG/NAME)"
@@ -184,13 +184,13 @@ fn read_folder(dir: &std::path::Path) -> Result<ModelFiles> {
         match std::fs::read(&path) {
             Ok(bytes) => files.insert(*name, bytes),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && OPTIONAL.contains(name) => {}
-            Err(e) => return Err(CliError::Io { path, source: e }),
+            Err(e) => return Err(Error::Io { path, source: e }),
         }
     }
     let weights = [SAFETENSORS, PYTORCH]
         .into_iter()
         .find(|f| dir.join(f).exists())
-        .ok_or_else(|| CliError::Format {
+        .ok_or_else(|| Error::Format {
             path: dir.to_path_buf(),
             message: "neither model.safetensors nor pytorch_model.bin is here".into(),
         })?;

@@ -10,7 +10,6 @@ pub mod export;
 pub mod import;
 pub mod parse;
 pub mod prepare;
-pub mod recipe;
 pub mod score;
 pub mod table3;
 pub mod train;
@@ -24,7 +23,7 @@ use clap::Args;
 
 use crate::backend::Backend;
 use crate::data;
-use crate::error::{CliError, Result, io};
+use crate::error::{Error, Result, io};
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum TaskKind {
@@ -105,7 +104,7 @@ pub fn read_input(path: Option<&Path>) -> Result<Vec<String>> {
             for (i, line) in stdin.lock().split(b'\n').enumerate() {
                 let line = line.map_err(io(Path::new("<stdin>")))?;
                 let line = line.strip_suffix(b"\r").unwrap_or(&line).to_vec();
-                lines.push(String::from_utf8(line).map_err(|e| CliError::Utf8 {
+                lines.push(String::from_utf8(line).map_err(|e| Error::Utf8 {
                     path: PathBuf::from("<stdin>"),
                     line: i + 1,
                     detail: e.utf8_error().to_string(),

@@ -8,7 +8,7 @@ use transduce::decode::DecodeOptions;
 
 use super::{EnsembleArgs, read_input, write_output};
 use crate::backend::Backend;
-use crate::error::{CliError, Result};
+use crate::error::{Error, Result};
 use crate::{options, parsing, source};
 
 #[derive(Args)]
@@ -70,7 +70,7 @@ pub fn run(cmd: ParseCmd) -> Result<()> {
             cmd.model.backend.device()?
         };
         if cmd.model.models.is_empty() {
-            return Err(CliError::Usage(
+            return Err(Error::Usage(
                 "--model is required (or --right-branching)".into(),
             ));
         }

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::TaskKind;
-use crate::error::{CliError, Result};
+use crate::error::{Error, Result};
 use crate::{options, prepared};
 
 #[derive(Args)]
@@ -54,7 +54,7 @@ pub fn run(cmd: PrepareCmd) -> Result<()> {
     };
     match cmd.task {
         TaskKind::Translate => {
-            let missing = || CliError::Usage("--src and --tgt are required".into());
+            let missing = || Error::Usage("--src and --tgt are required".into());
             prepared::prepare(prepared::PrepareArgs {
                 src: cmd.src.as_deref().ok_or_else(missing)?,
                 tgt: cmd.tgt.as_deref().ok_or_else(missing)?,
@@ -69,7 +69,7 @@ pub fn run(cmd: PrepareCmd) -> Result<()> {
             let trees = cmd
                 .trees
                 .as_deref()
-                .ok_or_else(|| CliError::Usage("--trees is required with --task parse".into()))?;
+                .ok_or_else(|| Error::Usage("--trees is required with --task parse".into()))?;
             prepared::prepare_parse(prepared::ParsePrepareArgs {
                 train: trees,
                 valid: cmd.valid_trees.as_deref(),

@@ -9,7 +9,7 @@ use transduce::Task;
 
 use super::{ModelArgs, write_output};
 use crate::data::{self, cache::Pairs};
-use crate::error::{CliError, Result};
+use crate::error::{Error, Result};
 use crate::{options, source, train};
 
 #[derive(Args)]
@@ -78,7 +78,7 @@ pub fn run(cmd: ScoreCmd) -> Result<()> {
             false => format!("{}, line {}", cmd.src.display(), line + 1),
         };
         if src.is_empty() {
-            return Err(CliError::Usage(format!(
+            return Err(Error::Usage(format!(
                 "{}: the source is empty; there is nothing to condition on",
                 place()
             )));
@@ -87,7 +87,7 @@ pub fn run(cmd: ScoreCmd) -> Result<()> {
         for len in [src.len(), tgt.len() + 1] {
             config
                 .check_length(len)
-                .map_err(|e| CliError::Usage(format!("{}: {e}", place())))?;
+                .map_err(|e| Error::Usage(format!("{}: {e}", place())))?;
         }
         pairs.push(src.clone(), tgt);
     }
@@ -111,7 +111,7 @@ pub(crate) fn nbest_entries(
         .iter()
         .enumerate()
         .map(|(i, line)| {
-            let bad = |message: String| CliError::Format {
+            let bad = |message: String| Error::Format {
                 path: path.to_path_buf(),
                 message: format!("line {}: {message}", i + 1),
             };

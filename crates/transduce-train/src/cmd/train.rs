@@ -10,7 +10,7 @@ use crate::backend::Backend;
 use crate::data::shape::Shapes;
 use crate::distributed::env::Launch;
 use crate::distributed::spawn::{self, LocalRanks};
-use crate::error::{CliError, Result, io};
+use crate::error::{Error, Result, io};
 use crate::prepared::Prepared;
 
 /// `--resume` (continue the run) or `--resume auto` (continue it if it has a checkpoint).
@@ -202,10 +202,10 @@ fn cross_machine_sums(cmd: &TrainCmd) -> Result<()> {
     if nccl {
         return Ok(());
     }
-    Err(CliError::Usage(format!(
+    Err(Error::Usage(format!(
         "--nnodes {}: across machines the gradients go through NCCL (--backend cuda with \
-         NVIDIA's libnccl2, replayed steps) or MPI (start the ranks with mpirun or srun, a \
-         build with --features mpi and Open MPI: apt-get install openmpi-bin libopenmpi-dev), \
+         NVIDIA's libnccl2, replayed steps) or MPI (start the ranks with mpirun or srun where Open \
+         MPI or MPICH is installed, e.g. apt-get install openmpi-bin), \
          not this program's TCP, which carries only the rendezvous",
         cmd.nnodes
     )))
@@ -230,7 +230,7 @@ pub fn run(cmd: TrainCmd) -> Result<()> {
     match (&local, &launch) {
         (Some(local), None) => return spawn::run(local),
         (Some(_), Some(launch)) if !spawn::is_started_rank() => {
-            return Err(CliError::Usage(format!(
+            return Err(Error::Usage(format!(
                 "{} started this process as rank {} of {}, and --nproc-per-node, --nnodes or --devices listing several would start ranks too: use one or the other",
                 launch.launcher, launch.rank, launch.world
             )));
@@ -260,7 +260,7 @@ pub fn run(cmd: TrainCmd) -> Result<()> {
         }
         (Some(launch), listed) if listed.len() > 1 => {
             let id = listed.get(launch.local_rank).ok_or_else(|| {
-                CliError::Usage(format!(
+                Error::Usage(format!(
                     "--devices lists {} devices, but this is local rank {}: list one per rank on this machine",
                     listed.len(),
                     launch.local_rank
@@ -310,7 +310,7 @@ pub fn run(cmd: TrainCmd) -> Result<()> {
         None => false,
         Some(Resume::Yes) => {
             if cmd.init.is_some() {
-                return Err(CliError::Usage(
+                return Err(Error::Usage(
                     "--init starts a new run and --resume continues one: pass one of them \
                      (or --resume auto, which uses --init only when it starts the run)"
                         .into(),
@@ -346,7 +346,7 @@ pub fn run(cmd: TrainCmd) -> Result<()> {
         let data = cmd
             .data
             .clone()
-            .ok_or_else(|| CliError::Usage("--data is required for a new run".into()))?;
+            .ok_or_else(|| Error::Usage("--data is required for a new run".into()))?;
         (data, None)
     };
     let prepared = Prepared::load(&data_dir)?;
@@ -459,7 +459,7 @@ fn keep_step_batches(options: &mut train::TrainOptions, world: usize, lead: bool
     }
     let batches = options.accum.max(1) * options.world;
     if !batches.is_multiple_of(world) {
-        return Err(CliError::Usage(format!(
+        return Err(Error::Usage(format!(
             "this run takes {batches} batches a step ({} rank(s) × --accum {}); {world} ranks cannot share them evenly: resume it with a number of ranks that divides {batches}",
             options.world, options.accum
         )));
@@ -485,7 +485,7 @@ pub fn replays(backend: Backend, eager: bool, graph: bool) -> bool {
 /// A model config as JSON (`--config`), with the file, line and column of what is wrong.
 pub fn read_model_config(path: &std::path::Path) -> Result<ModelConfig> {
     let text = std::fs::read_to_string(path).map_err(io(path))?;
-    serde_json::from_str(&text).map_err(|e| CliError::Format {
+    serde_json::from_str(&text).map_err(|e| Error::Format {
         path: path.to_path_buf(),
         message: format!("line {} column {}: {e}", e.line(), e.column()),
     })

@@ -9,8 +9,8 @@ use transduce::{Bundle, Task};
 
 use super::{EnsembleArgs, read_input, write_output};
 use crate::backend::Backend;
-use crate::decoder::{Candidate, Decoder, nbest_lines, translate_lines};
-use crate::error::{CliError, Result};
+use crate::decoder::{Batching, Candidate, Decoder, default_threads, nbest_lines, translate_lines};
+use crate::error::{Error, Result};
 use crate::{options, source};
 
 #[derive(Args)]
@@ -52,6 +52,10 @@ pub struct TranslateCmd {
     /// Sentences decoded together.
     #[arg(long, default_value_t = 32, value_parser = options::count)]
     pub batch_size: usize,
+    /// Threads decoding on the CPU, each taking the next batch (default: `RAYON_NUM_THREADS`
+    /// where set, else every core). The outputs are the same for any number.
+    #[arg(long, value_parser = options::count)]
+    pub threads: Option<usize>,
     #[arg(long)]
     pub quiet: bool,
 }
@@ -97,7 +101,7 @@ pub fn run(cmd: TranslateCmd) -> Result<()> {
     if let Some(n) = cmd.nbest
         && n > options.beam
     {
-        return Err(CliError::Usage(format!(
+        return Err(Error::Usage(format!(
             "--nbest {n} asks for more translations than beam search keeps \
              (beam {}): give --beam {n} or more",
             options.beam
@@ -111,7 +115,7 @@ pub fn run(cmd: TranslateCmd) -> Result<()> {
                 (Some(w), _) => w,
                 (None, Some(c)) => c.weight,
                 (None, None) => {
-                    return Err(CliError::Usage(
+                    return Err(Error::Usage(
                         "--channel: the model records no channel weight chosen on val; \
                          give --channel-weight"
                             .into(),
@@ -126,19 +130,17 @@ pub fn run(cmd: TranslateCmd) -> Result<()> {
     let channel = match &reverse {
         Some((path, bundle, weight)) => Some(
             Channel::new(&bundles[0], bundle, *weight)
-                .map_err(|e| CliError::Usage(format!("--channel {}: {e}", path.display())))?,
+                .map_err(|e| Error::Usage(format!("--channel {}: {e}", path.display())))?,
         ),
         None => None,
     };
+    let batching = Batching {
+        batch_size: cmd.batch_size,
+        threads: cmd.threads.unwrap_or_else(default_threads),
+        progress: !cmd.quiet,
+    };
     let out = match (cmd.nbest, &channel) {
-        (None, None) => translate_lines(
-            &bundles,
-            &decoder,
-            &lines,
-            &options,
-            cmd.batch_size,
-            !cmd.quiet,
-        )?,
+        (None, None) => translate_lines(&bundles, &decoder, &lines, &options, batching)?,
         (n, _) => {
             // With a channel every finished hypothesis is a candidate.
             let keep = if channel.is_some() {
@@ -146,15 +148,7 @@ pub fn run(cmd: TranslateCmd) -> Result<()> {
             } else {
                 n.unwrap_or(1)
             };
-            let mut lists = nbest_lines(
-                &bundles,
-                &decoder,
-                &lines,
-                &options,
-                cmd.batch_size,
-                keep,
-                !cmd.quiet,
-            )?;
+            let mut lists = nbest_lines(&bundles, &decoder, &lines, &options, batching, keep)?;
             if let Some(channel) = &channel {
                 if !cmd.quiet {
                     // The scoring pass has no progress bar; it takes about as long as the search.

@@ -18,12 +18,12 @@ use transduce::{ModelConfig, Transformer};
 use crate::backend::Backend;
 use crate::data::cache::Pairs;
 use crate::data::shape::{self, Shapes};
-use crate::error::{CliError, Result};
-use crate::measure::start::StartWatch;
+use crate::error::{Error, Result};
 use crate::options;
 use crate::prepared::Prepared;
+use crate::rng::Rng;
 use crate::train::engine::loss_scale::{self, LossScale};
-use crate::train::rng::Rng;
+use crate::train::observe::start_time::StartWatch;
 use crate::train::{Examples, StepWork, adam, evaluate_nll, optimizer_step, read_scalars};
 
 #[derive(Args)]
@@ -109,7 +109,7 @@ fn class_pairs(rows: usize, length: usize, vocab: usize, rng: &mut Rng) -> Pairs
 
 pub fn run(cmd: WarmupCmd) -> Result<()> {
     if matches!(cmd.backend, Backend::Cpu) {
-        return Err(CliError::Usage(
+        return Err(Error::Usage(
             "warmup: the CPU backends neither tune nor compile kernels; use --backend wgpu or cuda"
                 .into(),
         ));
@@ -137,7 +137,7 @@ pub fn run(cmd: WarmupCmd) -> Result<()> {
     loss_scale::check(cmd.precision, std::slice::from_ref(&device))?;
     let longest = shapes.iter().map(|s| s.1).max().unwrap_or(0);
     if longest > config.max_len + 1 && config.positional == transduce::Positional::Learned {
-        return Err(CliError::Usage(format!(
+        return Err(Error::Usage(format!(
             "warmup: shapes up to {longest} tokens, longer than this model's max_len {}",
             config.max_len
         )));

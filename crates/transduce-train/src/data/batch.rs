@@ -1,7 +1,7 @@
 //! Token-bucketed batches (§5.1): pairs of similar length together, each batch holding
 //! about `max_tokens` source and `max_tokens` target tokens, padding included.
 
-use crate::train::rng::Rng;
+use crate::rng::Rng;
 
 /// One batch: indices into the pair list.
 pub type Batch = Vec<usize>;

@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use crate::error::{CliError, Result, io};
+use crate::error::{Error, Result, io};
 
 const MAGIC: &[u8; 8] = b"TDCACHE1";
 
@@ -68,7 +68,7 @@ pub fn write(path: &Path, pairs: &Pairs) -> Result<()> {
 
 pub fn read(path: &Path) -> Result<Pairs> {
     let bytes = std::fs::read(path).map_err(io(path))?;
-    let bad = |message: &str| CliError::Format {
+    let bad = |message: &str| Error::Format {
         path: path.to_path_buf(),
         message: format!("not a token cache or truncated: {message}"),
     };

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use flate2::read::MultiGzDecoder;
 
-use crate::error::{CliError, Result, io};
+use crate::error::{Error, Result, io};
 
 /// Reads a whole file, decompressing `.gz` (detected by magic bytes, not by name).
 pub fn read_bytes(path: &Path) -> Result<Vec<u8>> {
@@ -26,7 +26,7 @@ fn decompress(raw: Vec<u8>, path: &Path) -> Result<Vec<u8>> {
         let mut out = Vec::new();
         MultiGzDecoder::new(&raw[..])
             .read_to_end(&mut out)
-            .map_err(|e| CliError::Format {
+            .map_err(|e| Error::Format {
                 path: path.to_path_buf(),
                 message: format!("corrupt gzip data: {e}"),
             })?;
@@ -45,7 +45,7 @@ pub fn read_lines(path: &Path) -> Result<Vec<String>> {
 /// [`read_lines`] of bytes already read; `path` names them in errors.
 fn lines(bytes: &[u8], path: &Path) -> Result<Vec<String>> {
     if bytes.is_empty() {
-        return Err(CliError::EmptyFile {
+        return Err(Error::EmptyFile {
             path: path.to_path_buf(),
         });
     }
@@ -54,7 +54,7 @@ fn lines(bytes: &[u8], path: &Path) -> Result<Vec<String>> {
         .enumerate()
         .map(|(i, line)| {
             let line = line.strip_suffix(b"\r").unwrap_or(line);
-            String::from_utf8(line.to_vec()).map_err(|e| CliError::Utf8 {
+            String::from_utf8(line.to_vec()).map_err(|e| Error::Utf8 {
                 path: path.to_path_buf(),
                 line: i + 1,
                 detail: e.utf8_error().to_string(),
@@ -68,7 +68,7 @@ pub fn read_parallel(src: &Path, tgt: &Path) -> Result<Vec<(String, String)>> {
     let s = read_lines(src)?;
     let t = read_lines(tgt)?;
     if s.len() != t.len() {
-        return Err(CliError::LineCount {
+        return Err(Error::LineCount {
             src_path: src.to_path_buf(),
             src_lines: s.len(),
             tgt_path: tgt.to_path_buf(),
@@ -168,13 +168,13 @@ mod tests {
                         assert_eq!(bytes + crs + breaks, body.len());
                         assert!(lines.iter().all(|l| !l.contains('\n')));
                     }
-                    Err(CliError::Utf8 { line, .. }) => {
+                    Err(Error::Utf8 { line, .. }) => {
                         let body = input.strip_suffix(b"\n").unwrap_or(input);
                         let bad = body.split(|&b| b == b'\n').nth(line - 1).unwrap();
                         let bad = bad.strip_suffix(b"\r").unwrap_or(bad);
                         assert!(std::str::from_utf8(bad).is_err(), "line {line}");
                     }
-                    Err(CliError::EmptyFile { .. }) => assert!(input.is_empty()),
+                    Err(Error::EmptyFile { .. }) => assert!(input.is_empty()),
                     Err(e) => panic!("unexpected error {e}"),
                 }
                 // The same bytes gzip-compressed read the same; corrupt gzip is an error.

@@ -204,7 +204,7 @@ pub fn pad_to_shape(forced: TeacherForced, (rows, length): (usize, usize)) -> Te
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::train::rng::Rng;
+    use crate::rng::Rng;
     use std::collections::BTreeSet;
 
     #[test]

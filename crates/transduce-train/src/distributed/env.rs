@@ -1,18 +1,21 @@
 //! Which rank of which job this process is, from the variables the standard launchers set:
 //! torchrun (`RANK`, `WORLD_SIZE`, `LOCAL_RANK`, `MASTER_ADDR`, `MASTER_PORT`), Open MPI's
-//! `mpirun` (`OMPI_COMM_WORLD_RANK`, `…_SIZE`, `…_LOCAL_RANK`) and SLURM's `srun`
-//! (`SLURM_PROCID`, `SLURM_NTASKS`, `SLURM_LOCALID`). `srun --mpi=pmix` of an Open MPI
-//! program sets both of the last two: they must then agree.
+//! `mpirun` (`OMPI_COMM_WORLD_RANK`, `…_SIZE`, `…_LOCAL_RANK`), the Hydra `mpiexec` of MPICH
+//! and Intel MPI (`PMI_RANK`, `PMI_SIZE`, `MPI_LOCALRANKID`) and SLURM's `srun`
+//! (`SLURM_PROCID`, `SLURM_NTASKS`, `SLURM_LOCALID`). `srun --mpi=pmix` of an MPI program
+//! sets an MPI's and SLURM's: they must then agree.
 
 use std::fmt;
 
-use crate::error::{CliError, Result};
+use crate::error::{Error, Result};
 
 /// The launcher whose variables named the rank.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Launcher {
     Torchrun,
     OpenMpi,
+    /// MPICH's and Intel MPI's process manager, Hydra.
+    Mpich,
     Slurm,
 }
 
@@ -26,6 +29,7 @@ impl Launcher {
                 "OMPI_COMM_WORLD_SIZE",
                 "OMPI_COMM_WORLD_LOCAL_RANK",
             ],
+            Launcher::Mpich => ["PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID"],
             Launcher::Slurm => ["SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"],
         }
     }
@@ -36,6 +40,7 @@ impl fmt::Display for Launcher {
         f.write_str(match self {
             Launcher::Torchrun => "torchrun",
             Launcher::OpenMpi => "Open MPI",
+            Launcher::Mpich => "MPICH's mpiexec",
             Launcher::Slurm => "SLURM",
         })
     }
@@ -67,7 +72,12 @@ impl Launch {
     /// variables must be all there and consistent; two launchers' must agree.
     pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Option<Launch>> {
         let mut found: Vec<Launch> = Vec::new();
-        for launcher in [Launcher::OpenMpi, Launcher::Slurm, Launcher::Torchrun] {
+        for launcher in [
+            Launcher::OpenMpi,
+            Launcher::Mpich,
+            Launcher::Slurm,
+            Launcher::Torchrun,
+        ] {
             if let Some(launch) = read(launcher, &var)? {
                 found.push(launch);
             }
@@ -77,7 +87,7 @@ impl Launch {
         };
         for other in &found[1..] {
             if (other.rank, other.world) != (first.rank, first.world) {
-                return Err(CliError::Usage(format!(
+                return Err(Error::Usage(format!(
                     "the launchers' variables disagree: {} says rank {} of {}, {} says rank {} of {}",
                     first.launcher,
                     first.rank,
@@ -111,12 +121,12 @@ fn read(launcher: Launcher, var: &impl Fn(&str) -> Option<String>) -> Result<Opt
     };
     let number = |name: &str, value: Option<String>| -> Result<usize> {
         let value = value.ok_or_else(|| {
-            CliError::Usage(format!(
+            Error::Usage(format!(
                 "{rank_var} is set ({launcher}) but {name} is not: set both, or neither"
             ))
         })?;
         value.trim().parse::<usize>().map_err(|_| {
-            CliError::Usage(format!(
+            Error::Usage(format!(
                 "{name}={value:?} ({launcher}): expected a whole number"
             ))
         })
@@ -129,12 +139,12 @@ fn read(launcher: Launcher, var: &impl Fn(&str) -> Option<String>) -> Result<Opt
         None => 0,
     };
     if world == 0 || rank >= world {
-        return Err(CliError::Usage(format!(
+        return Err(Error::Usage(format!(
             "{rank_var}={rank} with {world_var}={world} ({launcher}): the rank must be below the world size"
         )));
     }
     if local_rank > rank {
-        return Err(CliError::Usage(format!(
+        return Err(Error::Usage(format!(
             "{local_var}={local_rank} above {rank_var}={rank} ({launcher}): a rank on a machine counts from the job's ranks"
         )));
     }
@@ -161,17 +171,17 @@ fn master(var: &impl Fn(&str) -> Option<String>) -> Result<Option<(String, u16)>
         (None, None) => Ok(None),
         (Some(addr), Some(port)) => {
             let port = port.trim().parse::<u16>().map_err(|_| {
-                CliError::Usage(format!("MASTER_PORT={port:?}: expected a port number"))
+                Error::Usage(format!("MASTER_PORT={port:?}: expected a port number"))
             })?;
             if addr.trim().is_empty() {
-                return Err(CliError::Usage("MASTER_ADDR is empty".into()));
+                return Err(Error::Usage("MASTER_ADDR is empty".into()));
             }
             Ok(Some((addr.trim().to_string(), port)))
         }
-        (Some(_), None) => Err(CliError::Usage(
+        (Some(_), None) => Err(Error::Usage(
             "MASTER_ADDR is set but MASTER_PORT is not".into(),
         )),
-        (None, Some(_)) => Err(CliError::Usage(
+        (None, Some(_)) => Err(Error::Usage(
             "MASTER_PORT is set but MASTER_ADDR is not".into(),
         )),
     }
@@ -187,12 +197,12 @@ pub fn cuda_device(local_rank: usize, visible: Option<&str>) -> Result<usize> {
     };
     let count = visible.split(',').filter(|d| !d.trim().is_empty()).count();
     match count {
-        0 => Err(CliError::Usage(format!(
+        0 => Err(Error::Usage(format!(
             "CUDA_VISIBLE_DEVICES={visible:?} leaves no device visible"
         ))),
         1 => Ok(0),
         n if local_rank < n => Ok(local_rank),
-        n => Err(CliError::Usage(format!(
+        n => Err(Error::Usage(format!(
             "CUDA_VISIBLE_DEVICES={visible:?} leaves {n} devices visible, but this is local \
              rank {local_rank}: give each rank one device, or as many as the ranks on this machine"
         ))),
@@ -284,7 +294,7 @@ mod tests {
     }
 
     #[test]
-    fn open_mpi_and_slurm() {
+    fn open_mpi_mpich_and_slurm() {
         let l = launch(&[
             ("OMPI_COMM_WORLD_RANK", "1"),
             ("OMPI_COMM_WORLD_SIZE", "4"),
@@ -299,6 +309,15 @@ mod tests {
             .unwrap();
         assert_eq!((l.rank, l.world, l.local_rank), (5, 6, 0));
         assert_eq!(l.launcher, Launcher::Slurm);
+        let l = launch(&[
+            ("PMI_RANK", "3"),
+            ("PMI_SIZE", "4"),
+            ("MPI_LOCALRANKID", "1"),
+        ])
+        .unwrap()
+        .unwrap();
+        assert_eq!((l.rank, l.world, l.local_rank), (3, 4, 1));
+        assert_eq!(l.launcher, Launcher::Mpich);
     }
 
     #[test]

@@ -7,7 +7,7 @@ use clap::ValueEnum;
 
 use super::{Alone, Collective};
 use crate::backend::Backend;
-use crate::error::{CliError, Result};
+use crate::error::{Error, Result};
 
 /// `train --exchange`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
@@ -46,15 +46,15 @@ pub fn on_device(
                 Ok(Some(host))
             }
         },
-        Via::Nccl if backend != Backend::Cuda => Err(CliError::Usage(format!(
+        Via::Nccl if backend != Backend::Cuda => Err(Error::Usage(format!(
             "--exchange nccl: NCCL sums CUDA memory, and this run is on {backend:?}: use --backend cuda, or --exchange host"
         ))),
-        Via::Nccl if !graph => Err(CliError::Usage(
+        Via::Nccl if !graph => Err(Error::Usage(
             "--exchange nccl sums the replayed steps' gradients, and this run steps eagerly (--eager): drop --eager, or use --exchange host".into(),
         )),
         Via::Nccl => nccl(collective_or_alone(collective), ordinal, timeout)
             .map(Some)
-            .map_err(|(_, why)| CliError::Usage(format!("--exchange nccl: {why}"))),
+            .map_err(|(_, why)| Error::Usage(format!("--exchange nccl: {why}"))),
     }
 }
 

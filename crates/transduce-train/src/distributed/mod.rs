@@ -1,26 +1,24 @@
 //! Data-parallel training over processes, one per device: the job a launcher started
 //! ([`env`]) or `train --nproc-per-node` starts itself ([`spawn`]), the collectives its
-//! ranks talk through ([`Collective`]: over TCP in [`tcp`], through MPI in `mpi` with the
-//! feature `mpi`; [`join`] picks), and a step's gradients summed over the ranks
+//! ranks talk through ([`Collective`]: over TCP in [`tcp`], through MPI, loaded at run time, in
+//! [`mpi`]; [`join`] picks), and a step's gradients summed over the ranks
 //! ([`reduce`]). On CUDA the replayed steps' sums go through NCCL instead, in device
 //! memory (`nccl`, feature `cuda`); [`exchange`] chooses.
 //!
 //! Every rank holds the same weights and Adam state: rank 0's, broadcast at the start
-//! ([`start`]); each step rank r computes the gradients of batches j ≡ r (mod world) of the
-//! step's group, the ranks sum them, and each applies the same update. Rank 0 alone
+//! (`train::run::shared_start`); each step rank r computes the gradients of batches
+//! j ≡ r (mod world) of the step's group, the ranks sum them, and each applies the same update. Rank 0 alone
 //! validates, logs, draws the progress bar and saves checkpoints.
 
 pub mod dial;
 pub mod env;
 pub mod exchange;
 pub mod join;
-#[cfg(feature = "mpi")]
 pub mod mpi;
 #[cfg(feature = "cuda")]
 pub mod nccl;
 pub mod reduce;
 pub mod spawn;
-pub mod start;
 pub mod store;
 pub mod tcp;
 

@@ -10,9 +10,10 @@
 //! Faults: while it waits, a rank polls NCCL's asynchronous error and the host
 //! collective's links ([`Collective::check_peers`]); a lost peer, an NCCL error or a sum
 //! that takes longer than the collective timeout (a silent rank) aborts the communicator
-//! (which ends its kernels) and stops the rank with one line. The communicator's creation
-//! blocks in NCCL; a rank silent before it is found by the host collective's broadcast of
-//! the id, which has the same timeout.
+//! (which ends its kernels) and stops the rank with one line. The communicator is made
+//! non-blocking and polled the same way while NCCL connects the ranks; a rank silent
+//! before that is found by the host collective's broadcast of the id, which has the same
+//! timeout.
 
 use std::cell::{Cell, OnceCell};
 use std::ffi::c_char;
@@ -25,10 +26,24 @@ use transduce::burn::prelude::*;
 use transduce_kernels::address::cuda_buffer;
 
 use super::{Collective, DeviceSums};
-use crate::error::{CliError, Result};
+use crate::error::{Error, Result};
 
 /// How often a waiting rank looks at the all-reduce, NCCL's errors and its peers.
 const POLL: Duration = Duration::from_micros(50);
+/// How often a rank looks whether NCCL has connected the ranks (once per job).
+const INIT_POLL: Duration = Duration::from_millis(1);
+
+/// NCCL's communicators made non-blocking (`NCCL_COMM_BLOCKING=0`, which NCCL reads when
+/// the first one is made), so that a rank waits for the others to connect under the
+/// collective timeout instead of inside `ncclCommInitRank` forever. A value the user set
+/// is kept. Called first thing in `main`: the environment may only change while no other
+/// thread runs.
+pub fn non_blocking_communicators() {
+    if std::env::var_os("NCCL_COMM_BLOCKING").is_none() {
+        // SAFETY: called before any other thread of the process starts.
+        unsafe { std::env::set_var("NCCL_COMM_BLOCKING", "0") };
+    }
+}
 
 /// A job whose gradient sums go through NCCL, its other collectives through `host`.
 pub struct NcclJob {
@@ -56,7 +71,7 @@ impl NcclJob {
     pub fn loadable() -> Result<()> {
         match crate::backend::library_loads(&["libnccl.so.2", "libnccl.so"]) {
             true => Ok(()),
-            false => Err(CliError::Usage(
+            false => Err(Error::Usage(
                 "NCCL (libnccl.so.2) is not on the library path: install NVIDIA's libnccl2, or put PyTorch's nvidia/nccl/lib in LD_LIBRARY_PATH".into(),
             )),
         }
@@ -66,7 +81,7 @@ impl NcclJob {
         if let Some(comm) = self.comm.get() {
             return Ok(comm);
         }
-        let comm = Comm::join(&*self.host, self.ordinal)?;
+        let comm = Comm::join(&*self.host, self.ordinal, self.timeout)?;
         Ok(self.comm.get_or_init(|| comm))
     }
 }
@@ -97,9 +112,9 @@ impl DeviceSums for NcclJob {
         let comm = self.comm()?;
         // The pack's writes first: they are on cubecl's stream, which NCCL's does not see.
         values.device().sync().map_err(|e| {
-            CliError::Usage(format!("the device failed before the gradient sums: {e:?}"))
+            Error::Usage(format!("the device failed before the gradient sums: {e:?}"))
         })?;
-        let buffer = cuda_buffer(values).map_err(|e| CliError::Usage(format!("NCCL: {e}")))?;
+        let buffer = cuda_buffer(values).map_err(|e| Error::Usage(format!("NCCL: {e}")))?;
         comm.context.bind_to_thread().map_err(cuda_error)?;
         let address = buffer.address as *mut std::ffi::c_void;
         // SAFETY: `buffer` holds `len` f32 values on this communicator's device and stays
@@ -133,8 +148,9 @@ struct Comm {
 
 impl Comm {
     /// Every rank of `host` joins one communicator on CUDA device `ordinal`: rank 0's
-    /// unique id, broadcast over the host collective.
-    fn join(host: &dyn Collective, ordinal: usize) -> Result<Comm> {
+    /// unique id, broadcast over the host collective; the ranks are connected when this
+    /// returns, or a rank waited `timeout` for a silent one.
+    fn join(host: &dyn Collective, ordinal: usize, timeout: Duration) -> Result<Comm> {
         let context = CudaContext::new(ordinal).map_err(cuda_error)?;
         context.bind_to_thread().map_err(cuda_error)?;
         let mut id = match host.leads() {
@@ -147,7 +163,7 @@ impl Comm {
         host.broadcast(&mut id)?;
         let mut internal = [0 as c_char; 128];
         if id.len() != internal.len() {
-            return Err(CliError::Usage(format!(
+            return Err(Error::Usage(format!(
                 "NCCL: rank 0 sent an id of {} bytes, not {}",
                 id.len(),
                 internal.len()
@@ -157,7 +173,9 @@ impl Comm {
             *to = *from as c_char;
         }
         let mut comm = std::ptr::null_mut();
-        // SAFETY: `comm` receives the communicator; every rank passes the same id.
+        // SAFETY: `comm` receives the communicator; every rank passes the same id. The
+        // communicator is non-blocking ([`non_blocking_communicators`]): the call may
+        // return while NCCL still connects the ranks, which `ready` waits for.
         unsafe {
             result::comm_init_rank(
                 &mut comm,
@@ -168,18 +186,79 @@ impl Comm {
         }
         .map_err(|e| {
             // NCCL refuses two ranks of one communicator on one GPU.
-            CliError::Usage(format!(
+            Error::Usage(format!(
                 "NCCL: ncclCommInitRank failed ({:?}); NCCL takes one GPU per rank (ranks sharing a GPU need --exchange host); NCCL_DEBUG=INFO says why",
                 e.0
             ))
         })?;
         let stream = context.new_stream().map_err(cuda_error)?;
-        Ok(Comm {
+        let comm = Comm {
             comm,
             aborted: Cell::new(false),
             context,
             stream,
-        })
+        };
+        comm.ready(host, timeout)?;
+        Ok(comm)
+    }
+
+    /// Waits until NCCL has connected the ranks, polling its state and the host's links,
+    /// for at most `timeout`: a rank silent while the others connect (stopped before its
+    /// `ncclCommInitRank`) is named as in a sum, and the communicator is aborted.
+    fn ready(&self, host: &dyn Collective, timeout: Duration) -> Result<()> {
+        let started = Instant::now();
+        let mut next_check = started;
+        loop {
+            match self.state()? {
+                sys::ncclResult_t::ncclSuccess => return Ok(()),
+                sys::ncclResult_t::ncclInProgress => {}
+                state => {
+                    return Err(self.failed(&format!(
+                        "ncclCommInitRank: NCCL reports {state:?}; NCCL takes one GPU per rank (ranks sharing a GPU need --exchange host)"
+                    )));
+                }
+            }
+            if Instant::now() >= next_check {
+                self.peers_and_clock(host, started, timeout, "NCCL's communicator")?;
+                next_check = Instant::now() + Duration::from_secs(1);
+            }
+            std::thread::sleep(INIT_POLL);
+        }
+    }
+
+    /// NCCL's asynchronous state of the communicator: `ncclInProgress` while an
+    /// operation is still being set up, an error after a fault.
+    fn state(&self) -> Result<sys::ncclResult_t> {
+        let mut state = sys::ncclResult_t::ncclSuccess;
+        // SAFETY: a live communicator; `state` receives its error.
+        unsafe { sys::ncclCommGetAsyncError(self.comm, &mut state) }
+            .result()
+            .map_err(|e| self.failed(&format!("ncclCommGetAsyncError: {e:?}")))?;
+        Ok(state)
+    }
+
+    /// The once-a-second checks of a wait: a lost peer, or a wait past `timeout` for
+    /// `what`; either aborts the communicator.
+    fn peers_and_clock(
+        &self,
+        host: &dyn Collective,
+        started: Instant,
+        timeout: Duration,
+        what: &str,
+    ) -> Result<()> {
+        if let Err(lost) = host.check_peers() {
+            let _ = self.failed("");
+            return Err(lost);
+        }
+        if started.elapsed() >= timeout {
+            return Err(self.failed(&format!(
+                "rank {} waited {} s for {what}: a rank is alive but silent (stopped, \
+                 swapped out, or stuck on its device) (--collective-timeout sets the wait)",
+                host.rank(),
+                super::seconds(timeout)
+            )));
+        }
+        Ok(())
     }
 
     /// Waits for the work on NCCL's stream, polling NCCL's asynchronous error and the
@@ -188,49 +267,36 @@ impl Comm {
         let started = Instant::now();
         let mut next_check = started;
         loop {
-            // SAFETY: the stream is this communicator's own, alive while `self` is.
-            match unsafe { cudarc::driver::sys::cuStreamQuery(self.stream.cu_stream()) } {
-                cudarc::driver::sys::CUresult::CUDA_SUCCESS => return Ok(()),
-                cudarc::driver::sys::CUresult::CUDA_ERROR_NOT_READY => {}
-                e => return Err(self.failed(&format!("the all-reduce's stream: {e:?}"))),
-            }
-            let mut state = sys::ncclResult_t::ncclSuccess;
-            // SAFETY: a live communicator; `state` receives its error.
-            unsafe { sys::ncclCommGetAsyncError(self.comm, &mut state) }
-                .result()
-                .map_err(|e| self.failed(&format!("ncclCommGetAsyncError: {e:?}")))?;
-            if state != sys::ncclResult_t::ncclSuccess && state != sys::ncclResult_t::ncclInProgress
-            {
-                return Err(self.failed(&format!("NCCL reports {state:?}")));
+            // A non-blocking communicator may still be enqueuing the all-reduce
+            // (`ncclInProgress`): the stream says nothing until it is enqueued.
+            match self.state()? {
+                sys::ncclResult_t::ncclSuccess => {
+                    // SAFETY: the stream is this communicator's own, alive while `self` is.
+                    match unsafe { cudarc::driver::sys::cuStreamQuery(self.stream.cu_stream()) } {
+                        cudarc::driver::sys::CUresult::CUDA_SUCCESS => return Ok(()),
+                        cudarc::driver::sys::CUresult::CUDA_ERROR_NOT_READY => {}
+                        e => return Err(self.failed(&format!("the all-reduce's stream: {e:?}"))),
+                    }
+                }
+                sys::ncclResult_t::ncclInProgress => {}
+                state => return Err(self.failed(&format!("NCCL reports {state:?}"))),
             }
             // The host links cost a system call: once a second is enough.
             if Instant::now() >= next_check {
-                if let Err(lost) = host.check_peers() {
-                    let _ = self.failed("");
-                    return Err(lost);
-                }
+                self.peers_and_clock(host, started, timeout, "the all-reduce")?;
                 next_check = Instant::now() + Duration::from_secs(1);
-                if started.elapsed() >= timeout {
-                    return Err(self.failed(&format!(
-                        "rank {} waited {} s for the all-reduce: a rank is alive but silent \
-                         (stopped, swapped out, or stuck on its device) (--collective-timeout \
-                         sets the wait)",
-                        host.rank(),
-                        super::seconds(timeout)
-                    )));
-                }
             }
             std::thread::sleep(POLL);
         }
     }
 
     /// Aborts the communicator (its kernels end) and says what failed.
-    fn failed(&self, what: &str) -> CliError {
+    fn failed(&self, what: &str) -> Error {
         if !self.aborted.replace(true) {
             // SAFETY: a live communicator, not used again: the rank stops.
             let _ = unsafe { result::comm_abort(self.comm) };
         }
-        CliError::Usage(format!(
+        Error::Usage(format!(
             "NCCL: {what}; stopping this rank (NCCL_DEBUG=WARN says more; the last checkpoint resumes the run)"
         ))
     }
@@ -246,12 +312,12 @@ impl Drop for Comm {
     }
 }
 
-fn cuda_error(e: cudarc::driver::DriverError) -> CliError {
-    CliError::Usage(format!("NCCL: CUDA: {e:?}"))
+fn cuda_error(e: cudarc::driver::DriverError) -> Error {
+    Error::Usage(format!("NCCL: CUDA: {e:?}"))
 }
 
-fn nccl_error(call: &str, e: result::NcclError) -> CliError {
-    CliError::Usage(format!(
+fn nccl_error(call: &str, e: result::NcclError) -> Error {
+    Error::Usage(format!(
         "NCCL: {call} failed ({:?}); NCCL_DEBUG=INFO says why",
         e.0
     ))

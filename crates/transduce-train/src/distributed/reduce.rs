@@ -14,7 +14,7 @@ use transduce::burn::prelude::*;
 use transduce::burn::tensor::{TensorData, Transaction};
 
 use super::Collective;
-use crate::error::{CliError, Result};
+use crate::error::{Error, Result};
 
 /// What one rank contributes to a step, and what the ranks' sums come back as.
 pub struct StepSums {
@@ -64,8 +64,8 @@ fn read_grads(
         .iter()
         .flatten()
         .fold(Transaction::default(), |t, g| t.register(g.clone()));
-    fn read_failed(e: impl std::fmt::Debug) -> CliError {
-        CliError::Usage(format!("reading the gradients failed: {e:?}"))
+    fn read_failed(e: impl std::fmt::Debug) -> Error {
+        Error::Usage(format!("reading the gradients failed: {e:?}"))
     }
     let mut data = transaction.try_execute().map_err(read_failed)?.into_iter();
     flat.iter()
@@ -74,7 +74,7 @@ fn read_grads(
             Some(_) => {
                 let d = data
                     .next()
-                    .ok_or_else(|| CliError::Usage("a gradient was not read".into()))?;
+                    .ok_or_else(|| Error::Usage("a gradient was not read".into()))?;
                 d.try_into_vec_as::<f32>().map(Some).map_err(read_failed)
             }
         })
@@ -82,8 +82,8 @@ fn read_grads(
 }
 
 /// The error for a parameter of a rank the walks here do not handle.
-fn unsupported(rank: usize) -> CliError {
-    CliError::Usage(format!(
+fn unsupported(rank: usize) -> Error {
+    Error::Usage(format!(
         "a parameter of {rank} dimensions: the gradient exchange handles 1 to 4"
     ))
 }
@@ -109,7 +109,7 @@ pub fn all_reduce(
         match grad {
             Some(values) if values.len() == n => buffer.extend_from_slice(values),
             Some(values) => {
-                return Err(CliError::Usage(format!(
+                return Err(Error::Usage(format!(
                     "a gradient of {} values for a parameter of shape {dims:?}",
                     values.len()
                 )));

@@ -14,7 +14,7 @@
 use std::process::{Child, Command, ExitStatus};
 use std::time::{Duration, Instant};
 
-use crate::error::{CliError, Result};
+use crate::error::{Error, Result};
 
 /// Set in the ranks this process starts, so they run as ranks and start none of their own.
 pub const STARTED_RANK: &str = "TRANSDUCE_STARTED_RANK";
@@ -50,7 +50,7 @@ impl LocalRanks {
     ) -> Result<Option<LocalRanks>> {
         let nproc = match (nproc_per_node, devices.len()) {
             (Some(n), d) if d > 1 && d != n => {
-                return Err(CliError::Usage(format!(
+                return Err(Error::Usage(format!(
                     "--nproc-per-node {n} with --devices listing {d}: one rank per listed device (drop --nproc-per-node, or list {n} devices)"
                 )));
             }
@@ -58,17 +58,17 @@ impl LocalRanks {
             (None, d) => d.max(1),
         };
         if nproc == 0 {
-            return Err(CliError::Usage(
+            return Err(Error::Usage(
                 "--nproc-per-node 0: start at least one rank".into(),
             ));
         }
         if node_rank >= nnodes {
-            return Err(CliError::Usage(format!(
+            return Err(Error::Usage(format!(
                 "--node-rank {node_rank} with --nnodes {nnodes}: machines count from 0"
             )));
         }
         if nnodes > 1 && (master_addr.is_none() || master_port.is_none()) {
-            return Err(CliError::Usage(format!(
+            return Err(Error::Usage(format!(
                 "--nnodes {nnodes}: give every machine the same --master-addr (machine 0's host) and --master-port"
             )));
         }
@@ -117,7 +117,7 @@ pub fn run(ranks: &LocalRanks) -> Result<()> {
         None => free_port()?,
     };
     let exe = std::env::current_exe()
-        .map_err(|e| CliError::Usage(format!("cannot find this program to start ranks: {e}")))?;
+        .map_err(|e| Error::Usage(format!("cannot find this program to start ranks: {e}")))?;
     let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
     eprintln!(
         "starting ranks {}–{} of {} on this machine (rank 0 at {}:{port})",
@@ -135,7 +135,7 @@ pub fn run(ranks: &LocalRanks) -> Result<()> {
             Ok(child) => children.push((ranks.node_rank * ranks.nproc + local, child)),
             Err(e) => {
                 stop(&mut children);
-                return Err(CliError::Usage(format!(
+                return Err(Error::Usage(format!(
                     "cannot start local rank {local}: {e}"
                 )));
             }
@@ -161,7 +161,7 @@ fn wait(mut children: Vec<(usize, Child)>) -> Result<()> {
                 Ok(None) => i += 1,
                 Err(e) => {
                     stop(&mut children);
-                    return Err(CliError::Usage(format!("waiting for the ranks: {e}")));
+                    return Err(Error::Usage(format!("waiting for the ranks: {e}")));
                 }
             }
         }
@@ -180,7 +180,7 @@ fn wait(mut children: Vec<(usize, Child)>) -> Result<()> {
     }
     match failure {
         None => Ok(()),
-        Some((rank, status, _)) => Err(CliError::Usage(format!(
+        Some((rank, status, _)) => Err(Error::Usage(format!(
             "rank {rank} failed ({status}); the job stopped (the last checkpoint resumes it)"
         ))),
     }
@@ -200,7 +200,7 @@ fn free_port() -> Result<u16> {
     std::net::TcpListener::bind(("127.0.0.1", 0))
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
-        .map_err(|e| CliError::Usage(format!("no free port for the ranks to meet on: {e}")))
+        .map_err(|e| Error::Usage(format!("no free port for the ranks to meet on: {e}")))
 }
 
 /// The rank gets SIGTERM when its starter dies, so no rank outlives the job's command.

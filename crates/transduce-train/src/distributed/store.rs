@@ -13,7 +13,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use crate::error::{CliError, Result};
+use crate::error::{Error, Result};
 
 /// The query types this client sends, numbered as PyTorch's `QueryType`.
 #[repr(u8)]
@@ -44,7 +44,7 @@ impl Store {
     pub fn connect(addr: &str, port: u16, deadline: Instant) -> Result<Store> {
         let at = format!("{addr}:{port}");
         let stream = super::dial::connect_retrying(addr, port, deadline).map_err(|last_error| {
-            CliError::Usage(format!(
+            Error::Usage(format!(
                 "torchrun's store at {at} (MASTER_ADDR, MASTER_PORT) did not answer ({last_error}): is torchrun's agent running? (TRANSDUCE_JOIN_TIMEOUT sets the wait)"
             ))
         })?;
@@ -80,7 +80,7 @@ impl Store {
                 break;
             }
             if Instant::now() >= deadline {
-                return Err(CliError::Usage(format!(
+                return Err(Error::Usage(format!(
                     "torchrun's store at {} has no {key:?} yet: rank 0 did not start, or was started by another job (TRANSDUCE_JOIN_TIMEOUT sets the wait)",
                     self.at
                 )));
@@ -95,7 +95,7 @@ impl Store {
         let len = u64::from_le_bytes(len);
         // A value of ours is a port number: anything long is not one.
         if len > 4096 {
-            return Err(CliError::Usage(format!(
+            return Err(Error::Usage(format!(
                 "torchrun's store at {} answered {len} bytes for {key:?}: not a value of this program's",
                 self.at
             )));
@@ -125,8 +125,8 @@ fn put(query: &mut Vec<u8>, bytes: &[u8]) {
     query.extend(bytes);
 }
 
-fn store_error(at: &str, e: std::io::Error) -> CliError {
-    CliError::Usage(format!("torchrun's store at {at}: {e}"))
+fn store_error(at: &str, e: std::io::Error) -> Error {
+    Error::Usage(format!("torchrun's store at {at}: {e}"))
 }
 
 #[cfg(test)]

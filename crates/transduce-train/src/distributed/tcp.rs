@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 use socket2::{SockRef, TcpKeepalive};
 
 use super::Collective;
-use crate::error::{CliError, Result};
+use crate::error::{Error, Result};
 
 /// What a rank's first message starts with: a stray connection is refused, not misread.
 const HELLO: &[u8] = b"transduce-rank-v1";
@@ -104,7 +104,7 @@ impl TcpWorld {
             let listener = listen(addr, 0)?;
             let port = listener
                 .local_addr()
-                .map_err(|e| CliError::Usage(format!("rank 0's port: {e}")))?
+                .map_err(|e| Error::Usage(format!("rank 0's port: {e}")))?
                 .port();
             store.set(key, port.to_string().as_bytes())?;
             accept_ranks(listener, world, addr, port, join)?
@@ -114,7 +114,7 @@ impl TcpWorld {
                 .ok()
                 .and_then(|v| v.parse::<u16>().ok())
                 .ok_or_else(|| {
-                    CliError::Usage(format!(
+                    Error::Usage(format!(
                         "torchrun's store holds {:?} under {key:?}, not a port",
                         String::from_utf8_lossy(&value)
                     ))
@@ -161,10 +161,10 @@ impl TcpWorld {
 
     /// The error of a message to or from `peer` that failed during `op`; rank 0 also tells
     /// every other rank that it stops, and why, so that none of them waits on.
-    fn fault(&self, links: &mut [TcpStream], peer: usize, op: &str, fault: Fault) -> CliError {
+    fn fault(&self, links: &mut [TcpStream], peer: usize, op: &str, fault: Fault) -> Error {
         let error = match fault {
             Fault::Io(e) if matches!(e.kind(), ErrorKind::TimedOut | ErrorKind::WouldBlock) => {
-                CliError::Usage(format!(
+                Error::Usage(format!(
                     "rank {} waited {} s for rank {peer} in {op}: rank {peer} is alive but \
                      silent (stopped, swapped out, or stuck on its device); stopping \
                      (--collective-timeout sets the wait)",
@@ -173,7 +173,7 @@ impl TcpWorld {
                 ))
             }
             Fault::Io(e) => broken(peer, e),
-            Fault::Stopped(why) => CliError::Usage(format!("rank 0 stopped the job: {why}")),
+            Fault::Stopped(why) => Error::Usage(format!("rank 0 stopped the job: {why}")),
         };
         if self.rank == 0 {
             let why = error.to_string();
@@ -276,7 +276,7 @@ fn join_timeout() -> Result<Duration> {
             .filter(|s| s.is_finite() && *s > 0.0)
             .map(Duration::from_secs_f64)
             .ok_or_else(|| {
-                CliError::Usage(format!(
+                Error::Usage(format!(
                     "TRANSDUCE_JOIN_TIMEOUT={value:?}: expected a positive number of seconds"
                 ))
             }),
@@ -286,8 +286,7 @@ fn join_timeout() -> Result<Duration> {
 /// No Nagle delay (every message is waited for), keep-alive probes, bounded sends, and no
 /// read or write waiting longer than `wait`.
 fn tune(stream: &TcpStream, wait: Duration) -> Result<()> {
-    let failed =
-        |e: std::io::Error| CliError::Usage(format!("setting up a rank's connection: {e}"));
+    let failed = |e: std::io::Error| Error::Usage(format!("setting up a rank's connection: {e}"));
     stream.set_nodelay(true).map_err(failed)?;
     stream.set_read_timeout(Some(wait)).map_err(failed)?;
     stream.set_write_timeout(Some(wait)).map_err(failed)?;
@@ -321,7 +320,7 @@ fn listen_address(addr: &str, port: u16) -> SocketAddr {
 /// Rank 0's listener on `port` (0: one the kernel chooses), every interface.
 fn listen(addr: &str, port: u16) -> Result<TcpListener> {
     TcpListener::bind(listen_address(addr, port)).map_err(|e| {
-        CliError::Usage(format!(
+        Error::Usage(format!(
             "rank 0 cannot listen on port {port} (MASTER_PORT): {e}"
         ))
     })
@@ -337,7 +336,7 @@ fn accept_ranks(
 ) -> Result<Vec<TcpStream>> {
     listener
         .set_nonblocking(true)
-        .map_err(|e| CliError::Usage(format!("listening on port {port}: {e}")))?;
+        .map_err(|e| Error::Usage(format!("listening on port {port}: {e}")))?;
     let mut links: Vec<Option<TcpStream>> = (1..world).map(|_| None).collect();
     let deadline = Instant::now() + timeout;
     while links.iter().any(Option::is_none) {
@@ -345,7 +344,7 @@ fn accept_ranks(
             Ok((stream, from)) => {
                 stream
                     .set_nonblocking(false)
-                    .map_err(|e| CliError::Usage(format!("a rank's connection: {e}")))?;
+                    .map_err(|e| Error::Usage(format!("a rank's connection: {e}")))?;
                 // A connection that is not a rank of this job is answered and dropped.
                 if let Some((rank, stream)) = greet(stream, world, &links, deadline, from) {
                     links[rank - 1] = Some(stream);
@@ -359,7 +358,7 @@ fn accept_ranks(
                         .filter(|(_, l)| l.is_none())
                         .map(|(i, _)| (i + 1).to_string())
                         .collect();
-                    return Err(CliError::Usage(format!(
+                    return Err(Error::Usage(format!(
                         "rank 0 waited {:.0} s on port {port} for rank(s) {} of {world}: were they started, with MASTER_ADDR={addr} and MASTER_PORT={port}? (TRANSDUCE_JOIN_TIMEOUT sets the wait)",
                         timeout.as_secs_f64(),
                         missing.join(", ")
@@ -368,7 +367,7 @@ fn accept_ranks(
                 std::thread::sleep(Duration::from_millis(20));
             }
             Err(e) => {
-                return Err(CliError::Usage(format!(
+                return Err(Error::Usage(format!(
                     "rank 0 accepting ranks on port {port}: {e}"
                 )));
             }
@@ -442,7 +441,7 @@ fn connect_to_lead(
 ) -> Result<TcpStream> {
     let deadline = Instant::now() + timeout;
     let mut stream = super::dial::connect_retrying(addr, port, deadline).map_err(|last_error| {
-        CliError::Usage(format!(
+        Error::Usage(format!(
             "rank {rank} could not reach rank 0 at {addr}:{port} within {:.0} s ({last_error}): is rank 0 running, and MASTER_ADDR/MASTER_PORT the same for every rank? (TRANSDUCE_JOIN_TIMEOUT sets the wait)",
             timeout.as_secs_f64()
         ))
@@ -452,10 +451,10 @@ fn connect_to_lead(
         .and_then(|()| receive(&mut stream))
         .map_err(|f| match f {
             Fault::Io(e) => broken(0, e),
-            Fault::Stopped(why) => CliError::Usage(format!("rank 0 stopped the job: {why}")),
+            Fault::Stopped(why) => Error::Usage(format!("rank 0 stopped the job: {why}")),
         })?;
     if !answer.is_empty() {
-        return Err(CliError::Usage(format!(
+        return Err(Error::Usage(format!(
             "rank 0 refused rank {rank}: {}",
             String::from_utf8_lossy(&answer)
         )));
@@ -464,7 +463,7 @@ fn connect_to_lead(
 }
 
 /// The error for a connection to rank `peer` that failed.
-fn broken(peer: usize, e: std::io::Error) -> CliError {
+fn broken(peer: usize, e: std::io::Error) -> Error {
     let why = match e.kind() {
         ErrorKind::UnexpectedEof | ErrorKind::ConnectionReset | ErrorKind::BrokenPipe => {
             "it closed the connection: that rank stopped (see its own error), or was killed"
@@ -475,7 +474,7 @@ fn broken(peer: usize, e: std::io::Error) -> CliError {
         }
         _ => e.to_string(),
     };
-    CliError::Usage(format!("lost rank {peer}: {why}; stopping this rank"))
+    Error::Usage(format!("lost rank {peer}: {why}; stopping this rank"))
 }
 
 /// One message: its length (8 bytes, little-endian), then its bytes.
@@ -525,7 +524,7 @@ fn f32_bytes(values: &[f32]) -> Vec<u8> {
 /// `bytes` (from rank `peer`) as f32s into `out`, which they must fill exactly.
 fn read_f32s(bytes: &[u8], out: &mut [f32], peer: usize) -> Result<()> {
     if bytes.len() != out.len() * 4 {
-        return Err(CliError::Usage(format!(
+        return Err(Error::Usage(format!(
             "rank {peer} sent {} values where this rank has {}: do the ranks train the same model?",
             bytes.len() / 4,
             out.len()

@@ -1,9 +1,6 @@
-//! What the trainer measures of itself: `transduce bench`'s workload ([`workload`]), the
-//! census of a step's launches, kernels, reads and host time ([`census`]), the report
-//! of where a run's start went ([`start`]), and `bench kernels`' table of each fused
-//! kernel family against its unfused oracle ([`kernels`]).
+//! What `transduce bench` measures: its workload ([`workload`]) and `bench kernels`' table
+//! of each fused kernel family against its unfused oracle ([`kernels`]). What a run
+//! observes of itself (its steps' census, where its start went) is `train::observe`.
 
-pub mod census;
 pub mod kernels;
-pub mod start;
 pub mod workload;

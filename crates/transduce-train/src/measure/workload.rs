@@ -12,16 +12,16 @@ use transduce::{HostModel, ModelConfig, Precision, Transformer};
 use crate::data::batch::Batch;
 use crate::data::cache::Pairs;
 use crate::error::{Result, io};
-use crate::measure::census::{Census, StepCensus, wait_cost_ns};
-use crate::measure::start::{StartReport, StartWatch};
+use crate::rng::Rng;
 use crate::train::batches::{Examples, teacher_forced};
 use crate::train::config::LOG_EVERY;
 use crate::train::engine::adam::DeviceAdam;
 use crate::train::engine::eager::{StepWork, optimizer_step, optimizer_step_between};
 use crate::train::engine::loss_scale::LossScale;
 use crate::train::engine::replay::GraphTrainer;
+use crate::train::observe::census::{Census, StepCensus, wait_cost_ns};
+use crate::train::observe::start_time::{StartReport, StartWatch};
 use crate::train::read::read_scalars;
-use crate::train::rng::Rng;
 use transduce::train::{TeacherForced, adam};
 
 /// The training workload and what the benchmark does besides timing it.
@@ -98,7 +98,7 @@ fn synthetic(n: usize, len: usize, vocab: usize, seed: u64) -> Pairs {
 /// A tensor's values as f32, copied out of the device.
 fn read(t: TensorData) -> Result<Vec<f32>> {
     t.try_into_vec_as::<f32>()
-        .map_err(|e| crate::error::CliError::Usage(format!("device read failed: {e:?}")))
+        .map_err(|e| crate::error::Error::Usage(format!("device read failed: {e:?}")))
 }
 
 /// The timed chain's result next to the same chain on burn-flex: the largest difference,
@@ -161,9 +161,9 @@ fn write_exchange(dir: &Path, model: &Transformer, pairs: &Pairs, batch: &Batch)
                 .map(|v| (*name, v))
         })
         .collect::<std::result::Result<_, _>>()
-        .map_err(|e| crate::error::CliError::Usage(format!("batch.safetensors: {e}")))?;
+        .map_err(|e| crate::error::Error::Usage(format!("batch.safetensors: {e}")))?;
     let bytes = safetensors::tensor::serialize(views, None)
-        .map_err(|e| crate::error::CliError::Usage(format!("batch.safetensors: {e}")))?;
+        .map_err(|e| crate::error::Error::Usage(format!("batch.safetensors: {e}")))?;
     let path = dir.join("batch.safetensors");
     std::fs::write(&path, bytes).map_err(io(&path))?;
     Ok(())

@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::error::{CliError, Result, io};
+use crate::error::{Error, Result, io};
 
 /// What a stage does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -241,7 +241,7 @@ impl Recipe {
 
     /// Checks a recipe's text; `path` names it in errors.
     pub fn parse(path: &Path, text: &str) -> Result<Recipe> {
-        let err = |offset: usize, message: String| CliError::Recipe {
+        let err = |offset: usize, message: String| Error::Recipe {
             path: path.to_path_buf(),
             line: line_of(text, offset),
             message,
@@ -251,7 +251,7 @@ impl Recipe {
             .and_then(|s| s.to_str())
             .filter(|s| valid_name(s))
             .ok_or_else(|| {
-                CliError::Usage(format!(
+                Error::Usage(format!(
                     "{}: a recipe's file name is its name: letters, digits, `-` and `_`, \
                      ending in .toml",
                     path.display()
@@ -342,7 +342,7 @@ impl Recipe {
             let stage_name = match &name_field.value {
                 toml::Value::String(s) if valid_name(s) => s.clone(),
                 v => {
-                    return Err(CliError::Recipe {
+                    return Err(Error::Recipe {
                         path: path.to_path_buf(),
                         line: name_field.line,
                         message: format!(
@@ -351,7 +351,7 @@ impl Recipe {
                     });
                 }
             };
-            let at_field = |field: &str, line: usize, message: String| CliError::Recipe {
+            let at_field = |field: &str, line: usize, message: String| Error::Recipe {
                 path: path.to_path_buf(),
                 line,
                 message: format!("stage `{stage_name}`, field `{field}`: {message}"),
@@ -432,7 +432,7 @@ impl Recipe {
     pub fn at_scale(mut self, scale: Scale) -> Result<Recipe> {
         if scale != Scale::Smoke && !self.scales.contains(&scale) {
             let names: Vec<&str> = self.scales.iter().map(|s| s.name()).collect();
-            return Err(CliError::Recipe {
+            return Err(Error::Recipe {
                 path: self.path.clone(),
                 line: self.scales_line,
                 message: format!(
@@ -459,7 +459,7 @@ impl Recipe {
                 }
             }
             if let Some((key, line)) = unset.first() {
-                return Err(CliError::Recipe {
+                return Err(Error::Recipe {
                     path: self.path.clone(),
                     line: *line,
                     message: format!(
@@ -482,9 +482,9 @@ impl Recipe {
     }
 
     /// An error at a stage's field.
-    pub fn error(&self, stage: &Stage, field: &str, message: impl std::fmt::Display) -> CliError {
+    pub fn error(&self, stage: &Stage, field: &str, message: impl std::fmt::Display) -> Error {
         let line = stage.fields.get(field).map_or(stage.line, |f| f.line);
-        CliError::Recipe {
+        Error::Recipe {
             path: self.path.clone(),
             line,
             message: format!("stage `{}`, field `{field}`: {message}", stage.name),

@@ -3,6 +3,7 @@
 //! subcommands that do each by hand. A stage is done when its output exists and checks
 //! out, so a rerun continues where the last one stopped.
 
+pub mod command;
 mod cost;
 mod format;
 mod outputs;
@@ -18,7 +19,7 @@ use std::path::{Path, PathBuf};
 pub use format::Scale;
 
 use crate::backend::Backend;
-use crate::error::{CliError, Result};
+use crate::error::{Error, Result};
 
 use plan::{Context, Plan};
 use spec::Spec;
@@ -74,7 +75,7 @@ pub fn run(request: RunRequest) -> Result<()> {
                 .find(|&n| plan.label(n) == *name)
                 .ok_or_else(|| {
                     let names: Vec<String> = plan.order.iter().map(|&n| plan.label(n)).collect();
-                    CliError::Usage(format!(
+                    Error::Usage(format!(
                         "--stage {name}: no such stage in {} (its plan: {})",
                         request.file.display(),
                         names.join(", ")
@@ -146,7 +147,7 @@ pub fn run(request: RunRequest) -> Result<()> {
         .zip(&states)
         .find(|(_, s)| matches!(s, State::Refused(_)))
     {
-        return Err(CliError::Usage(format!("stage {}: {s}", plan.label(n))));
+        return Err(Error::Usage(format!("stage {}: {s}", plan.label(n))));
     }
     if request.stage.is_some() {
         let n = order[0];
@@ -158,7 +159,7 @@ pub fn run(request: RunRequest) -> Result<()> {
                 &pending,
             )?;
             if s != State::Done {
-                return Err(CliError::Usage(format!(
+                return Err(Error::Usage(format!(
                     "--stage {}: its input {} is not done ({s}); run it first, or the \
                      recipe without --stage",
                     plan.label(n),
@@ -195,7 +196,7 @@ pub fn run(request: RunRequest) -> Result<()> {
                 continue;
             }
             State::Refused(_) => {
-                return Err(CliError::Usage(format!("stage {}: {s}", plan.label(n))));
+                return Err(Error::Usage(format!("stage {}: {s}", plan.label(n))));
             }
             _ => eprintln!("==> {head}: {s}"),
         }

@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use crate::error::{CliError, Result};
+use crate::error::{Error, Result};
 
 use super::format::{Input, Kind, Recipe, Reference, Scale, Stage, references};
 
@@ -383,9 +383,9 @@ impl Plan {
         Ok(inputs.remove(0))
     }
 
-    pub fn missing(&self, node: usize, field: &str) -> CliError {
+    pub fn missing(&self, node: usize, field: &str) -> Error {
         let (recipe, stage) = self.stage_of(node);
-        CliError::Recipe {
+        Error::Recipe {
             path: recipe.path.clone(),
             line: stage.line,
             message: format!(
@@ -396,7 +396,7 @@ impl Plan {
         }
     }
 
-    pub fn expected(&self, node: usize, field: &str, what: &str, got: &Output) -> CliError {
+    pub fn expected(&self, node: usize, field: &str, what: &str, got: &Output) -> Error {
         let (recipe, stage) = self.stage_of(node);
         let got = match got {
             Output::Prepared(_) => "prepared data",

@@ -13,7 +13,7 @@ use transduce::decode::length_penalty;
 
 use crate::cmd::{self, score::ScoreCmd};
 use crate::data;
-use crate::error::{CliError, Result};
+use crate::error::{Error, Result};
 
 use super::spec::Argv;
 
@@ -111,7 +111,7 @@ fn parse_scores(lines: &[String], path: &Path) -> Result<Vec<(f64, usize)>> {
             let (lp, n) = l.split_once('\t').unwrap_or((l, ""));
             match (lp.parse::<f64>(), n.parse::<usize>()) {
                 (Ok(lp), Ok(n)) => Ok((lp, n)),
-                _ => Err(CliError::Format {
+                _ => Err(Error::Format {
                     path: path.to_path_buf(),
                     message: format!("line {}: not `LOG-PROB<TAB>WORDPIECES`", i + 1),
                 }),

@@ -10,7 +10,7 @@ use transduce::bundle::{BundleConfig, CONFIG_FILE, RecipeOrigin, RecipeStage};
 
 use crate::backend::Backend;
 use crate::cmd::{export::ExportCmd, parse::ParseCmd, prepare::PrepareCmd, train::TrainCmd};
-use crate::error::{CliError, Result, io};
+use crate::error::{Error, Result, io};
 use crate::{checkpoint_mean, cmd, data, fsutil, table3, train};
 
 use super::format::Scale;
@@ -167,7 +167,7 @@ pub fn run(plan: &Plan, node: usize, spec: &Spec, resume: bool, options: &Option
             } else {
                 let r = read_corpus(tgt, limit)?;
                 if r.len() != sources.len() {
-                    return Err(CliError::Usage(format!(
+                    return Err(Error::Usage(format!(
                         "the teacher's tgt has {} lines but its src {}",
                         r.len(),
                         sources.len()
@@ -189,7 +189,7 @@ pub fn run(plan: &Plan, node: usize, spec: &Spec, resume: bool, options: &Option
             let mut args = model_args(models)?;
             if let Some((reverse, weight)) = channel {
                 if reverse.checkpoint.is_some() {
-                    return Err(CliError::Usage(
+                    return Err(Error::Usage(
                         "a channel model of averaged weights: export it first (an export stage)"
                             .into(),
                     ));
@@ -297,7 +297,7 @@ pub fn run(plan: &Plan, node: usize, spec: &Spec, resume: bool, options: &Option
                     let mut scores = BTreeMap::new();
                     for set in &val {
                         let SetData::Pairs { src, reference } = &set.data else {
-                            return Err(CliError::Usage(format!(
+                            return Err(Error::Usage(format!(
                                 "select: set `{}` is a treebank; select scores translations",
                                 set.name
                             )));
@@ -329,7 +329,7 @@ pub fn run(plan: &Plan, node: usize, spec: &Spec, resume: bool, options: &Option
                 }
             }
             let (mean, beam, alpha, scores) =
-                best.ok_or_else(|| CliError::Usage("select: an empty grid".into()))?;
+                best.ok_or_else(|| Error::Usage("select: an empty grid".into()))?;
             eprintln!("chosen: beam {beam}, α {alpha} (mean val BLEU {mean:.2})");
             let json = serde_json::json!({
                 "beam": beam, "alpha": alpha, "mean": round2(mean), "bleu": scores, "grid": grid
@@ -379,7 +379,7 @@ pub fn run(plan: &Plan, node: usize, spec: &Spec, resume: bool, options: &Option
             if let Some(file) = select {
                 let text = std::fs::read_to_string(file).map_err(io(file))?;
                 let chosen: serde_json::Value =
-                    serde_json::from_str(&text).map_err(|e| CliError::Format {
+                    serde_json::from_str(&text).map_err(|e| Error::Format {
                         path: file.clone(),
                         message: e.to_string(),
                     })?;
@@ -446,7 +446,7 @@ pub fn run(plan: &Plan, node: usize, spec: &Spec, resume: bool, options: &Option
                     .last()
                     .map(|(step, _)| *step)
                     .ok_or_else(|| {
-                        CliError::Usage(format!("row {name}: {} has no checkpoint", run.display()))
+                        Error::Usage(format!("row {name}: {} has no checkpoint", run.display()))
                     })?;
                 // Per wordpiece on dev, as the paper's note to Table 3 says; the newest
                 // checkpoint, not an average (the paper's Table 3 averages none).
@@ -596,7 +596,7 @@ fn origin(plan: &Plan, node: usize) -> RecipeOrigin {
 fn edit_card(bundle: &Path, edit: impl FnOnce(&mut BundleConfig) -> Result<()>) -> Result<()> {
     let path = bundle.join(CONFIG_FILE);
     let bytes = std::fs::read(&path).map_err(io(&path))?;
-    let mut config = BundleConfig::from_json(&bytes).map_err(|e| CliError::Format {
+    let mut config = BundleConfig::from_json(&bytes).map_err(|e| Error::Format {
         path: path.clone(),
         message: e.to_string(),
     })?;
@@ -618,7 +618,7 @@ fn model_args(models: &[Model]) -> Result<Vec<String>> {
             }
         }
     } else if with > 0 {
-        return Err(CliError::Usage(
+        return Err(Error::Usage(
             "an ensemble of averaged weights and other models: export the averages first \
              (an export stage)"
                 .into(),
@@ -661,7 +661,7 @@ impl Decoding<'_> {
 fn bundle_alpha(bundle: &Path) -> Result<f64> {
     let path = bundle.join(CONFIG_FILE);
     let bytes = std::fs::read(&path).map_err(io(&path))?;
-    let config = BundleConfig::from_json(&bytes).map_err(|e| CliError::Format {
+    let config = BundleConfig::from_json(&bytes).map_err(|e| Error::Format {
         path: path.clone(),
         message: e.to_string(),
     })?;
@@ -671,7 +671,7 @@ fn bundle_alpha(bundle: &Path) -> Result<f64> {
 /// Corpus BLEU as sacreBLEU computes it by default, and its signature.
 fn bleu(hyp: &Path, reference: &Path) -> Result<(f64, String)> {
     use transduce_metrics::bleu;
-    let usage = |e: bleu::BleuError| CliError::Usage(e.to_string());
+    let usage = |e: bleu::BleuError| Error::Usage(e.to_string());
     let options = bleu::BleuOptions {
         lowercase: false,
         tokenize: "13a".parse().map_err(usage)?,
@@ -682,7 +682,7 @@ fn bleu(hyp: &Path, reference: &Path) -> Result<(f64, String)> {
     let hyps = cmd::read_input(Some(hyp))?;
     let refs = cmd::read_input(Some(reference))?;
     if refs.len() != hyps.len() {
-        return Err(CliError::LineCount {
+        return Err(Error::LineCount {
             src_path: hyp.to_path_buf(),
             src_lines: hyps.len(),
             tgt_path: reference.to_path_buf(),
@@ -699,7 +699,7 @@ fn bracket_f1(gold: &Path, test: &Path) -> Result<f64> {
     let gold_text = String::from_utf8_lossy(&data::corpus::read_bytes(gold)?).to_string();
     let test_text = String::from_utf8_lossy(&data::corpus::read_bytes(test)?).to_string();
     let report = evalb::evaluate_text(&gold_text, &test_text, &evalb::EvalbParams::collins())
-        .map_err(|e| CliError::Usage(format!("{} vs {}: {e}", gold.display(), test.display())))?;
+        .map_err(|e| Error::Usage(format!("{} vs {}: {e}", gold.display(), test.display())))?;
     Ok(report.summary_all.bracketing_fmeasure())
 }
 
@@ -779,7 +779,7 @@ fn split_tsv(files: &[PathBuf], limit: Option<usize>, out: &Path) -> Result<(Pat
                 break 'files;
             }
             let Some((s, t)) = line.split_once('\t') else {
-                return Err(CliError::Format {
+                return Err(Error::Format {
                     path: f.clone(),
                     message: format!("line {}: expected source<TAB>target", i + 1),
                 });
@@ -821,7 +821,7 @@ fn copy_run(from: &Path, to: &Path) -> Result<()> {
     }
     let run = from.join(train::RUN_FILE);
     if !run.exists() {
-        return Err(CliError::Usage(format!(
+        return Err(Error::Usage(format!(
             "{} holds no training run to continue",
             from.display()
         )));
@@ -848,7 +848,7 @@ fn ct2_export(plan: &Plan, bundle: &Path, out: &Path) -> Result<()> {
         .map(|d| d.join("scripts/ct2.py"))
         .find(|p| p.exists())
         .ok_or_else(|| {
-            CliError::Usage(
+            Error::Usage(
                 "ct2 = true needs scripts/ct2.py: run the recipe from the transduce checkout"
                     .into(),
             )
@@ -875,7 +875,7 @@ fn ct2_export(plan: &Plan, bundle: &Path, out: &Path) -> Result<()> {
         .status()
         .map_err(io(&python))?;
     if !status.success() {
-        return Err(CliError::Usage(format!(
+        return Err(Error::Usage(format!(
             "{} export failed ({status}); it needs ctranslate2 (`source scripts/common.sh && \
              ensure_ct2`, or set TRANSDUCE_CT2_PYTHON)",
             script.display()

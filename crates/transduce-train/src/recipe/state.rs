@@ -8,7 +8,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{CliError, Result, io};
+use crate::error::{Error, Result, io};
 use crate::{fsutil, prepared, train};
 
 use super::format::Kind;
@@ -208,7 +208,7 @@ fn output_check(plan: &Plan, node: usize, spec: &Spec) -> Result<Option<String>>
                 return Ok(Some(format!("{} is missing", f.display())));
             };
             let scores: serde_json::Value =
-                serde_json::from_str(&text).map_err(|e| CliError::Format {
+                serde_json::from_str(&text).map_err(|e| Error::Format {
                     path: f.clone(),
                     message: e.to_string(),
                 })?;

@@ -15,7 +15,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use transduce::config::{Table3Row, table3};
 
-use crate::error::{CliError, Result, io};
+use crate::error::{Error, Result, io};
 use crate::fsutil;
 
 pub use spearman::spearman;
@@ -81,7 +81,7 @@ impl Results {
     /// Reads and checks the file: every row named must be one of Table 3's.
     pub fn read(path: &Path) -> Result<Results> {
         let text = std::fs::read_to_string(path).map_err(io(path))?;
-        let format = |message: String| CliError::Format {
+        let format = |message: String| Error::Format {
             path: path.to_path_buf(),
             message,
         };

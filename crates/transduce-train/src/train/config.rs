@@ -9,7 +9,7 @@ use transduce::tokenizer::Tokenizer;
 use transduce::{ModelConfig, Precision};
 
 use crate::data::shape::Shapes;
-use crate::error::{CliError, Result, io};
+use crate::error::{Error, Result, io};
 
 /// Settings of a training run; defaults are the paper's (§5).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -99,7 +99,7 @@ impl RunConfig {
     pub fn read(run_dir: &Path) -> Result<RunConfig> {
         let path = run_dir.join(RUN_FILE);
         let text = std::fs::read_to_string(&path).map_err(io(&path))?;
-        serde_json::from_str(&text).map_err(|e| CliError::Format {
+        serde_json::from_str(&text).map_err(|e| Error::Format {
             path,
             message: e.to_string(),
         })
@@ -120,7 +120,7 @@ pub fn focus_rule(config: &ModelConfig, tokenizer: &Tokenizer) -> Result<Option<
     WordFocus::from_vocab(&tokenizer.id_strings(config.vocab_size))
         .map(Some)
         .ok_or_else(|| {
-            CliError::Usage(
+            Error::Usage(
                 "word focus needs a parsing vocabulary (one with the XX slot token): \
                  prepare the data with --task parse"
                     .into(),

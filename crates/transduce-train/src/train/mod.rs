@@ -6,7 +6,8 @@
 //!   scale;
 //! - [`run`]: a run of steps (`Trainer::run`), checkpoints, validation, pending metrics;
 //! - [`config`]: the run's settings and `run.json`; [`batches`]: a batch's tokens and
-//!   tensors; [`read`]: device values read back; [`rng`]: the seeds.
+//!   tensors; [`read`]: device values read back; [`observe`]: what a run
+//!   reports of itself (its steps' census, where its start went).
 //!
 //! The loss, its GPU kernel and the schedule live in the model crate (`transduce::train`),
 //! shared with adaptation in the browser.
@@ -14,8 +15,8 @@
 pub mod batches;
 pub mod config;
 pub mod engine;
+pub mod observe;
 pub mod read;
-pub mod rng;
 pub mod run;
 
 #[cfg(test)]

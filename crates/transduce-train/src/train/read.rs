@@ -3,12 +3,12 @@
 use transduce::burn::prelude::*;
 use transduce::burn::tensor::Transaction;
 
-use crate::error::{CliError, Result};
-use crate::measure::census;
+use crate::error::{Error, Result};
+use crate::train::observe::census;
 
 /// The error of a failed read of device values.
-fn read_failed(e: impl std::fmt::Debug) -> CliError {
-    CliError::Usage(format!("device read failed: {e:?}"))
+fn read_failed(e: impl std::fmt::Debug) -> Error {
+    Error::Usage(format!("device read failed: {e:?}"))
 }
 
 /// A vector's values, read back to the host (one blocking read).

@@ -9,7 +9,6 @@ use super::batches::{Examples, target_tokens};
 use super::engine::eager::{StepWork, optimizer_step};
 use super::engine::loss_scale::LossScale;
 use super::read::read_scalars;
-use super::rng;
 use super::run::validate::evaluate_nll;
 use crate::data::batch::Batch;
 use crate::data::cache::Pairs;
@@ -17,7 +16,8 @@ use crate::data::shape::Shapes;
 use crate::distributed::COLLECTIVE_TIMEOUT;
 use crate::distributed::Collective;
 use crate::distributed::tcp::TcpWorld;
-use crate::measure::census;
+use crate::rng;
+use crate::train::observe::census;
 use transduce::train::adam;
 
 /// A dropout-free tiny model: its config and initial weights, made on the CPU.

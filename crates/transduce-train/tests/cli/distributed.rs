@@ -1,7 +1,7 @@
 //! Data-parallel ranks (issue 78): N ranks on the CPU backend train as one process
 //! accumulating N batches (`--accum N`), whether `train --nproc-per-node N` starts them
 //! (they meet over TCP) or `mpirun` does (MPI). The MPI cases are skipped, with the reason,
-//! where the binary is built without the `mpi` feature or Open MPI's `mpirun` is missing.
+//! where Open MPI's `mpirun` is missing.
 
 use crate::harness::*;
 use std::path::{Path, PathBuf};
@@ -13,8 +13,11 @@ use std::time::{Duration, Instant};
 enum Launcher {
     /// `transduce train --nproc-per-node N`: the ranks meet over TCP.
     Local,
-    /// `mpirun -n N transduce train`: MPI.
+    /// `mpirun -n N transduce train`: Open MPI.
     Mpi(PathBuf),
+    /// `mpiexec.mpich -n N transduce train`: MPICH, whose handles are integers where Open
+    /// MPI's are addresses (the other ABI `src/distributed/mpi.rs` speaks).
+    Mpich(PathBuf),
 }
 
 /// The launchers these tests can use: always `--nproc-per-node`, and `mpirun` where the
@@ -34,18 +37,23 @@ fn on_path(name: &str) -> Option<PathBuf> {
     })
 }
 
+/// MPICH's `mpiexec`, if these tests can use it; the reason they are skipped otherwise.
+fn mpich(test: &str) -> Option<PathBuf> {
+    let found = on_path("mpiexec.mpich");
+    if found.is_none() {
+        transduce_testing::skip_part(format_args!(
+            "{test} through MPICH: no mpiexec.mpich on PATH (apt-get install mpich)"
+        ));
+    }
+    found
+}
+
 /// `mpirun`, if these tests can use it; the reason they are skipped otherwise.
 fn mpirun(test: &str) -> Option<PathBuf> {
-    if !cfg!(feature = "mpi") {
-        transduce_testing::skip(format_args!(
-            "{test} through MPI: built without the `mpi` feature (cargo test --features mpi)"
-        ));
-        return None;
-    }
     let found = on_path("mpirun");
     if found.is_none() {
         transduce_testing::skip(format_args!(
-            "{test} through MPI: no mpirun on PATH (apt-get install openmpi-bin libopenmpi-dev)"
+            "{test} through MPI: no mpirun on PATH (apt-get install openmpi-bin)"
         ));
     }
     found
@@ -122,6 +130,14 @@ fn ranks_command(launcher: &Launcher, ranks: usize, args: &[&str]) -> Command {
                 // Containers and CI run as root, which mpirun refuses without these.
                 .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
                 .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+            command
+        }
+        Launcher::Mpich(mpiexec) => {
+            let mut command = Command::new(mpiexec);
+            command
+                .args(["-n", &ranks.to_string()])
+                .arg(env!("CARGO_BIN_EXE_transduce"))
+                .args(args);
             command
         }
     }
@@ -224,7 +240,9 @@ fn two_ranks_train_bit_for_bit_like_accumulating_two_batches() {
     assert_eq!(x.len(), 20, "{x:?}");
     // Dropout and training moved the loss: the runs compared are not trivially equal.
     assert!(x[19] < x[0], "{x:?}");
-    for (n, launcher) in launchers("two_ranks_train_bit_for_bit").iter().enumerate() {
+    let mut launchers = launchers("two_ranks_train_bit_for_bit");
+    launchers.extend(mpich("two_ranks_train_bit_for_bit").map(Launcher::Mpich));
+    for (n, launcher) in launchers.iter().enumerate() {
         let two = dir.join(format!("ranks2-{n}"));
         // Through MPI, in pieces of 1,000 elements (MPI's counts are 32-bit: past 2³¹ − 1
         // elements a buffer must go in pieces, and this makes every message do so).
@@ -233,6 +251,7 @@ fn two_ranks_train_bit_for_bit_like_accumulating_two_batches() {
         let named = match launcher {
             Launcher::Local => "rank 1 of 2 (torchrun",
             Launcher::Mpi(_) => "rank 1 of 2 (Open MPI",
+            Launcher::Mpich(_) => "rank 1 of 2 (MPICH's mpiexec",
         };
         assert!(out.contains(named), "{out}");
         assert_same_checkpoint(
@@ -445,7 +464,7 @@ fn a_killed_or_stopped_rank_ends_the_job_and_the_run_resumes_exactly() {
                 );
                 out
             }
-            (Launcher::Mpi(_), _) => ranks_run(&launcher, 2, &resume),
+            (Launcher::Mpi(_) | Launcher::Mpich(_), _) => ranks_run(&launcher, 2, &resume),
         };
         assert!(out.contains("resuming from"), "{out}");
         let step = |run: &Path| {

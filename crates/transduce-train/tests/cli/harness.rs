@@ -10,6 +10,13 @@ pub fn manifest_dir() -> PathBuf {
         .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from)
 }
 
+/// A file or folder of the Marian (OPUS-MT) fixtures, `tests/fixtures/marian/NAME`.
+pub fn marian_fixture(name: &str) -> PathBuf {
+    manifest_dir()
+        .join("../../tests/fixtures/marian")
+        .join(name)
+}
+
 pub fn bin() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_transduce"));
     c.env("RUST_BACKTRACE", "1");

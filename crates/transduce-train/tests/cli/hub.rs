@@ -69,12 +69,6 @@ fn read(dir: &Path, file: &str) -> Vec<u8> {
     std::fs::read(dir.join(file)).unwrap_or_else(|e| panic!("{}: {e}", dir.join(file).display()))
 }
 
-fn fixture(name: &str) -> PathBuf {
-    manifest_dir()
-        .join("../../tests/fixtures/marian")
-        .join(name)
-}
-
 /// A folder import of `dir` with `weights` as its checkpoint.
 fn folder_import(tmp: &Path, dir: &Path, weights: Option<&Path>) -> PathBuf {
     let folder = tmp.join("folder");
@@ -125,7 +119,7 @@ fn a_model_by_name_is_the_folders_import_and_loads_again_with_the_hub_stopped() 
     assert!(said.contains("downloaded model.safetensors"), "{said}");
     // The same weights and tokenizer as the folder's import; the provenance names the pinned
     // commit and the command that rebuilds it.
-    let folder = folder_import(tmp.path(), &fixture("swish"), None);
+    let folder = folder_import(tmp.path(), &marian_fixture("swish"), None);
     for file in ["model.safetensors", "tokenizer.json"] {
         assert!(
             read(&out, file) == read(&folder, file),
@@ -228,7 +222,7 @@ fn legacy_and_zip_checkpoints_by_name_equal_their_folder_imports() {
         );
         let dir = tmp.path().join(format!("{bin}-folder"));
         std::fs::create_dir_all(&dir).unwrap();
-        let folder = folder_import(&dir, &fixture("relu"), Some(&fixture(bin)));
+        let folder = folder_import(&dir, &marian_fixture("relu"), Some(&marian_fixture(bin)));
         assert!(
             read(&out, "model.safetensors") == read(&folder, "model.safetensors"),
             "{name}"
@@ -352,7 +346,13 @@ fn bad_answers_are_one_error_each() {
     assert!(!ok && said.contains("is not a model name"), "{said}");
     let (ok, said) = import(
         &cache,
-        &[s(&fixture("swish")), "--hub", &hub.url, "--out", s(&out)],
+        &[
+            s(&marian_fixture("swish")),
+            "--hub",
+            &hub.url,
+            "--out",
+            s(&out),
+        ],
     );
     assert!(
         !ok && said.contains("--hub goes with a model name"),

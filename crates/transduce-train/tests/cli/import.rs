@@ -8,17 +8,11 @@ use serde_json::Value;
 
 use crate::harness::*;
 
-fn fixture(model: &str) -> PathBuf {
-    manifest_dir()
-        .join("../../tests/fixtures/marian")
-        .join(model)
-}
-
 /// A copy of a fixture folder, to alter.
 fn copy_of(model: &str, into: &Path) -> PathBuf {
     let to = into.join(model);
     std::fs::create_dir_all(&to).unwrap();
-    for entry in std::fs::read_dir(fixture(model)).unwrap() {
+    for entry in std::fs::read_dir(marian_fixture(model)).unwrap() {
         let entry = entry.unwrap();
         std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
     }
@@ -26,7 +20,8 @@ fn copy_of(model: &str, into: &Path) -> PathBuf {
 }
 
 fn reference(model: &str) -> Value {
-    serde_json::from_slice(&std::fs::read(fixture(model).join("reference.json")).unwrap()).unwrap()
+    serde_json::from_slice(&std::fs::read(marian_fixture(model).join("reference.json")).unwrap())
+        .unwrap()
 }
 
 /// Imports `dir` into `out` with `flags`; the bundle folder.
@@ -63,7 +58,11 @@ fn a_marian_folder_translates_as_transformers_after_import() {
     let tmp = tempfile::tempdir().unwrap();
     for model in ["swish", "relu"] {
         let out = tmp.path().join(format!("{model}-bundle"));
-        let said = import(&fixture(model), &out, &["--source", "en", "--target", "de"]);
+        let said = import(
+            &marian_fixture(model),
+            &out,
+            &["--source", "en", "--target", "de"],
+        );
         assert!(said.contains("imported"), "{said}");
         for file in [
             "config.json",
@@ -94,7 +93,7 @@ fn a_pytorch_checkpoint_imports_as_its_safetensors_twin() {
     let dir = copy_of("relu", tmp.path());
     std::fs::remove_file(dir.join("model.safetensors")).unwrap();
     std::fs::copy(
-        fixture("relu.pytorch_model.bin"),
+        marian_fixture("relu.pytorch_model.bin"),
         dir.join("pytorch_model.bin"),
     )
     .unwrap();
@@ -269,7 +268,7 @@ fn an_imported_model_fine_tunes_and_resumes() {
     let tmp = tempfile::tempdir().unwrap();
     let p = |name: &str| tmp.path().join(name);
     import(
-        &fixture("swish"),
+        &marian_fixture("swish"),
         &p("bundle"),
         &["--source", "en", "--target", "de"],
     );

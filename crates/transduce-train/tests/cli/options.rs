@@ -190,3 +190,97 @@ fn bad_option_values_are_refused_before_any_work() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// The commands `transduce --help` lists, without `help`.
+fn subcommands() -> Vec<String> {
+    let help = run(&["--help"]);
+    help.lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|name| *name != "help")
+        .map(str::to_string)
+        .collect()
+}
+
+/// The long options a `--help` text lists.
+fn long_options(help: &str) -> Vec<String> {
+    help.lines()
+        .map(str::trim_start)
+        .filter(|l| l.starts_with("--") || (l.starts_with('-') && l.contains(", --")))
+        .filter_map(|l| {
+            let at = l.find("--")?;
+            let name: String = l[at..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
+                .collect();
+            Some(name)
+        })
+        .filter(|name| !["--help", "--version"].contains(&name.as_str()))
+        .collect()
+}
+
+/// Whether `text` names `option` whole: `--steps` in "[--steps N]", not in "--steps-per".
+fn names(text: &str, option: &str) -> bool {
+    text.match_indices(option).any(|(at, _)| {
+        let after = text[at + option.len()..].chars().next();
+        !after.is_some_and(|c| c.is_ascii_alphanumeric() || c == '-')
+    })
+}
+
+/// The command table of README and GUIDE are written by hand: this checks them against the
+/// parser. README's list names every command; GUIDE's reference has a row for each and
+/// names every long option each one's `--help` gives.
+#[test]
+fn the_docs_name_every_command_and_option_the_parser_has() {
+    let root = manifest_dir().join("../..");
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let guide = std::fs::read_to_string(root.join("docs/GUIDE.md")).unwrap();
+    let list = readme
+        .split("## Command line")
+        .nth(1)
+        .expect("README has a Command line section");
+    let reference = guide
+        .split("## CLI reference")
+        .nth(1)
+        .expect("GUIDE has a CLI reference");
+    let commands = subcommands();
+    assert!(commands.len() >= 10, "{commands:?}");
+    let mut missing = Vec::new();
+    for command in &commands {
+        if !list.contains(&format!("`{command}`")) && !list.contains(&format!("`{command} ")) {
+            missing.push(format!("README's Command line does not name `{command}`"));
+        }
+        if !reference.contains(&format!("| `transduce {command}")) {
+            missing.push(format!(
+                "GUIDE's CLI reference has no row for `transduce {command}`"
+            ));
+        }
+        let mut helps = vec![run(&[command, "--help"])];
+        // Commands of commands (`eval bleu`, `recipe run`).
+        let nested: Vec<String> = helps[0]
+            .lines()
+            .skip_while(|l| !l.starts_with("Commands:"))
+            .skip(1)
+            .take_while(|l| !l.trim().is_empty())
+            .filter_map(|l| l.split_whitespace().next())
+            .filter(|name| *name != "help")
+            .map(str::to_string)
+            .collect();
+        for sub in &nested {
+            helps.push(run(&[command, sub, "--help"]));
+        }
+        for option in helps.iter().flat_map(|h| long_options(h)) {
+            if option == "--quiet" {
+                continue; // every long-running command has it; GUIDE says so once
+            }
+            if !names(&guide, &option) {
+                missing.push(format!("GUIDE does not name `{command}`'s {option}"));
+            }
+        }
+    }
+    missing.sort();
+    missing.dedup();
+    assert!(missing.is_empty(), "{}", missing.join("\n"));
+}

@@ -58,6 +58,54 @@ fn shipped_bundles_load_and_run() {
 /// `translate --nbest` lists what beam search finished, best first, the first entry being
 /// the plain translation; `score` gives each entry the log-probability the search computed
 /// (both in f32), and on references the per-wordpiece mean `eval ppl` gets by its own path.
+/// Decoding on several threads (each taking the next batch, the batches made smaller when
+/// there are fewer of them than threads) gives the outputs of one thread, in input order,
+/// for best translations and n-best lists alike.
+#[test]
+fn threads_change_no_output() {
+    let model = manifest_dir().join("../../web/models/en-de");
+    let tmp = tempfile::tempdir().unwrap();
+    let input = tmp.path().join("in.txt");
+    let lines = [
+        "A man is sleeping on a bench.",
+        "",
+        "Two dogs are running through the snow.",
+        "Where is the train station?",
+        "A woman in a red coat is reading a newspaper at the bus stop.",
+        "The children play.",
+        "A group of people are standing in front of an old building on a sunny day.",
+    ];
+    std::fs::write(&input, lines.join("\n")).unwrap();
+    let translate = |extra: &[&str]| {
+        let mut args = vec![
+            "translate",
+            "--model",
+            s(&model),
+            "--input",
+            s(&input),
+            "--quiet",
+        ];
+        args.extend_from_slice(extra);
+        run(&args)
+    };
+    let one = translate(&["--threads", "1"]);
+    assert_eq!(one.lines().count(), lines.len(), "{one}");
+    assert_eq!(
+        one.lines().nth(1),
+        Some(""),
+        "an empty line stays empty: {one}"
+    );
+    for extra in [
+        &["--threads", "2"][..],
+        &["--threads", "3", "--batch-size", "2"],
+        &["--threads", "8", "--batch-size", "1"],
+    ] {
+        assert_eq!(translate(extra), one, "{extra:?}");
+    }
+    let nbest = |threads| translate(&["--nbest", "3", "--beam", "4", "--threads", threads]);
+    assert_eq!(nbest("1"), nbest("3"));
+}
+
 #[test]
 fn nbest_lists_and_scores_agree_with_search_and_perplexity() {
     let model = manifest_dir().join("../../web/models/en-de");

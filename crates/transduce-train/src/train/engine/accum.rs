@@ -17,7 +17,7 @@ use transduce::train::{TeacherForced, loss};
 use super::adam::DeviceAdam;
 use super::params::{flat_grads, slots};
 use super::replay::{Driven, GraphTrainer, Inputs, drive};
-use crate::error::{CliError, Result};
+use crate::error::{Error, Result};
 use transduce_kernels::adam::{AdamKernel, GROUP};
 use transduce_kernels::dropout::step_masks;
 
@@ -125,7 +125,7 @@ impl GraphTrainer {
             });
             next += 1;
         }
-        let total = total.ok_or_else(|| CliError::Usage("a training step with no batch".into()))?;
+        let total = total.ok_or_else(|| Error::Usage("a training step with no batch".into()))?;
         Ok((model, total))
     }
 

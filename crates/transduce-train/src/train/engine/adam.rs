@@ -17,8 +17,8 @@ use transduce_kernels::adam::{AdamKernel, BETA_1, BETA_2, EPSILON, GROUP, refere
 
 use super::loss_scale::{GROWTH_INTERVAL, INITIAL_SCALE, LossScale};
 use super::params::{Put, Take, Taken, flat_grads, slots};
-use crate::error::{CliError, Result};
-use crate::measure::census;
+use crate::error::{Error, Result};
+use crate::train::observe::census;
 
 /// Adam with §5.3's β1 0.9, β2 0.98, ε 10⁻⁹, computed as burn's `Adam` computes it (the
 /// same operations in the same order, so the same bits), but with its scalars on the
@@ -218,7 +218,7 @@ impl DeviceAdam {
                     let data = self.time.clone().into_data();
                     let time = data
                         .try_into_vec_as::<i64>()
-                        .map_err(|e| CliError::Usage(format!("device read failed: {e:?}")))?[0];
+                        .map_err(|e| Error::Usage(format!("device read failed: {e:?}")))?[0];
                     time as u64
                 }
                 None => known + reach,

@@ -13,10 +13,10 @@ use super::loss_scale::{self, LossScale};
 use crate::data::batch::Batch;
 use crate::distributed::Collective;
 use crate::distributed::reduce::{self, StepSums};
-use crate::error::{CliError, Result};
+use crate::error::{Error, Result};
+use crate::rng;
 use crate::train::batches::{Examples, batch_tensors};
 use crate::train::read::read_scalars;
-use crate::train::rng;
 
 /// What one step's forward and backward passes give.
 struct StepGradients {
@@ -109,14 +109,14 @@ fn gradients(
                 smoothed: Tensor::zeros([1], device),
                 nll: Tensor::zeros([1], device),
             },
-            None => return Err(CliError::Usage("a training step with no batch".into())),
+            None => return Err(Error::Usage("a training step with no batch".into())),
         };
         let grads = accumulator.grads();
         let (grads, finite) = match loss_scale {
             Some(scale) => loss_scale::unscale(grads, model, 1.0 / scale)?,
             None => (grads, true),
         };
-        Ok::<_, CliError>((grads, sums, finite))
+        Ok::<_, Error>((grads, sums, finite))
     };
     let indexed: Vec<(usize, &Batch)> = group.iter().copied().enumerate().collect();
     // A rank of a data-parallel job takes batches j ≡ rank (mod world) of the group.
@@ -142,7 +142,7 @@ pub struct StepWork<'a> {
     pub group_tokens: usize,
     /// Label smoothing (§5.4).
     pub epsilon: f64,
-    /// Dropout's seed for this step ([`crate::train::rng::step_seed`]).
+    /// Dropout's seed for this step ([`crate::rng::step_seed`]).
     pub seed: u64,
     /// The ranks of a data-parallel job, each taking its share of `group` on its one
     /// device and summing the gradients with the others' ([`crate::distributed`]).

@@ -16,7 +16,7 @@ use transduce::burn::optim::GradientsParams;
 use transduce::burn::prelude::*;
 use transduce::burn::tensor::FloatDType;
 
-use crate::error::{CliError, Result};
+use crate::error::{Error, Result};
 
 /// The f16 loss scale at the first step: 2¹⁶, as mixed-precision trainers commonly start.
 pub const INITIAL_SCALE: f64 = 65_536.0;
@@ -82,14 +82,14 @@ pub fn check(precision: Precision, devices: &[Device]) -> Result<()> {
     }
     for device in devices {
         if transduce::ops::is_cpu(device) {
-            return Err(CliError::Usage(format!(
+            return Err(Error::Usage(format!(
                 "--precision {}: the CPU backend trains in f32 only (half precision is for \
                  the GPU backends, --backend wgpu or cuda)",
                 precision.name()
             )));
         }
         if !device.supports_dtype(precision.dtype()) {
-            return Err(CliError::Usage(format!(
+            return Err(Error::Usage(format!(
                 "--precision {}: device {device:?} has no {} arithmetic; use --precision f32{}",
                 precision.name(),
                 precision.name(),

@@ -19,8 +19,8 @@ use transduce::train::TeacherForced;
 use super::exchange::Exchange;
 use super::replay::{Driven, GraphTrainer, drive};
 use crate::distributed::{Collective, DeviceSums};
-use crate::error::{CliError, Result};
-use crate::measure::census;
+use crate::error::{Error, Result};
+use crate::train::observe::census;
 
 impl GraphTrainer {
     /// One optimizer step of a data-parallel job, as rank `collective.rank()`: the
@@ -153,7 +153,7 @@ impl GraphTrainer {
             .iter()
             .find(|(id, _)| !accumulated.contains_key(id))
         {
-            return Err(CliError::Usage(format!(
+            return Err(Error::Usage(format!(
                 "a parameter of shape {dims:?} has no gradient: the ranks' graph steps sum every parameter's; train with --eager"
             )));
         }
@@ -197,8 +197,8 @@ impl GraphTrainer {
 /// The buffer's first `n` values (the gradients) followed by the loss sums `[loss, nll]`,
 /// in one read. The whole buffer is read: a slice of it would be copied first, a launch.
 fn read(flat: Tensor<1>, n: usize, total: Tensor<1>) -> Result<Vec<f32>> {
-    fn failed(e: impl std::fmt::Debug) -> CliError {
-        CliError::Usage(format!("reading the gradient sums failed: {e:?}"))
+    fn failed(e: impl std::fmt::Debug) -> Error {
+        Error::Usage(format!("reading the gradient sums failed: {e:?}"))
     }
     census::note_read();
     let mut data = Transaction::default()

@@ -13,7 +13,7 @@ use super::replay_tests::padded_group;
 use crate::distributed::COLLECTIVE_TIMEOUT;
 use crate::distributed::Collective;
 use crate::distributed::tcp::TcpWorld;
-use crate::measure::census::{Census, StepCensus};
+use crate::train::observe::census::{Census, StepCensus};
 use crate::train::read::read_scalars;
 use crate::train::tests::{gpu_lock, reversal_pairs, tiny_start, wgpu_device};
 

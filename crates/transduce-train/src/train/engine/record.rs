@@ -8,8 +8,8 @@ use transduce::burn::prelude::*;
 use transduce::burn::tensor::{TensorData, Transaction};
 
 use super::adam::{DeviceAdam, Moments};
-use crate::error::{CliError, Result};
-use crate::measure::census;
+use crate::error::{Error, Result};
+use crate::train::observe::census;
 
 /// burn's names for Adam's state in an optimizer record: `{param_id}.momentum.moment_1`,
 /// `….moment_2` (tensors of the parameter's shape), `{param_id}.momentum.time` and
@@ -35,7 +35,7 @@ impl DeviceAdam {
         census::note_read();
         let data = transaction
             .try_execute()
-            .map_err(|e| CliError::Usage(format!("device read failed: {e:?}")))?;
+            .map_err(|e| Error::Usage(format!("device read failed: {e:?}")))?;
         let mut data = data.into_iter();
         let time = data
             .next()
@@ -65,14 +65,14 @@ impl DeviceAdam {
         }
         let bytes = writer
             .into_bytes()
-            .map_err(|e| CliError::Usage(format!("cannot serialize Adam's state: {e:?}")))?;
+            .map_err(|e| Error::Usage(format!("cannot serialize Adam's state: {e:?}")))?;
         Ok(bytes.to_vec())
     }
 
     /// Adam's state from a checkpoint's `optimizer.bpk` (written by [`Self::to_record_bytes`]
     /// or by burn's `Adam` in an eager run), on `device`, its table `window` steps long.
     pub fn from_record_bytes(bytes: Vec<u8>, device: &Device, window: usize) -> Result<Self> {
-        let bad = |message: String| CliError::Usage(format!("optimizer state: {message}"));
+        let bad = |message: String| Error::Usage(format!("optimizer state: {message}"));
         let reader = burn_pack::Reader::from_bytes(burn_pack::Bytes::from_bytes_vec(bytes))
             .map_err(|e| bad(format!("not a burnpack record ({e:?})")))?;
         let times: Vec<u64> = reader

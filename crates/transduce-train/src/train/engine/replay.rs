@@ -37,8 +37,8 @@ use transduce::train::{TeacherForced, loss};
 
 use super::adam::DeviceAdam;
 use super::exchange::Exchange;
-use crate::error::{CliError, Result};
-use crate::measure::census;
+use crate::error::{Error, Result};
+use crate::train::observe::census;
 use transduce_kernels::dropout::step_masks;
 use transduce_kernels::launches::count_launches;
 
@@ -74,7 +74,7 @@ impl Inputs {
         ] {
             let [rows, len] = buffer.dims();
             if fresh.dims() != [rows, len] {
-                return Err(CliError::Usage(format!(
+                return Err(Error::Usage(format!(
                     "graph step: a batch of shape {:?} written into a class of shape {:?}",
                     fresh.dims(),
                     [rows, len]
@@ -393,7 +393,7 @@ pub(super) fn drive(
             // the parameters by `model`, the moments, counters, tables and accumulators by
             // the trainer, the outputs by the replay; all on this thread's stream.
             unsafe { Dispatch::graph_replay(inner.as_dispatch(), graph) }.map_err(|e| {
-                CliError::Usage(format!(
+                Error::Usage(format!(
                     "graph step: replaying {what} failed: {e:?}; the last checkpoint is intact: resume it with --eager"
                 ))
             })?;
@@ -428,7 +428,7 @@ pub(super) fn drive(
                 (model, recorded, graph)
             });
             let graph = graph.map_err(|e| {
-                CliError::Usage(format!(
+                Error::Usage(format!(
                     "graph step: capturing {what} failed: {e:?}; the last checkpoint is intact: resume it with --eager"
                 ))
             })?;

@@ -13,8 +13,8 @@ use super::replay::{GraphCounts, GraphTrainer, uncapturable};
 use crate::data::batch::Batch;
 use crate::data::cache::Pairs;
 use crate::data::shape::pad_to_shape;
-use crate::measure::census::{Census, StepCensus};
 use crate::train::batches::{target_tokens, teacher_forced};
+use crate::train::observe::census::{Census, StepCensus};
 use crate::train::read::read_scalars;
 use crate::train::tests::{
     gpu_lock, losses, losses_scaled, reversal_pairs, tiny_start, wgpu_device,

@@ -12,7 +12,7 @@ use transduce::burn::prelude::*;
 use transduce::burn::tensor::Bytes;
 use transduce::{ModelConfig, Transformer};
 
-use crate::error::{CliError, Result, io};
+use crate::error::{Error, Result, io};
 
 /// Where training stands: enough to continue exactly where it stopped.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -97,7 +97,7 @@ pub fn save(
 pub fn read_state(checkpoint: &Path) -> Result<TrainState> {
     let path = checkpoint.join(STATE_FILE);
     let text = std::fs::read_to_string(&path).map_err(io(&path))?;
-    serde_json::from_str(&text).map_err(|e| CliError::Format {
+    serde_json::from_str(&text).map_err(|e| Error::Format {
         path,
         message: e.to_string(),
     })
@@ -116,7 +116,7 @@ pub fn load_weights_file(
     device: &Device,
 ) -> Result<Transformer> {
     let bytes = std::fs::read(path).map_err(io(path))?;
-    load_weights(config, &bytes, device).map_err(|e| CliError::Format {
+    load_weights(config, &bytes, device).map_err(|e| Error::Format {
         path: path.to_path_buf(),
         message: e.to_string(),
     })
@@ -124,7 +124,7 @@ pub fn load_weights_file(
 
 /// burn's Adam's state as a checkpoint stores it.
 pub fn optimizer_bytes(optimizer: &ModuleOptimizer, run_dir: &Path) -> Result<Vec<u8>> {
-    let bytes = optimizer.into_bytes().map_err(|e| CliError::Format {
+    let bytes = optimizer.into_bytes().map_err(|e| Error::Format {
         path: run_dir.join(OPTIMIZER_FILE),
         message: format!("cannot serialize optimizer state: {e:?}"),
     })?;
@@ -137,7 +137,7 @@ pub fn load_optimizer(checkpoint: &Path, optimizer: ModuleOptimizer) -> Result<M
     let bytes = std::fs::read(&path).map_err(io(&path))?;
     optimizer
         .from_bytes(Bytes::from_bytes_vec(bytes))
-        .map_err(|e| CliError::Format {
+        .map_err(|e| Error::Format {
             path,
             message: format!("cannot restore optimizer state: {e:?}"),
         })

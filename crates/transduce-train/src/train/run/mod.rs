@@ -6,6 +6,7 @@
 
 pub mod checkpoint;
 mod pending;
+mod shared_start;
 pub mod validate;
 
 use std::path::{Path, PathBuf};
@@ -25,15 +26,15 @@ use crate::data::batch::{Batch, epoch_order};
 use crate::data::cache::Pairs;
 use crate::data::shape;
 use crate::distributed::{self, Collective};
-use crate::error::{CliError, Result, io};
-use crate::measure::start::StartWatch;
+use crate::error::{Error, Result, io};
+use crate::rng;
 use crate::train::batches::{Examples, target_tokens, teacher_forced};
 use crate::train::config::{METRICS_FILE, RunConfig};
 use crate::train::engine::adam::DeviceAdam;
 use crate::train::engine::eager::{StepLoss, StepWork, optimizer_step};
 use crate::train::engine::loss_scale::{self, LossScale};
 use crate::train::engine::replay::{GraphCounts, GraphTrainer, uncapturable};
-use crate::train::rng;
+use crate::train::observe::start_time::StartWatch;
 use checkpoint::TrainState;
 use pending::{PendingStep, PendingSteps};
 
@@ -122,14 +123,14 @@ impl Trainer<'_> {
                     (model, optimizer, state)
                 }
                 (true, None) => {
-                    return Err(CliError::Usage(format!(
+                    return Err(Error::Usage(format!(
                         "--resume: no checkpoint in {}",
                         self.run_dir.join("checkpoints").display()
                     )));
                 }
                 (false, _) => {
                     if !checkpoint::list(self.run_dir)?.is_empty() {
-                        return Err(CliError::Usage(format!(
+                        return Err(Error::Usage(format!(
                             "{} already holds checkpoints: pass --resume to continue it, or choose a new --out",
                             self.run_dir.display()
                         )));
@@ -152,9 +153,9 @@ impl Trainer<'_> {
                 let mine = if lead {
                     start()
                 } else {
-                    Err(CliError::Usage("not read".into()))
+                    Err(Error::Usage("not read".into()))
                 };
-                distributed::start::broadcast(c, mine, adam(), &self.config.model, &device)?
+                shared_start::broadcast(c, mine, adam(), &self.config.model, &device)?
             }
             _ => start()?,
         };

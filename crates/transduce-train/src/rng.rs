@@ -1,4 +1,5 @@
-//! The trainer's randomness: SplitMix64 (from the model crate) and per-step seeds.
+//! The trainer's randomness: SplitMix64 (from the model crate) and per-step seeds, for
+//! the data's shuffles and batches and the engine's dropout masks alike.
 
 pub use transduce::rng::Rng;
 

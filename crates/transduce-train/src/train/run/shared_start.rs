@@ -8,9 +8,9 @@ use transduce::burn::prelude::*;
 use transduce::burn::tensor::Bytes;
 use transduce::{ModelConfig, Transformer};
 
-use super::Collective;
-use crate::error::{CliError, Result};
-use crate::train::run::checkpoint::TrainState;
+use super::checkpoint::TrainState;
+use crate::distributed::Collective;
+use crate::error::{Error, Result};
 
 /// What a run starts from.
 pub type Start = (Transformer, ModuleOptimizer, TrainState);
@@ -34,7 +34,7 @@ pub fn broadcast(
     if !status.is_empty() {
         return match (start, lead) {
             (Err(e), true) => Err(e),
-            _ => Err(CliError::Usage(format!(
+            _ => Err(Error::Usage(format!(
                 "rank 0 could not start: {}",
                 String::from_utf8_lossy(&status)
             ))),
@@ -45,7 +45,7 @@ pub fn broadcast(
             let weights = save_weights(model, WeightDtype::F32)?;
             let adam = optimizer
                 .into_bytes()
-                .map_err(|e| CliError::Usage(format!("cannot serialize Adam's state: {e:?}")))?
+                .map_err(|e| Error::Usage(format!("cannot serialize Adam's state: {e:?}")))?
                 .to_vec();
             let state = serde_json::to_vec(state).expect("state serializes");
             [weights, adam, state]
@@ -62,8 +62,8 @@ pub fn broadcast(
     let model = load_weights(config, &weights, device)?;
     let optimizer = fresh
         .from_bytes(Bytes::from_bytes_vec(adam))
-        .map_err(|e| CliError::Usage(format!("cannot restore rank 0's Adam state: {e:?}")))?;
+        .map_err(|e| Error::Usage(format!("cannot restore rank 0's Adam state: {e:?}")))?;
     let state = serde_json::from_slice(&state)
-        .map_err(|e| CliError::Usage(format!("rank 0's training state: {e}")))?;
+        .map_err(|e| Error::Usage(format!("rank 0's training state: {e}")))?;
     Ok((model, optimizer, state))
 }
