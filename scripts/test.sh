@@ -13,9 +13,9 @@ ensure_page_tools
 # A software Vulkan device (lavapipe), so the wgpu backend is tested without a GPU;
 # Chromium for the browser tests.
 ensure_apt mesa-vulkan-drivers chromium
-# Open MPI, for the data-parallel ranks' tests (mpirun starts the ranks; the trainer loads
-# libmpi at run time).
-ensure_apt openmpi-bin
+# Open MPI and MPICH, for the data-parallel ranks' tests (mpirun and mpiexec.mpich start the
+# ranks; the trainer loads either's libmpi at run time).
+ensure_apt openmpi-bin mpich
 # CTranslate2 in a virtual environment: a recipe's `ct2 = true` export (cargo test) and the
 # check of the shipped translators below both run it.
 ensure_ct2 && export TRANSDUCE_CT2_PYTHON="$CT2_PYTHON"
