@@ -81,6 +81,37 @@ struct Api<H> {
     sum: H,
 }
 
+impl<H> Api<H> {
+    /// MPI's functions in `library`, with the ABI's handles of the world communicator,
+    /// `MPI_FLOAT` and `MPI_BYTE`, and `MPI_SUM`.
+    ///
+    /// # Safety
+    /// `H` must be the library's handle type (each function pointer is read as the C
+    /// signature of that MPI function over `H`).
+    unsafe fn bind(
+        library: &Library,
+        file: &str,
+        [comm_world, float, byte]: [H; 3],
+        sum: H,
+    ) -> Result<Self> {
+        // SAFETY: as the caller promises.
+        unsafe {
+            Ok(Api {
+                init: symbol(library, "MPI_Init", file)?,
+                finalize: symbol(library, "MPI_Finalize", file)?,
+                comm_rank: symbol(library, "MPI_Comm_rank", file)?,
+                comm_size: symbol(library, "MPI_Comm_size", file)?,
+                allreduce: symbol(library, "MPI_Allreduce", file)?,
+                bcast: symbol(library, "MPI_Bcast", file)?,
+                comm_world,
+                float,
+                byte,
+                sum,
+            })
+        }
+    }
+}
+
 /// What the trainer asks of MPI, whatever its ABI. Each returns MPI's error code.
 trait Calls: Send + Sync {
     fn init(&self) -> c_int;
@@ -213,8 +244,8 @@ fn library_version(library: &Library, file: &str) -> Result<String> {
 
 /// The calls of the library at hand, by its ABI.
 fn bind(library: &'static Library, file: &str) -> Result<Box<dyn Calls>> {
-    // SAFETY (every `symbol` below): each type is the C signature of that MPI function in
-    // the ABI the branch is for, and each object's symbol is read as its address.
+    // SAFETY: each branch binds the functions over its ABI's handle type (`Address` for
+    // Open MPI, `c_int` for MPICH), and each object's symbol is read as its address.
     unsafe {
         let world: std::result::Result<libloading::os::unix::Symbol<*const c_void>, _> =
             library.get(b"ompi_mpi_comm_world");
@@ -226,18 +257,14 @@ fn bind(library: &'static Library, file: &str) -> Result<Box<dyn Calls>> {
                         .map_err(|_| Error::Usage(format!("{file} (Open MPI) has no {name}")))?;
                 Ok(Address(s.into_raw() as *const c_void))
             };
-            return Ok(Box::new(Api::<Address> {
-                init: symbol(library, "MPI_Init", file)?,
-                finalize: symbol(library, "MPI_Finalize", file)?,
-                comm_rank: symbol(library, "MPI_Comm_rank", file)?,
-                comm_size: symbol(library, "MPI_Comm_size", file)?,
-                allreduce: symbol(library, "MPI_Allreduce", file)?,
-                bcast: symbol(library, "MPI_Bcast", file)?,
-                comm_world: Address(world.into_raw() as *const c_void),
-                float: address("ompi_mpi_float")?,
-                byte: address("ompi_mpi_byte")?,
-                sum: address("ompi_mpi_op_sum")?,
-            }));
+            let world = Address(world.into_raw() as *const c_void);
+            let handles = [world, address("ompi_mpi_float")?, address("ompi_mpi_byte")?];
+            return Ok(Box::new(Api::bind(
+                library,
+                file,
+                handles,
+                address("ompi_mpi_op_sum")?,
+            )?));
         }
         let version = library_version(library, file)?;
         if !mpich_abi(&version) {
@@ -245,18 +272,8 @@ fn bind(library: &'static Library, file: &str) -> Result<Box<dyn Calls>> {
                 "{file} is neither Open MPI nor of MPICH's ABI (it says {version:?}): set TRANSDUCE_MPI_LIB to an Open MPI or MPICH libmpi.so"
             )));
         }
-        Ok(Box::new(Api::<c_int> {
-            init: symbol(library, "MPI_Init", file)?,
-            finalize: symbol(library, "MPI_Finalize", file)?,
-            comm_rank: symbol(library, "MPI_Comm_rank", file)?,
-            comm_size: symbol(library, "MPI_Comm_size", file)?,
-            allreduce: symbol(library, "MPI_Allreduce", file)?,
-            bcast: symbol(library, "MPI_Bcast", file)?,
-            comm_world: mpich::COMM_WORLD,
-            float: mpich::FLOAT,
-            byte: mpich::BYTE,
-            sum: mpich::SUM,
-        }))
+        let handles = [mpich::COMM_WORLD, mpich::FLOAT, mpich::BYTE];
+        Ok(Box::new(Api::bind(library, file, handles, mpich::SUM)?))
     }
 }
 

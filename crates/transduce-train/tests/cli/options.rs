@@ -191,9 +191,8 @@ fn bad_option_values_are_refused_before_any_work() {
     );
 }
 
-/// The commands `transduce --help` lists, without `help`.
-fn subcommands() -> Vec<String> {
-    let help = run(&["--help"]);
+/// The commands a `--help` text lists, without `help`.
+fn commands_of(help: &str) -> Vec<String> {
     help.lines()
         .skip_while(|l| !l.starts_with("Commands:"))
         .skip(1)
@@ -245,7 +244,7 @@ fn the_docs_name_every_command_and_option_the_parser_has() {
         .split("## CLI reference")
         .nth(1)
         .expect("GUIDE has a CLI reference");
-    let commands = subcommands();
+    let commands = commands_of(&run(&["--help"]));
     assert!(commands.len() >= 10, "{commands:?}");
     let mut missing = Vec::new();
     for command in &commands {
@@ -259,15 +258,7 @@ fn the_docs_name_every_command_and_option_the_parser_has() {
         }
         let mut helps = vec![run(&[command, "--help"])];
         // Commands of commands (`eval bleu`, `recipe run`).
-        let nested: Vec<String> = helps[0]
-            .lines()
-            .skip_while(|l| !l.starts_with("Commands:"))
-            .skip(1)
-            .take_while(|l| !l.trim().is_empty())
-            .filter_map(|l| l.split_whitespace().next())
-            .filter(|name| *name != "help")
-            .map(str::to_string)
-            .collect();
+        let nested = commands_of(&helps[0]);
         for sub in &nested {
             helps.push(run(&[command, sub, "--help"]));
         }
