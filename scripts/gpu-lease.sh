@@ -50,7 +50,7 @@ prepare() {
     source scripts/common.sh
     bash scripts/setup-cuda-build.sh
     log "building the CUDA release binary (cargo build --release --features cuda)"
-    cargo build --release --locked -p transduce-train --bin transduce --features cuda
+    cargo build --release --locked -p transduce-cli --bin transduce --features cuda
     mkdir -p .dev .gl
     strip -o .dev/transduce "$CARGO_TARGET_DIR/release/transduce"
     xz -T0 -6 -f .dev/transduce

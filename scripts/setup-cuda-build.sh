@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Makes `cargo build --release -p transduce-train --features cuda` work offline.
+# Makes `cargo build --release -p transduce-cli --features cuda` work offline.
 #
 #   scripts/setup-cuda-build.sh
 #
@@ -57,4 +57,4 @@ EOF
 chmod +x "$prefix/bin/llvm-config"
 touch "$prefix/.tracel-llvm-installed"
 log "LLVM $("$prefix/bin/llvm-config" --version) stands in for tracel-llvm $version; now:"
-echo "    cargo build --release -p transduce-train --features cuda"
+echo "    cargo build --release -p transduce-cli --features cuda"

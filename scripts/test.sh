@@ -52,7 +52,7 @@ step "scripts/check-cycles.py's tests" python3 scripts/test_check_cycles.py
 # cubecl-llvm's LLVM build, which only a full CUDA build needs
 # (scripts/setup-cuda-build.sh; README "CUDA"); no other crate here reads it.
 step "cargo clippy (with the CUDA trainer)" \
-    env DOCS_RS=1 cargo clippy --workspace --all-targets --locked --features transduce-train/cuda -- -D warnings
+    env DOCS_RS=1 cargo clippy --workspace --all-targets --locked --features transduce-cli/cuda -- -D warnings
 
 log "cargo test --workspace"
 test_log=$(mktemp)

@@ -319,8 +319,10 @@ async function writeCached(store, ref, hub, weights, bundle, meta) {
 
 /**
  * A model by name as bundle files: `{ config, tokenizer, weights, card, reference (pinned),
- * commit, cached, offline, warning }`. `emit` gets `{ file, loaded, total, cached }` as the
- * page's download progress does.
+ * commit, cached, offline, conversion, keep }`. `emit` gets `{ file, loaded, total, cached }`
+ * as the page's download progress does. A bundle just converted is stored only when the
+ * caller calls `keep()`, once it has loaded it, so that a bundle that does not load is never
+ * kept; `keep()` answers null, or the warning of a store that failed (the quota).
  */
 export async function hubBundle({ reference, hub = DEFAULT_HUB, weights = "int8" }, useCache, emit) {
   const ref = parseReference(reference);
@@ -351,8 +353,8 @@ export async function hubBundle({ reference, hub = DEFAULT_HUB, weights = "int8"
   emit({ file: `${repoOf(ref)}: converting`, loaded: 0, total: 0, cached: false, converting: true });
   const converted = await convert(got.files, { reference: referenceText(pinned), hub: trimHub(hub), weights });
   const bundle = { config: converted.config, tokenizer: converted.tokenizer, weights: converted.weights, card: converted.card };
-  const warning = store ? await writeCached(store, ref, hub, weights, bundle, { commit: got.commit, etags: got.etags }) : null;
-  return { ...bundle, reference: referenceText(pinned), commit: got.commit, cached: false, offline: false, warning, conversion: converted.stats };
+  const keep = async () => (store ? writeCached(store, ref, hub, weights, bundle, { commit: got.commit, etags: got.etags }) : null);
+  return { ...bundle, reference: referenceText(pinned), commit: got.commit, cached: false, offline: false, keep, conversion: converted.stats };
 }
 
 /**

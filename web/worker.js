@@ -149,6 +149,7 @@ const OPS = {
           throw e;
         }
         channel = { engine: checker, weight };
+        if (bytes.keep) await bytes.keep();
       } catch (e) {
         loaded.free();
         throw new Error(`channel: ${message(e)}`);
@@ -157,6 +158,8 @@ const OPS = {
     engine = loaded;
     engineModule = module;
     current = { url, shipped, adapted, key, backend: choice.backend };
+    // A model by name just converted is stored now that it has loaded.
+    if (shipped.keep) shipped.warning = await shipped.keep();
     // A model by name: where it came from, its card, and what could not be stored.
     const hub = shipped.reference
       ? { reference: shipped.reference, card: shipped.card, cached: shipped.cached, offline: shipped.offline, conversion: shipped.conversion, warning: shipped.warning ? { code: shipped.warning.code, message: shipped.warning.message } : undefined }

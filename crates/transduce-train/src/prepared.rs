@@ -115,7 +115,7 @@ pub fn prepare(args: PrepareArgs) -> Result<PrepareSummary> {
                 train.len(),
                 path.display()
             );
-            crate::source::tokenizer(path)?
+            crate::model_folder::tokenizer(path)?
         }
     };
     let mut summary = PrepareSummary {
@@ -289,7 +289,7 @@ pub fn prepare_parse(args: ParsePrepareArgs) -> Result<PrepareSummary> {
                 train.len(),
                 path.display()
             );
-            let tokenizer = crate::source::tokenizer(path)?;
+            let tokenizer = crate::model_folder::tokenizer(path)?;
             // Trees using these are dropped and counted below; name them once here.
             let missing: Vec<&str> = tree_tokens
                 .iter()
@@ -344,7 +344,7 @@ pub struct Prepared {
 
 impl Prepared {
     pub fn load(dir: &Path) -> Result<Prepared> {
-        let tokenizer = crate::source::tokenizer(dir)?;
+        let tokenizer = crate::model_folder::tokenizer(dir)?;
         let train = cache::read(&dir.join(TRAIN_FILE))?;
         let valid_path = dir.join(VALID_FILE);
         let valid = if valid_path.exists() {

@@ -44,6 +44,7 @@ export async function mount(scratch) {
   const enDe = await imported(EN_DE, "en-de");
   const frEn = await imported("hf:Helsinki-NLP/opus-mt-fr-en", "fr-en");
   const romance = await imported("hf:Helsinki-NLP/opus-mt-en-ROMANCE", "romance");
+  const deEn = await imported("hf:Helsinki-NLP/opus-mt-de-en", "de-en");
   const sha = async (file) => createHash("sha256").update(await readFile(file)).digest("hex");
   native = {
     sentences,
@@ -52,6 +53,7 @@ export async function mount(scratch) {
     // fr → en → de: each sentence through both models, as the pivot does.
     pivot: translate(enDe, translate(frEn, sentences)),
     romance: translate(romance, sentences.map((s) => `>>fra<< ${s}`)),
+    deEn: translate(deEn, sentences.slice(0, 2)),
   };
   return {};
 }
@@ -206,6 +208,41 @@ export const translatorApi = step(name, async ({ b }) => {
     }, { hub: hubUrl(), sentences: native.sentences.slice(0, 3) });
     same(texts.slice(0, 3), native.romance.slice(0, 3), "en-ROMANCE with >>fra<<");
     assertEqual(texts[3], `${native.romance[0]} ${native.romance[1]}`, "two sentences, each with the token");
+  }, { needsTestServer: true });
+
+  await test("hub: install({ hub, opusMt: true }) beside a site's table answers from the cache on a new page; a slow hub streams progress and one without the listing still loads", async () => {
+    const page = await b.context.newPage();
+    await page.goto(`${base}/index.html?backend=cpu`);
+    const found = await page.evaluate(async ({ hub, slow, noapi, sentences }) => {
+      const polyfill = await import("/translator.js");
+      const defined = polyfill.install({ hub, opusMt: true, backend: "cpu", models: { "en-fr": { model: "hf:Helsinki-NLP/opus-mt-en-ROMANCE", token: ">>fra<<" } } });
+      const T = globalThis.Translator;
+      const ask = (s, t) => T.availability({ sourceLanguage: s, targetLanguage: t });
+      // Nothing is loaded in this page: "available" is the Cache API's (the tests before
+      // this one converted fr-en, en-de and en-ROMANCE in this browser).
+      const availability = { frDe: await ask("fr", "de"), enFr: await ask("en", "fr"), deEn: await ask("de", "en"), nlDe: await ask("nl", "de"), frJa: await ask("fr", "ja") };
+      // A slow hub (64 KB every 20 ms): the bar moves while the files stream.
+      polyfill.configure({ hub: slow });
+      const progress = [];
+      const slowed = await T.create({ sourceLanguage: "de", targetLanguage: "en", monitor: (m) => m.addEventListener("downloadprogress", (e) => progress.push(e.loaded)) });
+      const slowText = await slowed.translate(sentences[0]);
+      slowed.destroy();
+      // No listing (the api answers 404): each file is asked for by name.
+      const { Transduce } = await import("/transduce.js");
+      const t = await Transduce.load("hf:Helsinki-NLP/opus-mt-de-en", { hub: noapi, backend: "cpu" });
+      const noapiTexts = [];
+      for (const s of sentences) noapiTexts.push((await t.translate(s)).text);
+      t.free();
+      return { defined: defined && T === polyfill.Translator, availability, progress, slowText, noapiTexts };
+    }, { hub: hubUrl(), slow: hubUrl("slow"), noapi: hubUrl("noapi"), sentences: native.sentences.slice(0, 2) });
+    assertEqual(found.defined, true, "install() defined globalThis.Translator (the browser's own is off)");
+    assertEqual(JSON.stringify(found.availability), JSON.stringify({ frDe: "available", enFr: "available", deEn: "downloadable", nlDe: "downloadable", frJa: "unavailable" }), "availability on a new page");
+    const p = found.progress;
+    const between = p.filter((x) => x > 0 && x < 1);
+    if (p[0] !== 0 || p[p.length - 1] !== 1 || p.some((x, i) => i && x < p[i - 1]) || between.length < 8) throw new Error(`slow hub's progress: ${p.join(", ")}`);
+    assertEqual(found.slowText, native.deEn[0], "de-en from the slow hub");
+    same(found.noapiTexts, native.deEn, "de-en from a hub without the listing");
+    await page.close();
   }, { needsTestServer: true });
 }, { ownPage: true });
 

@@ -206,7 +206,7 @@ fn wgpu_device(index: usize) -> Result<Device> {
 /// Whether one of `names` loads as a shared library: cudarc loads the NVIDIA libraries on
 /// first use and panics where one is missing, so callers look first.
 #[cfg(feature = "cuda")]
-pub(crate) fn library_loads(names: &[&str]) -> bool {
+pub fn library_loads(names: &[&str]) -> bool {
     // SAFETY: loading a library runs its initialisers, as cudarc's own load would a moment
     // later.
     names

@@ -12,7 +12,7 @@
 
 pub mod dial;
 pub mod env;
-pub mod exchange;
+pub mod exchange_mode;
 pub mod join;
 pub mod mpi;
 #[cfg(feature = "cuda")]

@@ -19,9 +19,6 @@ pub mod observe;
 pub mod read;
 pub mod run;
 
-#[cfg(test)]
-mod tests;
-
 // What the commands use, by its short name.
 pub use batches::Examples;
 pub use config::{LOG_EVERY, RUN_FILE, RunConfig, TrainOptions, focus_rule};

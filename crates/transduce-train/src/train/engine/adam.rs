@@ -128,9 +128,8 @@ impl DeviceAdam {
         self
     }
 
-    /// Adam's time, read from the device.
-    #[cfg(test)]
-    pub(super) fn time(&self) -> u64 {
+    /// Adam's time, read from the device (for tests).
+    pub fn time(&self) -> u64 {
         self.time
             .clone()
             .into_data()
@@ -139,8 +138,7 @@ impl DeviceAdam {
     }
 
     /// The doubling interval of the loss scale (tests shorten it).
-    #[cfg(test)]
-    pub(super) fn growing_every(mut self, steps: u64) -> Self {
+    pub fn growing_every(mut self, steps: u64) -> Self {
         if let Some(scale) = &mut self.scale {
             scale.growth = steps;
         }

@@ -19,14 +19,9 @@
 pub mod accum;
 pub mod adam;
 pub mod eager;
-pub mod exchange;
+pub mod gradient_buffer;
 pub mod loss_scale;
 pub mod params;
 pub mod ranks;
 pub mod record;
 pub mod replay;
-
-#[cfg(test)]
-mod ranks_tests;
-#[cfg(test)]
-mod replay_tests;

@@ -16,7 +16,7 @@ use transduce::burn::prelude::*;
 use transduce::burn::tensor::{TensorData, Transaction};
 use transduce::train::TeacherForced;
 
-use super::exchange::Exchange;
+use super::gradient_buffer::Exchange;
 use super::replay::{Driven, GraphTrainer, drive};
 use crate::distributed::{Collective, DeviceSums};
 use crate::error::{Error, Result};

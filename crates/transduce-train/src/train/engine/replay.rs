@@ -36,7 +36,7 @@ use transduce::tokenizer::PAD;
 use transduce::train::{TeacherForced, loss};
 
 use super::adam::DeviceAdam;
-use super::exchange::Exchange;
+use super::gradient_buffer::Exchange;
 use crate::error::{Error, Result};
 use crate::train::observe::census;
 use transduce_kernels::dropout::step_masks;
@@ -249,7 +249,6 @@ impl GraphTrainer {
     }
 
     /// The same steps, never captured.
-    #[cfg(test)]
     pub fn eager(device: &Device, adam: DeviceAdam, epsilon: f64) -> Self {
         GraphTrainer {
             eager_only: true,

@@ -1,0 +1,468 @@
+//! `transduce import hf:ORG/NAME`: a model's files from the Hugging Face hub (or any server
+//! with its layout, `--hub`), kept in `~/.cache/transduce/hub/`.
+//!
+//! Layout of the cache, per model: `refs/REVISION` holds the commit the revision last
+//! resolved to, `COMMIT/FILE` each complete file, `COMMIT/FILE.part` a download under way
+//! (with `FILE.part.etag`, so a resumed download continues only the same content). A file
+//! is renamed into place only once its length matches `Content-Length` and, where the hub
+//! gives the content's sha256 as its ETag (large files), its sum: a partial file is never
+//! read. With the hub unreachable, a revision whose files are all cached is read from there.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use transduce_import::hub::{Listing, Reference, parse_listing};
+use transduce_import::{ModelFiles, OPTIONAL, PYTORCH, REQUIRED, SAFETENSORS};
+
+use transduce_train::error::{Error, Result, io};
+use transduce_train::fsutil;
+
+/// Where downloads are kept: `$TRANSDUCE_HUB_CACHE`, else `~/.cache/transduce/hub`.
+pub fn cache_root() -> PathBuf {
+    if let Some(dir) = std::env::var_os("TRANSDUCE_HUB_CACHE") {
+        return PathBuf::from(dir);
+    }
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(std::env::temp_dir);
+    base.join("transduce").join("hub")
+}
+
+/// The model's files, and the commit they are of.
+pub struct Fetched {
+    pub files: ModelFiles,
+    pub commit: String,
+}
+
+struct Client {
+    agent: ureq::Agent,
+    hub: String,
+    token: Option<String>,
+}
+
+/// A failed request: the hub could not be reached at all, or it answered.
+enum Failure {
+    Unreachable(String),
+    Status(u16, String),
+}
+
+impl Client {
+    fn new(hub: &str) -> Client {
+        let agent = ureq::Agent::config_builder()
+            // Redirects are followed here, so the first answer's headers (the commit, the
+            // content's ETag) are seen.
+            .max_redirects(0)
+            .http_status_as_error(false)
+            .timeout_connect(Some(Duration::from_secs(30)))
+            .timeout_per_read(Some(Duration::from_secs(120)))
+            .user_agent(concat!("transduce/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .new_agent();
+        Client {
+            agent,
+            hub: hub.trim_end_matches('/').to_string(),
+            token: std::env::var("HF_TOKEN").ok().filter(|t| !t.is_empty()),
+        }
+    }
+
+    /// GET `url`, following up to 5 redirects; the final response and the first one's
+    /// headers that matter (`X-Repo-Commit`, the linked ETag).
+    fn get(
+        &self,
+        url: &str,
+        range: Option<(u64, &str)>,
+    ) -> std::result::Result<(ureq::http::Response<ureq::Body>, Headers), Failure> {
+        let mut url = url.to_string();
+        let mut first = Headers::default();
+        for hop in 0..6 {
+            let mut request = self.agent.get(&url);
+            if let Some((from, etag)) = range {
+                request = request
+                    .header("Range", &format!("bytes={from}-"))
+                    .header("If-Range", etag);
+            }
+            // The token goes to the hub only, never to where it redirects.
+            if let (Some(token), 0) = (&self.token, hop) {
+                request = request.header("Authorization", &format!("Bearer {token}"));
+            }
+            let response = request
+                .call()
+                .map_err(|e| Failure::Unreachable(format!("{url}: {e}")))?;
+            let header = |name: &str| {
+                response
+                    .headers()
+                    .get(name)
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_string)
+            };
+            if hop == 0 {
+                first = Headers {
+                    commit: header("x-repo-commit"),
+                    etag: header("x-linked-etag").or_else(|| header("etag")),
+                };
+            }
+            let status = response.status().as_u16();
+            if (300..400).contains(&status) && status != 304 {
+                let location = header("location").ok_or_else(|| {
+                    Failure::Status(status, format!("{url}: a redirect without a Location"))
+                })?;
+                url = join(&url, &location);
+                continue;
+            }
+            if !(200..300).contains(&status) {
+                return Err(Failure::Status(status, format!("{url}: HTTP {status}")));
+            }
+            return Ok((response, first));
+        }
+        Err(Failure::Status(
+            310,
+            format!("{url}: more than 5 redirects"),
+        ))
+    }
+}
+
+#[derive(Default)]
+struct Headers {
+    commit: Option<String>,
+    etag: Option<String>,
+}
+
+/// `location` against the URL it answered (absolute, or a path on the same host).
+fn join(base: &str, location: &str) -> String {
+    if location.contains("://") {
+        return location.to_string();
+    }
+    let origin_end = base
+        .find("://")
+        .and_then(|i| base[i + 3..].find('/').map(|j| i + 3 + j))
+        .unwrap_or(base.len());
+    if location.starts_with('/') {
+        format!("{}{location}", &base[..origin_end])
+    } else {
+        let dir = base.rfind('/').map_or(base, |i| &base[..=i]);
+        format!("{dir}{location}")
+    }
+}
+
+fn hub_error(reference: &Reference, message: String) -> Error {
+    Error::Usage(format!("{reference}: {message}"))
+}
+
+/// The ETag's content sum where it is one (the hub's ETag of a large file is its sha256).
+fn sha256_etag(etag: &str) -> Option<String> {
+    let tag = etag.trim_start_matches("W/").trim_matches('"');
+    (tag.len() == 64 && tag.bytes().all(|b| b.is_ascii_hexdigit())).then(|| tag.to_lowercase())
+}
+
+/// The model's files at `reference`, from the cache or the hub.
+pub fn fetch(reference: &Reference, hub: &str, cache: &Path) -> Result<Fetched> {
+    let client = Client::new(hub);
+    let dir = cache.join(&reference.org).join(&reference.name);
+    let refs = dir
+        .join("refs")
+        .join(reference.revision().replace('/', "%2F"));
+    let listing = match client.get(&reference.api_url(hub), None) {
+        Ok((response, _)) => {
+            let mut body = Vec::new();
+            response
+                .into_body()
+                .into_reader()
+                .take(16 << 20)
+                .read_to_end(&mut body)
+                .map_err(|e| hub_error(reference, format!("reading the listing: {e}")))?;
+            Some(parse_listing(&body).map_err(|e| {
+                hub_error(
+                    reference,
+                    format!("{}: the listing is {e}", reference.api_url(hub)),
+                )
+            })?)
+        }
+        // A hub without the listing: the files are asked for one by one.
+        Err(Failure::Status(404, _)) => None,
+        Err(Failure::Status(401, what)) => {
+            return Err(hub_error(
+                reference,
+                format!("{what}: no such model on {hub}, or it needs a token (set HF_TOKEN)"),
+            ));
+        }
+        Err(Failure::Status(_, what)) => return Err(hub_error(reference, what)),
+        Err(Failure::Unreachable(why)) => {
+            return offline(reference, &dir, &refs, &why);
+        }
+    };
+    let commit = listing.as_ref().and_then(|l| l.commit.clone());
+    fetch_files(reference, &client, &dir, &refs, listing, commit)
+}
+
+/// The hub is unreachable: the revision's files from the cache, if all are there.
+fn offline(reference: &Reference, dir: &Path, refs: &Path, why: &str) -> Result<Fetched> {
+    let commit = std::fs::read_to_string(refs)
+        .ok()
+        .map(|s| s.trim().to_string());
+    let Some(commit) = commit.filter(|c| !c.is_empty()) else {
+        return Err(hub_error(
+            reference,
+            format!("the hub is unreachable ({why}), and this revision is not cached"),
+        ));
+    };
+    let snapshot = dir.join(&commit);
+    let mut files = ModelFiles::new();
+    for name in REQUIRED
+        .iter()
+        .chain(&OPTIONAL)
+        .chain(&[SAFETENSORS, PYTORCH])
+    {
+        let path = snapshot.join(name);
+        if path.is_file() {
+            files.insert(*name, std::fs::read(&path).map_err(io(&path))?);
+        }
+    }
+    let complete =
+        REQUIRED.iter().all(|f| files.get(f).is_some()) && files.weights_file().is_some();
+    if !complete {
+        return Err(hub_error(
+            reference,
+            format!(
+                "the hub is unreachable ({why}), and the cache holds only part of commit {commit}"
+            ),
+        ));
+    }
+    eprintln!("the hub is unreachable ({why}); using the cached commit {commit}");
+    Ok(Fetched { files, commit })
+}
+
+fn fetch_files(
+    reference: &Reference,
+    client: &Client,
+    dir: &Path,
+    refs: &Path,
+    listing: Option<Listing>,
+    mut commit: Option<String>,
+) -> Result<Fetched> {
+    let listed = listing.as_ref().map(|l| l.files.clone());
+    let has = |name: &str| {
+        listed
+            .as_ref()
+            .is_none_or(|files| files.iter().any(|f| f == name))
+    };
+    // Required files first (config.json tells a missing model at once), then the optional
+    // ones, then the weights.
+    let mut wanted: Vec<(&str, bool)> = REQUIRED.iter().map(|f| (*f, true)).collect();
+    wanted.extend(OPTIONAL.iter().filter(|f| has(f)).map(|f| (*f, false)));
+    match &listed {
+        Some(files) => {
+            let weights = transduce_import::weights_file_of(files.iter().map(String::as_str))
+                .ok_or_else(|| {
+                    hub_error(
+                        reference,
+                        "the model lists neither model.safetensors nor pytorch_model.bin".into(),
+                    )
+                })?;
+            wanted.push((weights, true));
+        }
+        None => {
+            wanted.push((SAFETENSORS, false));
+            wanted.push((PYTORCH, false));
+        }
+    }
+    let mut files = ModelFiles::new();
+    for (name, required) in wanted {
+        if name == PYTORCH && files.get(SAFETENSORS).is_some() {
+            continue;
+        }
+        match download(reference, client, dir, name, &mut commit)? {
+            Some(bytes) => files.insert(name, bytes),
+            None if required => {
+                return Err(hub_error(
+                    reference,
+                    format!(
+                        "{} answered 404: {}",
+                        reference.resolve_url(&client.hub, name),
+                        if name == REQUIRED[0] {
+                            match &reference.revision {
+                                Some(rev) => {
+                                    format!("no such model or revision {rev} on {}", client.hub)
+                                }
+                                None => format!("no such model on {}", client.hub),
+                            }
+                        } else {
+                            format!("the model has no {name}")
+                        }
+                    ),
+                ));
+            }
+            None => {}
+        }
+    }
+    if files.weights_file().is_none() {
+        return Err(hub_error(
+            reference,
+            "the model has neither model.safetensors nor pytorch_model.bin".into(),
+        ));
+    }
+    let commit = commit.unwrap_or_else(|| reference.revision().to_string());
+    std::fs::create_dir_all(refs.parent().expect("refs/")).map_err(io(refs))?;
+    fsutil::write_atomic(refs, commit.as_bytes())?;
+    Ok(Fetched { files, commit })
+}
+
+/// One file of the revision: from the cache when complete there, else downloaded (resumed
+/// where a partial download of the same content is). `None` for a 404.
+fn download(
+    reference: &Reference,
+    client: &Client,
+    dir: &Path,
+    name: &str,
+    commit: &mut Option<String>,
+) -> Result<Option<Vec<u8>>> {
+    if let Some(c) = commit.as_deref() {
+        let cached = dir.join(c).join(name);
+        if cached.is_file() {
+            return std::fs::read(&cached).map(Some).map_err(io(&cached));
+        }
+    }
+    let url = reference.resolve_url(&client.hub, name);
+    // A partial download is kept per commit; resumed only when the commit is known.
+    let part = commit
+        .as_deref()
+        .map(|c| dir.join(c).join(format!("{name}.part")));
+    let resume = part.as_ref().and_then(|p| {
+        let etag = std::fs::read_to_string(p.with_extension("part.etag")).ok()?;
+        let len = std::fs::metadata(p).ok()?.len();
+        (len > 0).then_some((len, etag))
+    });
+    let started = Instant::now();
+    let (response, headers) = match client.get(&url, resume.as_ref().map(|(n, e)| (*n, e.as_str())))
+    {
+        Ok(r) => r,
+        Err(Failure::Status(404, _)) => return Ok(None),
+        Err(Failure::Status(_, what)) | Err(Failure::Unreachable(what)) => {
+            return Err(hub_error(reference, what));
+        }
+    };
+    match (commit.as_deref(), headers.commit.as_deref()) {
+        (Some(listed), Some(served)) if listed != served => {
+            return Err(hub_error(
+                reference,
+                format!(
+                    "revision {} moved during the download: the listing said commit \
+                     {listed}, {name} came from {served}; import it again",
+                    reference.revision()
+                ),
+            ));
+        }
+        (None, Some(served)) => *commit = Some(served.to_string()),
+        _ => {}
+    }
+    let c = commit
+        .clone()
+        .unwrap_or_else(|| reference.revision().to_string());
+    let snapshot = dir.join(&c);
+    std::fs::create_dir_all(&snapshot).map_err(io(&snapshot))?;
+    let part = part.unwrap_or_else(|| snapshot.join(format!("{name}.part")));
+    let etag_path = part.with_extension("part.etag");
+    let partial = response.status().as_u16() == 206;
+    let mut bytes = if partial {
+        std::fs::read(&part).map_err(io(&part))?
+    } else {
+        Vec::new()
+    };
+    let expected = response
+        .headers()
+        .get("content-length")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+        .map(|n| n + bytes.len() as u64);
+    if let Some(etag) = &headers.etag {
+        std::fs::write(&etag_path, etag).map_err(io(&etag_path))?;
+    }
+    let mut out = std::fs::OpenOptions::new()
+        .create(true)
+        .append(partial)
+        .write(true)
+        .truncate(!partial)
+        .open(&part)
+        .map_err(io(&part))?;
+    let mut reader = response.into_body().into_reader();
+    let mut buffer = vec![0u8; 1 << 16];
+    let resumed_from = bytes.len();
+    loop {
+        let n = match reader.read(&mut buffer) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) => {
+                return Err(hub_error(
+                    reference,
+                    format!(
+                        "{url}: the download broke off after {} bytes ({e}); run the same \
+                         command again to resume it",
+                        bytes.len()
+                    ),
+                ));
+            }
+        };
+        out.write_all(&buffer[..n]).map_err(io(&part))?;
+        bytes.extend_from_slice(&buffer[..n]);
+    }
+    out.sync_all().map_err(io(&part))?;
+    drop(out);
+    if let Some(expected) = expected
+        && expected != bytes.len() as u64
+    {
+        return Err(hub_error(
+            reference,
+            format!(
+                "{url}: {} bytes arrived where Content-Length said {expected}; run the same \
+                 command again to resume it",
+                bytes.len()
+            ),
+        ));
+    }
+    if let Some(sum) = headers.etag.as_deref().and_then(sha256_etag) {
+        let found = transduce::bundle::sha256_hex(&bytes);
+        if found != sum {
+            let _ = std::fs::remove_file(&part);
+            let _ = std::fs::remove_file(&etag_path);
+            return Err(hub_error(
+                reference,
+                format!(
+                    "{url}: the download is damaged (sha256 {found}, the hub's ETag says \
+                     {sum}); it was deleted, run the same command again"
+                ),
+            ));
+        }
+    }
+    let done = snapshot.join(name);
+    std::fs::rename(&part, &done).map_err(io(&done))?;
+    let _ = std::fs::remove_file(&etag_path);
+    let seconds = started.elapsed().as_secs_f64();
+    eprintln!(
+        "downloaded {name}: {:.1} MB in {seconds:.1} s{}",
+        bytes.len() as f64 / 1e6,
+        if resumed_from > 0 {
+            format!(" (resumed at {:.1} MB)", resumed_from as f64 / 1e6)
+        } else {
+            String::new()
+        }
+    );
+    Ok(Some(bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redirects_join_as_browsers_join_them() {
+        assert_eq!(join("http://h:1/a/b/c", "/cdn/x"), "http://h:1/cdn/x");
+        assert_eq!(join("http://h:1/a/b/c", "https://cdn/y"), "https://cdn/y");
+        assert_eq!(join("http://h:1/a/b/c", "d"), "http://h:1/a/b/d");
+        assert_eq!(
+            sha256_etag("\"ABCDEF0123456789abcdef0123456789abcdef0123456789abcdef0123456789\""),
+            Some("abcdef0123456789abcdef0123456789abcdef0123456789abcdef0123456789".into())
+        );
+        assert_eq!(sha256_etag("\"1234-abc\""), None);
+    }
+}
