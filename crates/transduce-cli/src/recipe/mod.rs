@@ -3,26 +3,31 @@
 //! subcommands that do each by hand. A stage is done when its output exists and checks
 //! out, so a rerun continues where the last one stopped.
 
+mod argv;
+mod card;
 pub mod command;
 mod cost;
 mod format;
+mod kind;
 mod outputs;
 mod plan;
 mod rescore;
 mod row;
-mod spec;
-mod stage;
+mod scoring;
+mod sets;
 mod state;
 
 use std::path::{Path, PathBuf};
+
+use clap::ValueEnum;
 
 pub use format::Scale;
 
 use transduce_train::backend::Backend;
 use transduce_train::error::{Error, Result};
 
+use kind::{At, CostAt, RunOptions, Spec};
 use plan::{Context, Plan};
-use spec::Spec;
 use state::{Marker, State};
 
 /// What `recipe run` was asked.
@@ -55,13 +60,14 @@ pub fn run(request: RunRequest) -> Result<()> {
             work: work.clone(),
             scale,
         },
+        kind::output,
     )?;
     // Every stage is read before any runs: a wrong field stops here.
-    let specs: Vec<Option<Spec>> = (0..plan.nodes.len())
+    let specs: Vec<Option<Box<dyn Spec>>> = (0..plan.nodes.len())
         .map(|n| {
             plan.order
                 .contains(&n)
-                .then(|| Spec::read(&plan, n))
+                .then(|| kind::read(&plan, n))
                 .transpose()
         })
         .collect::<Result<_>>()?;
@@ -85,7 +91,17 @@ pub fn run(request: RunRequest) -> Result<()> {
         }
     };
     // Every planned stage was read above.
-    let spec = |n: usize| specs[n].as_ref().expect("every planned stage is read");
+    let spec =
+        |n: usize| -> &dyn Spec { specs[n].as_deref().expect("every planned stage is read") };
+    let state_of = |n: usize, spec: &dyn Spec, pending: &[bool]| {
+        state::state(
+            &plan,
+            n,
+            spec.target_steps(scale),
+            || spec.output_check(&plan, n),
+            pending,
+        )
+    };
     let recipe = &plan.recipes[0];
     eprintln!(
         "recipe {} ({} stages at scale {}; work in {}; data {})",
@@ -102,7 +118,7 @@ pub fn run(request: RunRequest) -> Result<()> {
     let mut pending = vec![false; plan.nodes.len()];
     let mut states = Vec::new();
     for &n in &order {
-        let s = state::state(&plan, n, spec(n), &pending)?;
+        let s = state_of(n, spec(n), &pending)?;
         pending[n] = s != State::Done;
         states.push(s);
     }
@@ -114,7 +130,13 @@ pub fn run(request: RunRequest) -> Result<()> {
         );
         for (i, (&n, s)) in order.iter().zip(&states).enumerate() {
             let (_, stage) = plan.stage_of(n);
-            let cost = cost::estimate(&plan, &spec, s, n);
+            let at = CostAt {
+                plan: &plan,
+                node: n,
+                state: s,
+                spec_of: &spec,
+            };
+            let cost = kind::cost(spec(n), &at);
             total += cost.map_or(0.0, |c| c.0);
             let cost = match cost {
                 Some((_, "done")) => "-".to_string(),
@@ -152,12 +174,15 @@ pub fn run(request: RunRequest) -> Result<()> {
     if request.stage.is_some() {
         let n = order[0];
         for (dep, _) in &plan.nodes[n].deps {
-            let s = state::state(
-                &plan,
-                *dep,
-                spec_or_read(&plan, &specs, *dep)?.as_ref(),
-                &pending,
-            )?;
+            let read;
+            let dep_spec = match &specs[*dep] {
+                Some(s) => s.as_ref(),
+                None => {
+                    read = kind::read(&plan, *dep)?;
+                    read.as_ref()
+                }
+            };
+            let s = state_of(*dep, dep_spec, &pending)?;
             if s != State::Done {
                 return Err(Error::Usage(format!(
                     "--stage {}: its input {} is not done ({s}); run it first, or the \
@@ -168,18 +193,24 @@ pub fn run(request: RunRequest) -> Result<()> {
             }
         }
     }
-    let options = stage::Options {
+    let options = RunOptions {
         backend: request.backend,
         devices: request.devices.clone(),
         command: request.command.clone(),
     };
+    // `--backend`'s value, for the subcommands the stages run.
+    let backend = options
+        .backend
+        .to_possible_value()
+        .map(|v| v.get_name().to_string())
+        .unwrap_or_else(|| "cpu".into());
     let mut ran = vec![false; plan.nodes.len()];
     let started = std::time::Instant::now();
     for (i, &n) in order.iter().enumerate() {
         let (_, st) = plan.stage_of(n);
         // An input that ran in this call changed its id: look again.
         let s = if plan.nodes[n].deps.iter().any(|(d, _)| ran[*d]) {
-            state::state(&plan, n, spec(n), &vec![false; plan.nodes.len()])?
+            state_of(n, spec(n), &vec![false; plan.nodes.len()])?
         } else {
             states[i].clone()
         };
@@ -219,7 +250,16 @@ pub fn run(request: RunRequest) -> Result<()> {
             marker.write(dir)?;
         }
         let t = std::time::Instant::now();
-        stage::run(&plan, n, spec(n), resume, &options)?;
+        std::fs::create_dir_all(dir).map_err(transduce_train::error::io(dir))?;
+        let at = At {
+            plan: &plan,
+            node: n,
+            dir: dir.clone(),
+            scale,
+            options: &options,
+            backend: backend.clone(),
+        };
+        spec(n).run(&at, resume)?;
         marker.id = state::fresh_id();
         marker.done = true;
         marker.write(dir)?;
@@ -235,18 +275,6 @@ pub fn run(request: RunRequest) -> Result<()> {
         cost::format_seconds(started.elapsed().as_secs_f64())
     );
     Ok(())
-}
-
-/// A stage's spec, read now if the plan did not need it.
-fn spec_or_read<'a>(
-    plan: &Plan,
-    specs: &'a [Option<Spec>],
-    n: usize,
-) -> Result<std::borrow::Cow<'a, Spec>> {
-    match &specs[n] {
-        Some(s) => Ok(std::borrow::Cow::Borrowed(s)),
-        None => Spec::read(plan, n).map(std::borrow::Cow::Owned),
-    }
 }
 
 /// The data folder when `--data` is not given: `TRANSDUCE_DATA`, else `shared/data` beside

@@ -7,7 +7,7 @@ use crate::cmd::{self, translate::TranslateCmd};
 use transduce_train::error::{Result, io};
 use transduce_train::fsutil;
 
-use super::spec::Argv;
+use super::argv::Argv;
 
 /// `transduce translate ARGS --input INPUT --output OUTPUT` (written whole or not at all).
 pub(super) fn translate(mut args: Vec<String>, input: &Path, output: &Path) -> Result<()> {

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use transduce_train::error::{Error, Result};
 
-use super::format::{Input, Kind, Recipe, Reference, Scale, Stage, references};
+use super::format::{Input, Recipe, Reference, Scale, Stage, references};
 
 /// Where a run reads its data and writes its work.
 #[derive(Clone, Debug)]
@@ -83,17 +83,25 @@ pub struct Plan {
     pub nodes: Vec<Node>,
     /// Node ids, inputs first: the root recipe's stages and what they need.
     pub order: Vec<usize>,
+    /// What a stage leaves for others, by its kind (the kinds know; the plan does not).
+    output_of: fn(&Plan, usize) -> Result<Output>,
 }
 
 impl Plan {
-    /// Reads the recipe at `path` and every recipe its stages take inputs from.
-    pub fn load(path: &Path, context: Context) -> Result<Plan> {
+    /// Reads the recipe at `path` and every recipe its stages take inputs from;
+    /// `output_of` says what each stage leaves for others.
+    pub fn load(
+        path: &Path,
+        context: Context,
+        output_of: fn(&Plan, usize) -> Result<Output>,
+    ) -> Result<Plan> {
         let root = Recipe::read(path)?.at_scale(context.scale)?;
         let mut plan = Plan {
             context,
             recipes: Vec::new(),
             nodes: Vec::new(),
             order: Vec::new(),
+            output_of,
         };
         let mut by_name: HashMap<String, usize> = HashMap::new();
         let mut index: HashMap<(usize, String), usize> = HashMap::new();
@@ -260,37 +268,7 @@ impl Plan {
 
     /// What a stage leaves for others.
     pub fn output(&self, node: usize) -> Result<Output> {
-        let dir = self.nodes[node].dir.clone();
-        let (_, stage) = self.stage_of(node);
-        Ok(match stage.kind {
-            Kind::Prepare => Output::Prepared(dir),
-            Kind::Train => Output::Run(dir),
-            Kind::Average => {
-                let field = if stage.fields.contains_key("run") {
-                    "run"
-                } else {
-                    "inputs"
-                };
-                let first = self.inputs(node, field)?.into_iter().next();
-                let run = match first {
-                    Some(Input::Stage(r)) => match self.reference_output(node, field, &r)? {
-                        Output::Run(d) | Output::Weights { run: d, .. } => d,
-                        other => return Err(self.expected(node, field, "a run", &other)),
-                    },
-                    Some(Input::Path(p)) => run_of_weights(&p),
-                    None => return Err(self.missing(node, "run")),
-                };
-                Output::Weights {
-                    run,
-                    file: dir.join("averaged.safetensors"),
-                }
-            }
-            Kind::Teacher => Output::Corpus(dir),
-            Kind::Select => Output::Selection(dir.join("select.json")),
-            Kind::Export => Output::Bundle(dir.join("bundle")),
-            Kind::Test => Output::Scores(dir.join("scores.json")),
-            Kind::Table3 => Output::Report(dir),
-        })
+        (self.output_of)(self, node)
     }
 
     /// A field's value as inputs (one, or a list); an error when absent.
@@ -412,19 +390,6 @@ impl Plan {
     }
 }
 
-/// The run folder that weights in it belong to: `RUN/checkpoints/step-N/model.safetensors`
-/// or `RUN/averaged.safetensors`; a bundle or other folder is its own.
-fn run_of_weights(path: &Path) -> PathBuf {
-    let mut p = path.to_path_buf();
-    while let Some(parent) = p.parent() {
-        if p.join(transduce_train::train::RUN_FILE).exists() {
-            return p;
-        }
-        p = parent.to_path_buf();
-    }
-    path.to_path_buf()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -459,7 +424,7 @@ mod tests {
              init = \"@warm\"\nmax_steps = 1\n\
              [[stage]]\nname = \"warm\"\nkind = \"train\"\ndata = \"@base:data\"\nmax_steps = 1\n",
         );
-        let plan = Plan::load(&root, context(d)).unwrap();
+        let plan = Plan::load(&root, context(d), super::super::kind::output).unwrap();
         let labels: Vec<String> = plan.order.iter().map(|&n| plan.label(n)).collect();
         assert_eq!(labels, ["base:data", "warm", "run"]);
         assert_eq!(plan.nodes[plan.order[0]].dir, d.join("work/base/data"));
@@ -474,7 +439,10 @@ mod tests {
             "r.toml",
             "[[stage]]\nname = \"a\"\nkind = \"train\"\ndata = \"@nope\"\nmax_steps = 1\n",
         );
-        let m = Plan::load(&root, context(d)).err().unwrap().to_string();
+        let m = Plan::load(&root, context(d), super::super::kind::output)
+            .err()
+            .unwrap()
+            .to_string();
         assert!(
             m.ends_with(&format!(
                 "r.toml:4: stage `a`, field `data`: no stage `nope` in {} (its stages: a)",
@@ -487,7 +455,10 @@ mod tests {
             "r.toml",
             "[[stage]]\nname = \"a\"\nkind = \"train\"\ndata = \"@other:x\"\nmax_steps = 1\n",
         );
-        let m = Plan::load(&root, context(d)).err().unwrap().to_string();
+        let m = Plan::load(&root, context(d), super::super::kind::output)
+            .err()
+            .unwrap()
+            .to_string();
         assert!(
             m.contains("r.toml:4: stage `a`, field `data`: `@other:x` names a recipe"),
             "{m}"
@@ -498,7 +469,10 @@ mod tests {
             "[[stage]]\nname = \"a\"\nkind = \"average\"\nrun = \"@b\"\n\
              [[stage]]\nname = \"b\"\nkind = \"train\"\ndata = \"x\"\ninit = \"@a\"\nmax_steps = 1\n",
         );
-        let m = Plan::load(&root, context(d)).err().unwrap().to_string();
+        let m = Plan::load(&root, context(d), super::super::kind::output)
+            .err()
+            .unwrap()
+            .to_string();
         assert!(
             m.contains("r.toml:9: stage `b`, field `init`: a cycle: a → b → a"),
             "{m}"

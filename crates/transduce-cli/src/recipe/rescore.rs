@@ -15,7 +15,7 @@ use crate::cmd::{self, score::ScoreCmd};
 use transduce_train::data;
 use transduce_train::error::{Error, Result};
 
-use super::spec::Argv;
+use super::argv::Argv;
 
 /// One model's part: its decoding arguments (`--model …`, `--backend …`) and its weight.
 pub struct Scorer {

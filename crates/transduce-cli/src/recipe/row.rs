@@ -5,7 +5,25 @@
 //! still one head of d_k = d_model, C4 half of base's width, big twice base's with 16
 //! heads, C1 a third of base's depth.
 
+use std::path::PathBuf;
+
 use transduce::config::{ModelConfig, table3};
+
+/// A Table 3 row's model, as a train stage trains it (`run`: its folder).
+#[derive(Clone, Debug)]
+pub struct Row {
+    pub name: String,
+    pub model: ModelConfig,
+    pub run: PathBuf,
+}
+
+impl Row {
+    /// The row model's parameters at an 8,000-piece vocabulary (what a cost estimate
+    /// scales by before the data is prepared).
+    pub fn params(&self) -> f64 {
+        self.model.clone().with_vocab(8000).num_params() as f64
+    }
+}
 
 /// The model of Table 3's row `name` with its widths divided by `divisor` and its depth by
 /// `depth`; `Err` says what is wrong (an unknown row, a width or depth the divisor does not

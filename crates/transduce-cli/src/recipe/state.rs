@@ -4,16 +4,15 @@
 //! from its newest checkpoint, an unfinished stage of another kind runs again.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use transduce_train::error::{Error, Result, io};
+use transduce_train::error::{Result, io};
 use transduce_train::{fsutil, prepared, train};
 
 use super::format::Kind;
 use super::plan::{Output, Plan};
-use super::spec::Spec;
 
 pub const MARKER_FILE: &str = "stage.json";
 
@@ -107,8 +106,16 @@ pub fn input_ids(plan: &Plan, node: usize, pending: &[bool]) -> Option<BTreeMap<
     Some(ids)
 }
 
-/// Where stage `node` stands; `pending[n]` says whether stage n will run before it.
-pub fn state(plan: &Plan, node: usize, spec: &Spec, pending: &[bool]) -> Result<State> {
+/// Where stage `node` stands; `pending[n]` says whether stage n will run before it. A
+/// train stage is done at `target_steps`; a finished stage of another kind when
+/// `output_check` (its kind's) finds nothing wrong with its output.
+pub fn state(
+    plan: &Plan,
+    node: usize,
+    target_steps: u64,
+    output_check: impl FnOnce() -> Result<Option<String>>,
+    pending: &[bool],
+) -> Result<State> {
     let dir = &plan.nodes[node].dir;
     let (recipe, stage) = plan.stage_of(node);
     let train = stage.kind == Kind::Train;
@@ -158,13 +165,11 @@ pub fn state(plan: &Plan, node: usize, spec: &Spec, pending: &[bool]) -> Result<
         let Some(step) = train::checkpoint::list(dir)?.last().map(|(step, _)| *step) else {
             return Ok(State::Redo("it stopped before its first checkpoint".into()));
         };
-        return Ok(
-            if step >= spec.target_steps(plan.context.scale) && marker.done {
-                State::Done
-            } else {
-                State::Resume(step)
-            },
-        );
+        return Ok(if step >= target_steps && marker.done {
+            State::Done
+        } else {
+            State::Resume(step)
+        });
     }
     if let Some(why) = changed {
         return Ok(State::Redo(why));
@@ -172,73 +177,42 @@ pub fn state(plan: &Plan, node: usize, spec: &Spec, pending: &[bool]) -> Result<
     if !marker.done {
         return Ok(State::Redo("it did not finish".into()));
     }
-    match output_check(plan, node, spec)? {
+    match output_check()? {
         None => Ok(State::Done),
         Some(why) => Ok(State::Redo(why)),
     }
 }
 
-/// What is wrong with a finished stage's output, if anything.
-fn output_check(plan: &Plan, node: usize, spec: &Spec) -> Result<Option<String>> {
-    let dir = &plan.nodes[node].dir;
-    let needed: Vec<std::path::PathBuf> = match (plan.output(node)?, spec) {
-        (Output::Prepared(d), _) => vec![
+/// The files an output must hold (a kind may ask for more: an export's CTranslate2 model).
+pub fn output_files(output: &Output) -> Vec<PathBuf> {
+    match output {
+        Output::Prepared(d) => vec![
             d.join(transduce::bundle::TOKENIZER_FILE),
             d.join(prepared::TRAIN_FILE),
         ],
-        (Output::Run(d), _) => vec![d.join(train::RUN_FILE)],
-        (Output::Weights { file, .. }, _) => vec![file],
-        (Output::Corpus(d), _) => vec![d.join("src.txt"), d.join("tgt.txt")],
-        (Output::Selection(f), _) => vec![f],
-        (Output::Bundle(d), Spec::Export { ct2, .. }) => {
-            let mut files = vec![
-                d.join(transduce::bundle::CONFIG_FILE),
-                d.join(transduce::bundle::TOKENIZER_FILE),
-                d.join(transduce::bundle::WEIGHTS_FILE),
-            ];
-            if *ct2 {
-                files.push(dir.join("ct2/model.bin"));
-            }
-            files
-        }
-        (Output::Bundle(d), _) => vec![d.join(transduce::bundle::CONFIG_FILE)],
-        (Output::Scores(f), Spec::Test { bundle, .. }) => {
-            // The scores must still be in the bundle's card (a new export loses them).
-            let Ok(text) = std::fs::read_to_string(&f) else {
-                return Ok(Some(format!("{} is missing", f.display())));
-            };
-            let scores: serde_json::Value =
-                serde_json::from_str(&text).map_err(|e| Error::Format {
-                    path: f.clone(),
-                    message: e.to_string(),
-                })?;
-            let config = bundle.join(transduce::bundle::CONFIG_FILE);
-            let card: serde_json::Value = std::fs::read_to_string(&config)
-                .ok()
-                .and_then(|t| serde_json::from_str(&t).ok())
-                .unwrap_or_default();
-            let missing = scores["metrics"]
-                .as_object()
-                .is_none_or(|m| m.iter().any(|(k, v)| card["metrics"].get(k) != Some(v)));
-            if missing {
-                return Ok(Some(format!(
-                    "{}'s card lacks the scores",
-                    bundle.display()
-                )));
-            }
-            vec![f]
-        }
-        (Output::Scores(f), _) => vec![f],
-        (Output::Report(d), _) => vec![
+        Output::Run(d) => vec![d.join(train::RUN_FILE)],
+        Output::Weights { file, .. } => vec![file.clone()],
+        Output::Corpus(d) => vec![d.join("src.txt"), d.join("tgt.txt")],
+        Output::Selection(f) | Output::Scores(f) => vec![f.clone()],
+        Output::Bundle(d) => vec![
+            d.join(transduce::bundle::CONFIG_FILE),
+            d.join(transduce::bundle::TOKENIZER_FILE),
+            d.join(transduce::bundle::WEIGHTS_FILE),
+        ],
+        Output::Report(d) => vec![
             d.join(crate::table3::RESULTS_FILE),
             d.join(crate::table3::MARKDOWN_FILE),
             d.join(crate::table3::CHART_FILE),
         ],
-    };
-    Ok(needed
+    }
+}
+
+/// The first of `files` that is missing, said so.
+pub fn missing(files: &[PathBuf]) -> Option<String> {
+    files
         .iter()
         .find(|p| !p.exists())
-        .map(|p| format!("{} is missing", p.display())))
+        .map(|p| format!("{} is missing", p.display()))
 }
 
 /// A new id for a finished stage.
