@@ -19,8 +19,6 @@ mod state;
 
 use std::path::{Path, PathBuf};
 
-use clap::ValueEnum;
-
 pub use format::Scale;
 
 use transduce_train::backend::Backend;
@@ -198,12 +196,6 @@ pub fn run(request: RunRequest) -> Result<()> {
         devices: request.devices.clone(),
         command: request.command.clone(),
     };
-    // `--backend`'s value, for the subcommands the stages run.
-    let backend = options
-        .backend
-        .to_possible_value()
-        .map(|v| v.get_name().to_string())
-        .unwrap_or_else(|| "cpu".into());
     let mut ran = vec![false; plan.nodes.len()];
     let started = std::time::Instant::now();
     for (i, &n) in order.iter().enumerate() {
@@ -257,7 +249,6 @@ pub fn run(request: RunRequest) -> Result<()> {
             dir: dir.clone(),
             scale,
             options: &options,
-            backend: backend.clone(),
         };
         spec(n).run(&at, resume)?;
         marker.id = state::fresh_id();

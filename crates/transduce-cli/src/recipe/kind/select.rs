@@ -65,6 +65,7 @@ impl Spec for Select {
     fn run(&self, at: &At, _resume: bool) -> Result<()> {
         let dir = &at.dir;
         let (beams, alphas) = self.grid(at.smoke());
+        let backend = at.options.backend_arg();
         let val = sets::at_scale(&self.val, dir, at.scale)?;
         let mut grid = Vec::new();
         let mut best: Option<(f64, usize, f64, BTreeMap<String, f64>)> = None;
@@ -83,7 +84,7 @@ impl Spec for Select {
                     let decoding = Decoding {
                         beam,
                         alpha,
-                        backend: &at.backend,
+                        backend: &backend,
                     };
                     let bleu = decoding.bleu(args, src, reference, &hyp)?;
                     scores.insert(set.name.clone(), bleu);

@@ -4,6 +4,8 @@
 use std::any::Any;
 use std::path::PathBuf;
 
+use clap::ValueEnum;
+
 use transduce_train::backend::Backend;
 use transduce_train::error::Result;
 
@@ -54,6 +56,16 @@ pub struct RunOptions {
     pub command: String,
 }
 
+impl RunOptions {
+    /// `--backend`'s value for the subcommands a stage runs.
+    pub fn backend_arg(&self) -> String {
+        self.backend
+            .to_possible_value()
+            .map(|v| v.get_name().to_string())
+            .unwrap_or_else(|| "cpu".into())
+    }
+}
+
 /// Where a stage runs: its plan, node and folder, the scale and the runner's options.
 pub struct At<'a> {
     pub plan: &'a Plan,
@@ -61,8 +73,6 @@ pub struct At<'a> {
     pub dir: PathBuf,
     pub scale: Scale,
     pub options: &'a RunOptions,
-    /// `--backend`'s value for the subcommands the stage runs.
-    pub backend: String,
 }
 
 impl At<'_> {

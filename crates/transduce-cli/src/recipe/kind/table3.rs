@@ -93,6 +93,7 @@ impl Spec for Table3 {
             unreachable!("a set of pairs stays one")
         };
         let (beam, alpha) = (self.beam, self.alpha);
+        let backend = at.options.backend_arg();
         let mut measured = BTreeMap::new();
         for Row { name, run, .. } in &self.rows {
             let step = train::checkpoint::list(run)?
@@ -114,7 +115,7 @@ impl Spec for Table3 {
             let decoding = Decoding {
                 beam,
                 alpha,
-                backend: &at.backend,
+                backend: &backend,
             };
             let score = decoding.bleu(args, src, reference, &hyp)?;
             let ppl = loss.nll.exp();

@@ -113,7 +113,7 @@ impl Teacher {
 
 impl Spec for Teacher {
     fn run(&self, at: &At, _resume: bool) -> Result<()> {
-        let (dir, backend) = (&at.dir, at.backend.clone());
+        let (dir, backend) = (&at.dir, at.options.backend_arg());
         let limit = at.smoke().then_some(SMOKE_EVAL_LINES);
         let sources = read_corpus(&self.src, limit)?;
         let references = if self.tgt.is_empty() {

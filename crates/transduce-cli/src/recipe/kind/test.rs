@@ -17,7 +17,6 @@ use super::super::outputs::translate;
 use super::super::plan::{Output, Plan};
 use super::super::scoring::{bleu, bracket_f1, round2};
 use super::super::sets::{self, SetData, TestSet};
-use super::super::state;
 use super::fields::Fields;
 use super::spec::{At, CostAt, Spec};
 
@@ -65,6 +64,7 @@ impl Spec for Test {
     fn run(&self, at: &At, _resume: bool) -> Result<()> {
         let (dir, bundle) = (&at.dir, &self.bundle);
         let sets = sets::at_scale(&self.sets, dir, at.scale)?;
+        let backend = at.options.backend_arg();
         let mut metrics = serde_json::Map::new();
         for set in &sets {
             let hyp = dir.join(format!("{}.hyp", set.name));
@@ -74,7 +74,7 @@ impl Spec for Test {
                         "--model".to_string(),
                         bundle.display().to_string(),
                         "--backend".into(),
-                        at.backend.clone(),
+                        backend.clone(),
                     ];
                     translate(args, src, &hyp)?;
                     let (score, signature) = bleu(&hyp, reference)?;
@@ -149,7 +149,7 @@ impl Spec for Test {
                 self.bundle.display()
             )));
         }
-        Ok(state::missing(&[f]))
+        Ok(None)
     }
 
     fn as_any(&self) -> &dyn Any {

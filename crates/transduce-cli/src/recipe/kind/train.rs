@@ -217,18 +217,10 @@ impl Train {
         let Some(source) = source else {
             return Err(f.err("continues", "expected `@stage`, a train stage".into()));
         };
-        // A stage whose output is a run is a train stage.
-        let Train {
-            data,
-            init,
-            mut options,
-            max_steps: from,
-            row,
-            gpu_precision,
-            chain,
-            ..
-        } = Train::read(&f.of(source))?;
-        let max_steps = match f.get("max_steps") {
+        // A stage whose output is a run is a train stage: its settings, with a later stop.
+        let mut run = Train::read(&f.of(source))?;
+        let from = run.max_steps;
+        run.max_steps = match f.get("max_steps") {
             Some(toml::Value::Integer(n)) if *n > 0 && *n as u64 > from => *n as u64,
             Some(v) => {
                 return Err(f.err(
@@ -238,17 +230,13 @@ impl Train {
             }
             None => return Err(f.missing("max_steps")),
         };
-        options.insert("max_steps".into(), toml::Value::Integer(max_steps as i64));
-        Ok(Train {
-            data,
-            init,
-            options,
-            max_steps,
-            row,
-            gpu_precision,
-            continues: Some(f.plan.nodes[source].dir.clone()),
-            chain: chain + 1,
-        })
+        run.options.insert(
+            "max_steps".into(),
+            toml::Value::Integer(run.max_steps as i64),
+        );
+        run.continues = Some(f.plan.nodes[source].dir.clone());
+        run.chain += 1;
+        Ok(run)
     }
 
     /// `transduce train`'s arguments for this stage, at a scale.
@@ -384,7 +372,7 @@ impl Spec for Train {
         {
             args.extend(["--precision".into(), p.clone()]);
         }
-        args.extend(["--backend".into(), at.backend.clone()]);
+        args.extend(["--backend".into(), at.options.backend_arg()]);
         if !at.options.devices.is_empty() {
             let devices: Vec<String> = at.options.devices.iter().map(usize::to_string).collect();
             args.extend(["--devices".into(), devices.join(",")]);
