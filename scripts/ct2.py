@@ -54,6 +54,15 @@ Outputs are compared as detokenized text (what `transduce translate` writes).
         --input test.en --beam 4 --bin $T
     /work/ct2-venv/bin/python scripts/ct2.py race --bundle $B --ct2 /tmp/m30k-ct2 \\
         --input test.en --beam 4 --batch 32 --rounds 3 --bin $T
+
+`table` runs the race in every configuration (greedy and beam, batch 1 and 32) on each
+model given, each race in a process of its own, and prints one table with both engines'
+peak resident memory; `pick` writes sentences of one source length for it
+(docs/BENCHMARKS.md, "Against CTranslate2 in every configuration"):
+    python scripts/ct2.py pick --bundle opus-int8 --input train.en.gz --pieces 8 --out short8.en
+    python scripts/ct2.py table --bin $T \\
+        --model en-de,web/models/en-de,/tmp/m30k-ct2,test2016.en.gz,8,50 \\
+        --model opus-size,opus-int8,opus-ct2,short8.en,4,1
 """
 import argparse
 import gzip
@@ -412,17 +421,26 @@ def transduce_command(args, input_path, output_path, beam, alpha, max_extra, bat
 
 
 def run_transduce(cmd):
-    """Runs transduce at one thread; returns (wall seconds, CPU seconds)."""
+    """Runs transduce at one thread; returns (wall seconds, CPU seconds, peak resident KB).
+
+    The peak comes from GNU time when it is there: a child's own ru_maxrss starts from the
+    memory of the process it was forked from (Python with CT2 loaded, here), so
+    RUSAGE_CHILDREN would report CT2's process, not transduce. Without it the peak is None.
+    """
     env = dict(os.environ, RAYON_NUM_THREADS="1", OMP_NUM_THREADS="1")
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t0 = time.perf_counter()
-    done = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    wall = time.perf_counter() - t0
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    gnu_time = "/usr/bin/time" if os.access("/usr/bin/time", os.X_OK) else None
+    with tempfile.NamedTemporaryFile(mode="r", suffix=".rss") as rss:
+        run = [gnu_time, "-f", "%M", "-o", rss.name, *cmd] if gnu_time else cmd
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        t0 = time.perf_counter()
+        done = subprocess.run(run, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        wall = time.perf_counter() - t0
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        peak = int(rss.read().split()[-1]) if gnu_time and done.returncode == 0 else None
     if done.returncode != 0:
         sys.exit(f"transduce failed ({done.returncode}):\n{done.stderr.decode(errors='replace')}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return wall, cpu
+    return wall, cpu, peak
 
 
 def shell(cmd, env=""):
@@ -467,7 +485,7 @@ def cmd_check(args):
         out_path = os.path.join(tmp, "transduce.out")
         cmd = transduce_command(args, input_path, out_path, beam, alpha, max_extra, args.batch)
         print("transduce:", shell(cmd, "RAYON_NUM_THREADS=1"), flush=True)
-        wall, _ = run_transduce(cmd)
+        wall, _, _ = run_transduce(cmd)
         theirs = read_lines(out_path)
         if len(theirs) < len(lines):  # an output of only empty lines
             theirs += [""] * (len(lines) - len(theirs))
@@ -530,6 +548,8 @@ def cmd_race(args):
 
     bundle_probe = Bundle(args.bundle)
     max_extra = args.max_extra if args.max_extra is not None else bundle_probe.decoding["maxExtra"]
+    if args.alpha is None:
+        args.alpha = bundle_probe.decoding["alpha"]
     del bundle_probe
     with tempfile.TemporaryDirectory() as tmp:
         input_path = plain_input(args.input, tmp)
@@ -552,6 +572,7 @@ def cmd_race(args):
         times = {"ct2_translate": [], "ct2_total": [], "ct2_cpu": [],
                  "transduce": [], "transduce_cpu": []}
         ours = theirs = None
+        peaks = []
         for r in range(args.rounds):
             # CT2: model load + tokenization + translation + detokenization, in process.
             cpu0 = time.process_time()
@@ -569,7 +590,8 @@ def cmd_race(args):
             times["ct2_cpu"].append(cpu)
             print(f"round {r + 1}: ct2 {spent:.2f} s translate_batch, {total:.2f} s with load "
                   f"(cpu {cpu:.2f} s)", flush=True)
-            wall, cpu = run_transduce(cmd)
+            wall, cpu, peak = run_transduce(cmd)
+            peaks.append(peak)
             times["transduce"].append(wall)
             times["transduce_cpu"].append(cpu)
             print(f"round {r + 1}: transduce {wall:.2f} s wall (cpu {cpu:.2f} s)", flush=True)
@@ -592,11 +614,78 @@ def cmd_race(args):
     print(f"cpu/wall: ct2 {med['ct2_cpu'] / med['ct2_total']:.2f}, "
           f"transduce {med['transduce_cpu'] / med['transduce']:.2f} (1.00 = one thread busy)")
     print(f"outputs identical: {same}/{len(ours)} lines")
+    # Peak resident memory (KB on Linux): this process holds CT2 (and Python, numpy and
+    # the tokenizer); transduce's is GNU time's figure for its runs.
+    rss = {"ct2_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+           "transduce_kb": None if None in peaks else max(peaks)}
+    ours_mb = "unknown (no /usr/bin/time)" if rss["transduce_kb"] is None \
+        else f"{rss['transduce_kb'] / 1024:.0f} MB"
+    print(f"peak resident memory: ct2's process {rss['ct2_kb'] / 1024:.0f} MB, "
+          f"transduce {ours_mb}")
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump({"beam": args.beam, "batch": args.batch, "alpha": args.alpha,
                        "rounds": args.rounds, "times": times, "identical": same,
-                       "lines": len(ours)}, f, indent=2)
+                       "lines": len(ours), "rss": rss}, f, indent=2)
+
+
+# --- table --------------------------------------------------------------------------------
+
+
+def cmd_pick(args):
+    """Writes the first --count lines of --input with exactly --pieces source pieces under
+    the bundle's tokenizer (the race's short sentences of one length)."""
+    bundle = Bundle(args.bundle)
+    picked = []
+    for line in read_lines(args.input):
+        if line.strip() and len(bundle.encode(line)) == args.pieces and line not in picked:
+            picked.append(line)
+            if len(picked) == args.count:
+                break
+    if len(picked) < args.count:
+        sys.exit(f"only {len(picked)} lines of {args.input} have {args.pieces} pieces")
+    with open(args.out, "w", encoding="utf-8") as f:
+        f.write("\n".join(picked) + "\n")
+    print(f"wrote {args.out}: {len(picked)} lines of {args.pieces} pieces")
+
+
+def cmd_table(args):
+    """Every configuration of the race (greedy and beam, batch 1 and 32) on every model
+    given, each race a process of its own (so each peak memory is its own), then one
+    table of transduce's time over CT2's (with its load, the like-for-like figure)."""
+    rows = []
+    for spec in args.model:
+        try:
+            name, bundle, ct2, input_path, beam, max_extra = spec.split(",")
+        except ValueError:
+            sys.exit(f"--model {spec!r}: expected NAME,BUNDLE,CT2_DIR,INPUT,BEAM,MAX_EXTRA")
+        for b, batch in ((1, 1), (1, 32), (int(beam), 1), (int(beam), 32)):
+            with tempfile.NamedTemporaryFile(suffix=".json") as out:
+                cmd = [sys.executable, os.path.abspath(__file__), "race", "--bundle", bundle,
+                       "--ct2", ct2, "--input", input_path, "--beam", str(b), "--batch",
+                       str(batch), "--rounds", str(args.rounds), "--max-extra", max_extra,
+                       "--compute-type", args.compute_type, "--bin", args.bin,
+                       "--json", out.name]
+                print("$", shell(cmd), flush=True)
+                done = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
+                print(done.stdout, flush=True)
+                if done.returncode != 0:
+                    sys.exit(f"race failed: {shell(cmd)}")
+                result = json.load(open(out.name, encoding="utf-8"))
+            t = result["times"]
+            rows.append((name, "greedy" if b == 1 else f"beam {b}", batch,
+                         min(t["transduce"]) / min(t["ct2_total"]),
+                         statistics.median(t["transduce"]) / statistics.median(t["ct2_total"]),
+                         min(t["transduce"]), min(t["ct2_total"]),
+                         (result["rss"]["transduce_kb"] or float("nan")) / 1024,
+                         result["rss"]["ct2_kb"] / 1024,
+                         f"{result['identical']}/{result['lines']}"))
+    print("| model | search | batch | transduce / CT2 (best, median) | transduce s | CT2 s "
+          "(with load) | peak MB, transduce / CT2's process | outputs identical |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        print(f"| {r[0]} | {r[1]} | {r[2]} | **{r[3]:.2f}** / {r[4]:.2f} | {r[5]:.2f} | "
+              f"{r[6]:.2f} | {r[7]:.0f} / {r[8]:.0f} | {r[9]} |")
 
 
 def main():
@@ -634,11 +723,26 @@ def main():
             p.set_defaults(run=cmd_check)
         else:
             p.add_argument("--beam", type=int, required=True)
-            p.add_argument("--alpha", type=float, default=0.6)
+            p.add_argument("--alpha", type=float, default=None, help="default: the bundle's")
             p.add_argument("--batch", type=int, required=True)
             p.add_argument("--rounds", type=int, default=3)
             p.add_argument("--json", help="also write the times here")
             p.set_defaults(run=cmd_race)
+    p = sub.add_parser("pick", help="lines of exactly N source pieces (short-sentence races)")
+    p.add_argument("--bundle", required=True)
+    p.add_argument("--input", required=True)
+    p.add_argument("--pieces", type=int, required=True)
+    p.add_argument("--count", type=int, default=300)
+    p.add_argument("--out", required=True)
+    p.set_defaults(run=cmd_pick)
+
+    p = sub.add_parser("table", help="greedy and beam at batch 1 and 32 on each model: one table")
+    p.add_argument("--model", action="append", required=True,
+                   metavar="NAME,BUNDLE,CT2_DIR,INPUT,BEAM,MAX_EXTRA")
+    p.add_argument("--bin", default=DEFAULT_BIN, help="the transduce binary")
+    p.add_argument("--compute-type", default="int8", choices=["float32", "int8"])
+    p.add_argument("--rounds", type=int, default=3)
+    p.set_defaults(run=cmd_table)
     args = ap.parse_args()
     args.run(args)
 

@@ -12,7 +12,6 @@
 use super::ensemble::Scores;
 use super::{Constraint, DecodeOptions, Ensemble, Hypothesis, LengthNorm, Penalty, allowed_tokens};
 use crate::error::{Error, Result};
-use crate::host::rows;
 use crate::tokenizer::{BOS, EOS};
 
 #[derive(Clone, Debug)]
@@ -73,55 +72,6 @@ pub fn by_score(a: &(f64, usize, u32), b: &(f64, usize, u32)) -> std::cmp::Order
     b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2))
 }
 
-/// Appends to `out` the `n` best extensions of beam `b` (log-probability `base`) by
-/// [`by_score`]; token `id`'s log-probability is `row[id] − shift`, `mask` holds the
-/// allowed tokens. One pass over the vocabulary with a short sorted list: a token enters
-/// only if it beats the list's worst. Once the list is full, a chunk of tokens whose
-/// largest value cannot beat it is skipped whole (subtracting the shift is monotone, so
-/// the chunk's best log-probability is its largest value minus the shift).
-fn best_extensions(
-    (row, shift): (&[f32], f32),
-    mask: Option<&[bool]>,
-    base: f64,
-    b: usize,
-    n: usize,
-    out: &mut Vec<(f64, usize, u32)>,
-) {
-    // Long enough that the test per chunk costs little, short enough to skip most tokens.
-    const CHUNK: usize = 32;
-    if n == 0 {
-        return;
-    }
-    let start = out.len();
-    for (c, chunk) in row.chunks(CHUNK).enumerate() {
-        if out.len() - start == n {
-            let best = rows::max(chunk) - shift;
-            if best == f32::NEG_INFINITY || base + best as f64 <= out[out.len() - 1].0 {
-                continue;
-            }
-        }
-        for (i, &v) in chunk.iter().enumerate() {
-            let id = c * CHUNK + i;
-            let lp = v - shift;
-            if lp == f32::NEG_INFINITY || mask.is_some_and(|m| !m[id]) {
-                continue;
-            }
-            let score = base + lp as f64;
-            let kept = out.len() - start;
-            // Tokens come in increasing id order: on equal scores the earlier one wins.
-            if kept == n && score <= out[out.len() - 1].0 {
-                continue;
-            }
-            let candidate = (score, b, id as u32);
-            let at = start + out[start..].partition_point(|c| by_score(c, &candidate).is_lt());
-            if kept == n {
-                out.pop();
-            }
-            out.insert(at, candidate);
-        }
-    }
-}
-
 /// Beam search over a batch of sources, blocking. Returns each sentence's finished
 /// hypotheses, best first. `models` is one model or an [`Ensemble`].
 pub fn beam_search<'m>(
@@ -151,15 +101,17 @@ pub async fn beam_search_async<'m>(
     let mut caches = models.start(sources)?;
     caches.limit_positions(limits.iter().copied().max().unwrap_or(1));
     let mut last: Vec<u32> = vec![BOS; sources.len()];
+    let mut ranked = Vec::new();
 
     while !search.is_done() {
-        let all = models
+        let mut all = models
             .step(&mut caches, &last, constraint, &search.prefixes())?
             .into_host()
             .await?;
         let (parents, next) = search.advance(|row, beam, base, n, out| {
             let mask = search_mask(constraint, row, vocab);
-            best_extensions(all.row(row.index), mask.as_deref(), base, beam, n, out);
+            all.best(row.index, mask.as_deref(), base, n, &mut ranked);
+            out.extend(ranked.iter().map(|&(score, id)| (score, beam, id)));
         });
         caches.recycle(Scores::Host(all));
         if !parents.is_empty() {

@@ -63,7 +63,7 @@ pub async fn forced_log_probs_async<'m>(
         let prefixes: Vec<(usize, &[u32])> =
             active.iter().map(|&s| (s, &targets[s][..at])).collect();
         let scores = models.step(&mut caches, &last, None, &prefixes)?;
-        let all = scores.into_host().await?;
+        let mut all = scores.into_host().await?;
         let mut keep = Vec::with_capacity(active.len());
         let mut next_active = Vec::with_capacity(active.len());
         last.clear();

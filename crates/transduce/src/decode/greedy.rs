@@ -26,7 +26,41 @@ pub async fn greedy_async<'m>(
     options: &DecodeOptions,
     constraint: Option<&dyn Constraint>,
 ) -> Result<Vec<Hypothesis>> {
-    let models: Ensemble = models.into();
+    search(models.into(), sources, options, constraint, Scored::Yes).await
+}
+
+/// Greedy decoding's output ids alone: the same ids as [`greedy_async`], without the
+/// softmax where no rounding can change the choice ([`Scored::No`]).
+pub(crate) async fn greedy_outputs_async(
+    models: Ensemble<'_>,
+    sources: &[Vec<u32>],
+    options: &DecodeOptions,
+    constraint: Option<&dyn Constraint>,
+) -> Result<Vec<Vec<u32>>> {
+    Ok(search(models, sources, options, constraint, Scored::No)
+        .await?
+        .into_iter()
+        .map(|h| h.tokens)
+        .collect())
+}
+
+/// Whether a search keeps each output's log-probability and score.
+#[derive(Clone, Copy, PartialEq)]
+enum Scored {
+    Yes,
+    /// Tokens only: the log-probabilities and scores of the outputs are not computed
+    /// (they read 0), and rows without a constraint skip the softmax's exponentials
+    /// wherever the best logit's lead is clear of rounding.
+    No,
+}
+
+async fn search(
+    models: Ensemble<'_>,
+    sources: &[Vec<u32>],
+    options: &DecodeOptions,
+    constraint: Option<&dyn Constraint>,
+    scored: Scored,
+) -> Result<Vec<Hypothesis>> {
     models.check(sources, constraint)?;
     let vocab = models.vocab_size();
     let mut caches = models.start(sources)?;
@@ -61,23 +95,28 @@ pub async fn greedy_async<'m>(
             })
             .collect();
         let (picks, scores): (Vec<(u32, f64)>, Scores) = if masks.iter().all(Option::is_none) {
-            (scores.best(vocab).await?, scores)
+            let mut scores = scores;
+            let picks = match scored {
+                Scored::Yes => scores.best(vocab).await?,
+                // 0 stands for a log-probability not computed; −∞ still ends a row
+                // with nothing allowed.
+                Scored::No => (scores.best_tokens(vocab).await?.into_iter())
+                    .map(|id| id.map_or((0, f64::NEG_INFINITY), |id| (id, 0.0)))
+                    .collect(),
+            };
+            (picks, scores)
         } else {
-            let all = scores.into_host().await?;
+            let mut all = scores.into_host().await?;
+            let mut ranked = Vec::with_capacity(1);
             let picks = masks
                 .iter()
                 .enumerate()
                 .map(|(r, mask)| {
-                    let (row, shift) = all.row(r);
-                    let mut best = (EOS, f64::NEG_INFINITY);
-                    for (id, &v) in row.iter().enumerate() {
-                        let lp = v - shift;
-                        let ok = mask.as_ref().is_none_or(|m| m[id]);
-                        if ok && (lp as f64) > best.1 {
-                            best = (id as u32, lp as f64);
-                        }
-                    }
-                    best
+                    // The first allowed id of the best log-probability; EOS when none is.
+                    all.best(r, mask.as_deref(), 0.0, 1, &mut ranked);
+                    ranked
+                        .first()
+                        .map_or((EOS, f64::NEG_INFINITY), |&(lp, id)| (id, lp))
                 })
                 .collect();
             (picks, Scores::Host(all))

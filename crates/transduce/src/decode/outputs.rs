@@ -2,7 +2,7 @@
 //! search or beam search as the options say, blocking or awaited.
 
 use super::beam::beam_search_async;
-use super::greedy::greedy_async;
+use super::greedy::{greedy_async, greedy_outputs_async};
 use super::{Constraint, DecodeOptions, Ensemble, Hypothesis};
 use crate::error::Result;
 
@@ -15,6 +15,11 @@ pub async fn best_outputs_async<'m>(
     options: &DecodeOptions,
     constraint: Option<&dyn Constraint>,
 ) -> Result<Vec<Vec<u32>>> {
+    let models: Ensemble = models.into();
+    if options.beam <= 1 {
+        // Nothing reads the scores here: greedy skips the softmax where it can.
+        return greedy_outputs_async(models, sources, options, constraint).await;
+    }
     Ok(best_of_each(
         hypotheses_async(models, sources, options, constraint).await?,
     ))

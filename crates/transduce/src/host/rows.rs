@@ -170,38 +170,107 @@ pub fn log_softmax(row: &mut [f32]) {
 /// ranks a row, or reads a few of its entries, subtracts it where it reads instead of
 /// writing the whole row.
 ///
-/// On x86-64 CPUs with AVX2 the same code runs compiled for AVX2 (the crate's baseline is
-/// SSE2): eight lanes per instruction instead of four over the vocabulary's exponentials,
-/// a sixth of a beam-search step. The lanes and the order of the sums are the code's, not
-/// the instruction set's, and Rust does not fuse multiplies and adds, so both give the
-/// same bits.
+/// On x86-64 the same code runs compiled for the CPU's widest vectors (the crate's
+/// baseline is SSE2): AVX-512 takes sixteen exponentials per instruction, AVX2 eight. The
+/// lanes and the order of the sums are the code's, not the instruction set's, and Rust
+/// does not fuse multiplies and adds, so every path gives the same bits.
 pub fn log_softmax_shift(row: &[f32]) -> f32 {
+    log_softmax_shift_from_max(row, max(row))
+}
+
+/// [`log_softmax_shift`] of a row whose maximum `m` (`max(row)`) is known: the
+/// exponentials' pass alone, so a search that found the maximum while ranking the row
+/// reads it once more, not twice.
+pub fn log_softmax_shift_from_max(row: &[f32], m: f32) -> f32 {
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU has AVX2 (just checked).
-        return unsafe { log_softmax_shift_avx2(row) };
+    {
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            // SAFETY: the CPU has AVX-512 F (just checked).
+            return unsafe { shift_avx512(row, m) };
+        }
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has AVX2 (just checked).
+            return unsafe { shift_avx2(row, m) };
+        }
     }
-    log_softmax_shift_lanes(row)
+    shift_lanes(row, m)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+fn shift_avx512(row: &[f32], m: f32) -> f32 {
+    shift_lanes(row, m)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-fn log_softmax_shift_avx2(row: &[f32]) -> f32 {
-    log_softmax_shift_lanes(row)
+fn shift_avx2(row: &[f32], m: f32) -> f32 {
+    shift_lanes(row, m)
 }
 
+/// Σ e^(x − m) over [`LANES`] running sums, lane i summing the entries ≡ i mod LANES in
+/// order; two blocks of lanes' exponentials are computed at once (one AVX-512 register),
+/// then added block by block: the same sums, in the same order, as one block at a time.
 #[inline(always)]
-fn log_softmax_shift_lanes(row: &[f32]) -> f32 {
-    let m = max(row);
+fn shift_lanes(row: &[f32], m: f32) -> f32 {
     let mut acc = [0.0f32; LANES];
     let (chunks, rest) = row.split_at(row.len() - row.len() % LANES);
-    for c in chunks.chunks_exact(LANES) {
+    let mut pairs = chunks.chunks_exact(2 * LANES);
+    for c in &mut pairs {
+        let mut e = [0.0f32; 2 * LANES];
+        for i in 0..2 * LANES {
+            e[i] = exp(c[i] - m);
+        }
+        for i in 0..LANES {
+            acc[i] += e[i];
+        }
+        for i in 0..LANES {
+            acc[i] += e[LANES + i];
+        }
+    }
+    for c in pairs.remainder().chunks_exact(LANES) {
         for i in 0..LANES {
             acc[i] += exp(c[i] - m);
         }
     }
     let total = acc.iter().sum::<f32>() + rest.iter().map(|&v| exp(v - m)).sum::<f32>();
     m + total.ln()
+}
+
+/// One ranking pass over a row of logits: returns the row's maximum (the value [`max`]
+/// gives) and leaves in `out` its `n` largest values with their ids, largest first, the
+/// smaller id first among equal values. Ids in `banned`, −∞ and NaN are passed over. Once
+/// the list is full, a chunk whose maximum cannot enter it costs that one comparison, so
+/// the pass costs about what [`max`] costs: the search's ranking and the softmax's maximum
+/// in one read of the row instead of two.
+pub fn max_and_largest(row: &[f32], n: usize, banned: &[u32], out: &mut Vec<(f32, u32)>) -> f32 {
+    // Long enough that the test per chunk costs little, short enough to skip most entries.
+    const CHUNK: usize = 32;
+    out.clear();
+    let mut m = f32::NEG_INFINITY;
+    for (c, chunk) in row.chunks(CHUNK).enumerate() {
+        let top = max(chunk);
+        m = larger(m, top);
+        // A later entry equal to the list's worst does not enter: its id is larger.
+        if n == 0 || (out.len() == n && top <= out[n - 1].0) || top == f32::NEG_INFINITY {
+            continue;
+        }
+        for (i, &v) in chunk.iter().enumerate() {
+            let id = (c * CHUNK + i) as u32;
+            if v == f32::NEG_INFINITY || v.is_nan() || (out.len() == n && v <= out[n - 1].0) {
+                continue;
+            }
+            if banned.contains(&id) {
+                continue;
+            }
+            let at = out.partition_point(|&(w, _)| w >= v);
+            if out.len() == n {
+                out.pop();
+            }
+            out.insert(at, (v, id));
+        }
+    }
+    m
 }
 
 /// e^x for x ≤ 0 in f32 (relative error < 2·10⁻⁷), branch-free so loops over it
@@ -275,6 +344,42 @@ mod tests {
         assert_eq!(first_best(&all, 0.0), scalar(&all, 0.0));
     }
 
+    /// max_and_largest against sorting the whole row: ties (small integers repeat), −∞,
+    /// NaN, banned ids, lists longer than the row.
+    #[test]
+    fn max_and_largest_is_a_sort() {
+        let mut state = 7u64;
+        let mut out = Vec::new();
+        for len in [1, 5, 31, 32, 33, 100, 2000] {
+            for n in [0, 1, 2, 5, 9, 40] {
+                let x: Vec<f32> = (0..len)
+                    .map(|i| {
+                        state = state
+                            .wrapping_mul(6_364_136_223_846_793_005)
+                            .wrapping_add(1);
+                        match (state >> 33) % 50 {
+                            0 => f32::NEG_INFINITY,
+                            1 if i > 2 => f32::NAN,
+                            r => (r % 17) as f32 * 0.25 - 2.0,
+                        }
+                    })
+                    .collect();
+                let banned = [0u32, 1];
+                let mut want: Vec<(f32, u32)> = x
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &v)| (v, i as u32))
+                    .filter(|&(v, i)| v > f32::NEG_INFINITY && !banned.contains(&i))
+                    .collect();
+                want.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+                want.truncate(n);
+                let m = max_and_largest(&x, n, &banned, &mut out);
+                assert_eq!(out, want, "{len} {n}");
+                assert_eq!(m, max(&x), "{len} {n}");
+            }
+        }
+    }
+
     /// exp against f64's over its whole domain.
     #[test]
     fn exp_is_accurate() {
@@ -289,12 +394,27 @@ mod tests {
         assert!(exp(-1000.0) > 0.0 && exp(-1000.0) < 1e-37);
     }
 
-    /// The log-softmax shift against f64's definition, and the AVX2 build of it (taken on
-    /// CPUs that have it) bit for bit against the baseline build.
+    /// The shift as it was first written: one block of lanes at a time, in the baseline
+    /// build. The oracle of every faster path's bits.
+    fn one_block_at_a_time(row: &[f32]) -> f32 {
+        let m = max(row);
+        let mut acc = [0.0f32; LANES];
+        let (chunks, rest) = row.split_at(row.len() - row.len() % LANES);
+        for c in chunks.chunks_exact(LANES) {
+            for i in 0..LANES {
+                acc[i] += exp(c[i] - m);
+            }
+        }
+        let total = acc.iter().sum::<f32>() + rest.iter().map(|&v| exp(v - m)).sum::<f32>();
+        m + total.ln()
+    }
+
+    /// The log-softmax shift against f64's definition, and its AVX-512 and AVX2 builds
+    /// (taken on CPUs that have them) bit for bit against the baseline build.
     #[test]
     fn log_softmax_shift_is_exact_and_the_same_on_every_path() {
         let mut state = 0x9e37_79b9_u32;
-        for len in [1, 7, 8, 9, 100, 8000] {
+        for len in [1, 7, 8, 9, 15, 16, 17, 24, 100, 8000, 58_101] {
             let row: Vec<f32> = (0..len)
                 .map(|_| {
                     state = state.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
@@ -310,9 +430,15 @@ mod tests {
             );
             assert_eq!(
                 found.to_bits(),
-                log_softmax_shift_lanes(&row).to_bits(),
+                one_block_at_a_time(&row).to_bits(),
                 "{len}"
             );
+            assert_eq!(
+                found.to_bits(),
+                log_softmax_shift_from_max(&row, max(&row)).to_bits(),
+                "{len}"
+            );
+            assert_eq!(found.to_bits(), shift_lanes(&row, max(&row)).to_bits());
         }
     }
 

@@ -209,6 +209,24 @@ impl HostModel {
         out: &mut Vec<f32>,
         shifts: &mut Vec<f32>,
     ) -> Result<()> {
+        self.step_raw(state, tokens, focus, out)?;
+        shifts.clear();
+        shifts.extend(
+            out.chunks_exact(self.config.vocab_size)
+                .map(rows::log_softmax_shift),
+        );
+        Ok(())
+    }
+
+    /// [`HostModel::step`] up to the logits `[rows, vocab]` (no softmax): for a search
+    /// that normalizes each row where it reads it.
+    pub fn step_raw(
+        &self,
+        state: &mut HostState,
+        tokens: &[u32],
+        focus: Option<&[i32]>,
+        out: &mut Vec<f32>,
+    ) -> Result<()> {
         let c = &self.config;
         let d = c.d_model;
         let (hk, hv) = (c.n_heads * c.d_k, c.n_heads * c.d_v);
@@ -335,8 +353,6 @@ impl HostModel {
         state.position += 1;
 
         self.project(&x, rows, out);
-        shifts.clear();
-        shifts.extend(out.chunks_exact(c.vocab_size).map(rows::log_softmax_shift));
         Ok(())
     }
 }
