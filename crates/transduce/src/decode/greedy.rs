@@ -97,10 +97,10 @@ async fn search(
         let (picks, scores): (Vec<(u32, f64)>, Scores) = if masks.iter().all(Option::is_none) {
             let mut scores = scores;
             let picks = match scored {
-                Scored::Yes => scores.best(vocab).await?,
+                Scored::Yes => scores.best().await?,
                 // 0 stands for a log-probability not computed; −∞ still ends a row
                 // with nothing allowed.
-                Scored::No => (scores.best_tokens(vocab).await?.into_iter())
+                Scored::No => (scores.best_tokens().await?.into_iter())
                     .map(|id| id.map_or((0, f64::NEG_INFINITY), |id| (id, 0.0)))
                     .collect(),
             };

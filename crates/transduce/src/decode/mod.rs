@@ -12,6 +12,7 @@ mod ensemble;
 mod forced;
 mod greedy;
 mod outputs;
+mod scores;
 
 pub use beam::{BeamSearch, RowView, beam_search, beam_search_async, by_score, search_mask};
 pub use constraints::{Constraint, Unconstrained};
