@@ -13,9 +13,8 @@ use crate::tokenizer::{BOS, PAD};
 /// sums its exponentials, so no row is read three times and none is rewritten.
 pub(crate) struct HostScores {
     values: Vec<f32>,
-    shifts: Vec<f32>,
-    /// Rows still raw logits: shift unknown, PAD and BOS not banned yet.
-    raw: Vec<bool>,
+    /// Each row's shift; None while the row is still raw logits (PAD and BOS not banned).
+    shifts: Vec<Option<f32>>,
     vocab: usize,
     /// The ranking pass's list, reused across rows.
     top: Vec<(f32, u32)>,
@@ -34,23 +33,19 @@ impl HostScores {
 
     /// Rows already normalized (shift 0), PAD and BOS banned.
     pub(crate) fn normalized(values: Vec<f32>, vocab: usize) -> Self {
-        let rows = values.len() / vocab.max(1);
-        HostScores {
-            values,
-            shifts: vec![0.0; rows],
-            raw: vec![false; rows],
-            vocab,
-            top: Vec::new(),
-        }
+        Self::with_shift(values, vocab, Some(0.0))
     }
 
     /// A model's logits `[rows, vocab]`, normalized row by row as they are read.
     pub(crate) fn logits(values: Vec<f32>, vocab: usize) -> Self {
+        Self::with_shift(values, vocab, None)
+    }
+
+    fn with_shift(values: Vec<f32>, vocab: usize, shift: Option<f32>) -> Self {
         let rows = values.len() / vocab.max(1);
         HostScores {
             values,
-            shifts: vec![f32::NAN; rows],
-            raw: vec![true; rows],
+            shifts: vec![shift; rows],
             vocab,
             top: Vec::new(),
         }
@@ -58,14 +53,15 @@ impl HostScores {
 
     /// Row `r`'s values and shift (normalized first if it was raw).
     pub(crate) fn row(&mut self, r: usize) -> (&[f32], f32) {
-        if self.raw[r] {
-            let shift = rows::log_softmax_shift(self.row_values(r));
-            self.finish(r, shift);
-        }
-        (
-            &self.values[r * self.vocab..(r + 1) * self.vocab],
-            self.shifts[r],
-        )
+        let shift = match self.shifts[r] {
+            Some(shift) => shift,
+            None => {
+                let shift = rows::log_softmax_shift(self.row_values(r));
+                self.finish(r, shift);
+                shift
+            }
+        };
+        (self.row_values(r), shift)
     }
 
     fn row_values(&self, r: usize) -> &[f32] {
@@ -75,8 +71,7 @@ impl HostScores {
     /// A raw row's shift is known: the softmax counted PAD and BOS, the search must not
     /// choose them (as on the device: banned after normalization).
     fn finish(&mut self, r: usize, shift: f32) {
-        self.shifts[r] = shift;
-        self.raw[r] = false;
+        self.shifts[r] = Some(shift);
         let row = &mut self.values[r * self.vocab..(r + 1) * self.vocab];
         for id in SPECIALS {
             if let Some(v) = row.get_mut(id as usize) {
@@ -90,10 +85,9 @@ impl HostScores {
     /// [`rank`] finds in [`HostScores::row`].
     ///
     /// A raw row without a mask takes one ranking pass ([`rows::max_and_largest`]: its
-    /// maximum and its n + 1 largest logits) and the exponentials' pass from that maximum.
-    /// Subtracting the shift and adding `base` are monotone, so the n largest logits hold
-    /// the n best scores, unless rounding ties the n-th and (n + 1)-th scores: then (and
-    /// only then) the row is ranked again by [`rank`], which breaks such ties by id.
+    /// maximum and its n + 1 largest logits) and the exponentials' pass from that maximum
+    /// ([`HostScores::settle_ranked`]); only a rounding tie at the list's end sends it to
+    /// [`rank`].
     pub(crate) fn best(
         &mut self,
         r: usize,
@@ -103,43 +97,61 @@ impl HostScores {
         out: &mut Vec<(f64, u32)>,
     ) {
         out.clear();
-        if self.raw[r] && mask.is_none() && n > 0 {
+        if self.shifts[r].is_none() && mask.is_none() && n > 0 {
             let mut top = std::mem::take(&mut self.top);
-            let row = self.row_values(r);
-            let m = rows::max_and_largest(row, n + 1, &SPECIALS, &mut top);
-            let shift = rows::log_softmax_shift_from_max(row, m);
-            self.finish(r, shift);
-            out.extend(top.iter().map(|&(v, id)| (base + (v - shift) as f64, id)));
+            let m = rows::max_and_largest(self.row_values(r), n + 1, &SPECIALS, &mut top);
+            let settled = self.settle_ranked(r, (m, &top), base, n, out);
             self.top = top;
-            let clear = shift.is_finite()
-                && out.iter().all(|&(s, _)| s > f64::NEG_INFINITY)
-                && (out.len() <= n || out[n - 1].0 > out[n].0);
-            if clear {
-                out.truncate(n);
-                out.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+            if settled {
                 return;
             }
-            out.clear();
         }
         let (row, shift) = self.row(r);
         rank((row, shift), mask, base, n, out);
     }
-}
 
-impl HostScores {
+    /// A raw row after its ranking pass (its maximum `m` and its n + 1 largest logits
+    /// `top`): finds its shift from `m`, normalizes it, and writes its `n` best to `out`.
+    /// Subtracting the shift and adding `base` are monotone, so the n largest logits hold
+    /// the n best scores, unless rounding ties the n-th and (n + 1)-th scores: then `out`
+    /// is left empty and false returned, for [`rank`], which breaks such ties by id.
+    fn settle_ranked(
+        &mut self,
+        r: usize,
+        (m, top): (f32, &[(f32, u32)]),
+        base: f64,
+        n: usize,
+        out: &mut Vec<(f64, u32)>,
+    ) -> bool {
+        let shift = rows::log_softmax_shift_from_max(self.row_values(r), m);
+        self.finish(r, shift);
+        out.extend(top.iter().map(|&(v, id)| (base + (v - shift) as f64, id)));
+        let clear = shift.is_finite()
+            && out.iter().all(|&(s, _)| s > f64::NEG_INFINITY)
+            && (out.len() <= n || out[n - 1].0 > out[n].0);
+        if clear {
+            out.truncate(n);
+            out.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        } else {
+            out.clear();
+        }
+        clear
+    }
+
     /// Row `r`'s best token, the one [`HostScores::best`] ranks first (None where nothing
     /// is allowed), for a search that keeps no scores: greedy decoding of outputs alone.
     ///
     /// Where the largest logit beats the runner-up by [`CLEAR_GAP`] or more, subtracting
     /// the shift cannot round the two to one log-probability (both are within 16 of the
     /// shift's magnitude here, so their rounding errors are below 2⁻¹⁹), and the largest
-    /// logit is the answer without the exponentials' pass. Otherwise the row is ranked in
-    /// full.
+    /// logit is the answer without the exponentials' pass. Otherwise the same ranking pass
+    /// goes on as [`HostScores::best`]'s.
     pub(crate) fn best_token(&mut self, r: usize, out: &mut Vec<(f64, u32)>) -> Option<u32> {
         // Logits below 2²⁰ in magnitude keep the shift within 15 of the maximum over a
         // vocabulary of at most 2²⁰ entries (ln 2²⁰ < 14, plus half an ulp of 2²⁰).
         const SMALL: f32 = (1 << 20) as f32;
-        if self.raw[r] && self.vocab <= 1 << 20 {
+        out.clear();
+        if self.shifts[r].is_none() && self.vocab <= 1 << 20 {
             let mut top = std::mem::take(&mut self.top);
             let m = rows::max_and_largest(self.row_values(r), 2, &SPECIALS, &mut top);
             let clear = match top[..] {
@@ -147,9 +159,10 @@ impl HostScores {
                 [(v0, id), (v1, _)] if m.abs() < SMALL && v0 - v1 >= CLEAR_GAP => Some(id),
                 _ => None,
             };
+            let settled = clear.is_some() || self.settle_ranked(r, (m, &top), 0.0, 1, out);
             self.top = top;
-            if clear.is_some() {
-                return clear;
+            if settled {
+                return clear.or_else(|| out.first().map(|&(_, id)| id));
             }
         }
         self.best(r, None, 0.0, 1, out);
@@ -216,6 +229,7 @@ pub(crate) fn rank(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::rng::Rng;
 
     /// The one-pass ranking of a raw row ([`HostScores::best`]) against normalizing the row
     /// first and ranking it by [`rank`] (the search as it was): the same ids and the same
@@ -225,13 +239,8 @@ mod tests {
     #[test]
     fn one_pass_ranking_is_the_normalized_rows_ranking() {
         let vocab = 300;
-        let mut state = 0x2545_f491_4f6c_dd1du64;
-        let mut next = || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut rng = Rng::new(0x2545_f491_4f6c_dd1d);
+        let mut next = || rng.next_u64();
         let (mut got, mut want) = (Vec::new(), Vec::new());
         for case in 0..400 {
             let values: Vec<f32> = (0..3 * vocab)
@@ -268,13 +277,8 @@ mod tests {
     #[test]
     fn best_token_is_bests_first() {
         let vocab = 200;
-        let mut state = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut rng = Rng::new(0x9e37_79b9_7f4a_7c15);
+        let mut next = || rng.next_u64();
         let mut out = Vec::new();
         for case in 0..600 {
             let mut values: Vec<f32> = (0..vocab)

@@ -69,26 +69,6 @@ pub fn max(x: &[f32]) -> f32 {
         .fold(f32::NEG_INFINITY, |m, &v| larger(m, v))
 }
 
-/// The first index whose `x[i] − shift` is largest, and that value (index 0 and −∞ when
-/// nothing beats −∞): the scalar loop `if x[i] − shift > best`, found without subtracting
-/// at every element. Subtracting is monotone, so the best value is `max(x) − shift`
-/// (vectorized), and the first index reaching it lies in the first chunk whose own
-/// maximum reaches it (the scalar loop was an eighth of greedy decoding at batch 32).
-pub fn first_best(x: &[f32], shift: f32) -> (usize, f32) {
-    const CHUNK: usize = 32;
-    let best = max(x) - shift;
-    if best == f32::NEG_INFINITY || best.is_nan() {
-        return (0, f32::NEG_INFINITY);
-    }
-    for (c, chunk) in x.chunks(CHUNK).enumerate() {
-        if max(chunk) - shift == best {
-            let i = chunk.iter().position(|&v| v - shift == best).unwrap_or(0);
-            return (c * CHUNK + i, best);
-        }
-    }
-    (0, f32::NEG_INFINITY)
-}
-
 /// The largest magnitude in `x` (0 if empty; NaN if any value is NaN is not promised:
 /// callers check finiteness of the result).
 #[inline]
@@ -304,45 +284,6 @@ pub fn exp(x: f32) -> f32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// first_best against the scalar loop it replaces, with ties and values that round to
-    /// the same log-probability.
-    #[test]
-    fn first_best_is_the_scalar_loop() {
-        let scalar = |x: &[f32], shift: f32| {
-            let mut best = (0usize, f32::NEG_INFINITY);
-            for (i, &v) in x.iter().enumerate() {
-                if v - shift > best.1 {
-                    best = (i, v - shift);
-                }
-            }
-            best
-        };
-        let mut state = 11u64;
-        for len in [1, 7, 31, 32, 33, 100, 8000] {
-            for shift in [0.0f32, 3.25, 1.0e7] {
-                let mut x: Vec<f32> = (0..len)
-                    .map(|_| {
-                        state = state
-                            .wrapping_mul(6_364_136_223_846_793_005)
-                            .wrapping_add(1);
-                        ((state >> 40) % 64) as f32 * 0.5 - 16.0
-                    })
-                    .collect();
-                assert_eq!(first_best(&x, shift), scalar(&x, shift), "{len} {shift}");
-                // A later, larger value that rounds to the same log-probability: the
-                // earlier one still wins, as in the scalar loop.
-                if len > 40 {
-                    x[5] = 20.0;
-                    x[37] = 20.5;
-                    assert_eq!(first_best(&x, 1.0e9), scalar(&x, 1.0e9));
-                    assert_eq!(first_best(&x, 0.0).0, 37);
-                }
-            }
-        }
-        let all = [f32::NEG_INFINITY; 40];
-        assert_eq!(first_best(&all, 0.0), scalar(&all, 0.0));
-    }
 
     /// max_and_largest against sorting the whole row: ties (small integers repeat), −∞,
     /// NaN, banned ids, lists longer than the row.

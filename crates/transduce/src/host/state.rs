@@ -189,32 +189,9 @@ impl HostModel {
         focus: Option<&[i32]>,
         out: &mut Vec<f32>,
     ) -> Result<()> {
-        let mut shifts = Vec::new();
-        self.step_logits(state, tokens, focus, out, &mut shifts)?;
-        for (row, shift) in out.chunks_exact_mut(self.config.vocab_size).zip(shifts) {
-            for v in row.iter_mut() {
-                *v -= shift;
-            }
-        }
-        Ok(())
-    }
-
-    /// [`HostModel::step`] without the last pass: `out` gets the logits, `shifts` each
-    /// row's log-softmax shift (log-probability = logit − shift, the same `f32` values).
-    pub fn step_logits(
-        &self,
-        state: &mut HostState,
-        tokens: &[u32],
-        focus: Option<&[i32]>,
-        out: &mut Vec<f32>,
-        shifts: &mut Vec<f32>,
-    ) -> Result<()> {
         self.step_raw(state, tokens, focus, out)?;
-        shifts.clear();
-        shifts.extend(
-            out.chunks_exact(self.config.vocab_size)
-                .map(rows::log_softmax_shift),
-        );
+        out.chunks_exact_mut(self.config.vocab_size)
+            .for_each(rows::log_softmax);
         Ok(())
     }
 
