@@ -28,9 +28,16 @@ fn panic(_: &core::panic::PanicInfo) -> ! {
 #[cfg(target_arch = "wasm32")]
 const ROWS: usize = 4;
 
-/// `sums[i][j] = Σ_g Σ_t w[g][j][t] · x[i][4g + t]` for `m` rows and all `n_padded` columns.
+/// Columns per panel of the weights: `transduce::host::int8`'s `PANEL` (its self-check of
+/// this kernel spans several panels, so the two cannot disagree unnoticed).
+#[cfg(target_arch = "wasm32")]
+const PANEL: usize = 64;
+
+/// `sums[i][j] = Σ_g Σ_t w[j's panel][g][j][t] · x[i][4g + t]` for `m` rows and all `n_padded` columns.
 ///
-/// `w`: `[groups][n_padded][4]` int8 (`n_padded` a multiple of 8); `x`: `[m][4·groups]`
+/// `w`: panels of [`PANEL`] columns (the last one narrower where `n_padded` is not a
+/// multiple), one after another, each `[groups][width][4]` int8 (`n_padded` a multiple of
+/// 8); `x`: `[m][4·groups]`
 /// unsigned 7-bit values, 4-byte aligned rows; `sums`: `[m][n_padded]` int32.
 ///
 /// # Safety
@@ -88,11 +95,15 @@ unsafe fn block<const R: usize>(
 ) {
     let mut lo = [i32x4_splat(0); R];
     let mut hi = [i32x4_splat(0); R];
-    let stride = n_padded * 4;
+    // Columns n0..n0 + 8 lie in one panel (8 divides PANEL), where a group's columns are
+    // the panel's width apart.
+    let first = n0 / PANEL * PANEL;
+    let stride = PANEL.min(n_padded - first) * 4;
+    let start = first * groups * 4 + (n0 - first) * 4;
     for g in 0..groups {
         // SAFETY: group g's columns n0..n0 + 8 and rows i..i + R are inside the extents.
         unsafe {
-            let p = w.add(g * stride + n0 * 4);
+            let p = w.add(start + g * stride);
             let b0 = v128_load(p as *const v128);
             let b1 = v128_load(p.add(16) as *const v128);
             for r in 0..R {

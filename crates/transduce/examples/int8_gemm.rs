@@ -7,6 +7,9 @@
 //! Shapes: a batch of 128 rows (32 sentences × beam 4) through the output projection (192 →
 //! 8,000 words), the fused Q/K/V (192 → 576) and the FFN's second layer (768 → 192); one
 //! row through the output projection (greedy, one sentence); 32 rows through the FFN's first.
+//! Then opus-mt-en-de's (512 wide, FFN 2,048, 58,101 words): 128 rows through the output
+//! projection, the fused Q/K/V, the attention's output and both FFN layers; 4 rows (one
+//! sentence, beam 4) through the output projection.
 use std::time::Instant;
 use transduce::host::int8::Int8Matrix;
 fn main() {
@@ -16,6 +19,12 @@ fn main() {
         (128, 768, 192),
         (1, 192, 8000),
         (32, 192, 768),
+        (128, 512, 58101),
+        (128, 512, 1536),
+        (128, 512, 512),
+        (128, 512, 2048),
+        (128, 2048, 512),
+        (4, 512, 58101),
     ] {
         let w: Vec<f32> = (0..k * n)
             .map(|i| ((i * 7919) % 1000) as f32 / 1000.0 - 0.5)

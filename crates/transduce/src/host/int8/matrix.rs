@@ -21,6 +21,13 @@ pub(super) const K_PAD: usize = 4;
 /// Columns are padded to a multiple of this (one 512-bit register of int32 sums).
 pub(super) const COLUMN_PAD: usize = 16;
 
+/// Columns per panel of the packed layout: a panel's weights (`k × PANEL`) are contiguous,
+/// so a kernel's pass over one column block streams one span of memory instead of `k / GROUP`
+/// pieces a whole row of the matrix apart (58,112 columns × 4 bytes for opus-mt-en-de's
+/// output projection: a page each). The kernels' column blocks (64 for VNNI, 32 for AVX2,
+/// 8 in wasm) divide it. Measured: docs/BENCHMARKS.md, "The int8 product's panels".
+pub(super) const PANEL: usize = 64;
+
 /// A weight matrix `[k, n]` (`x·W`) quantized per output column and packed for the
 /// kernels, with its bias.
 #[derive(Clone, Debug)]
@@ -31,17 +38,32 @@ pub struct Int8Matrix {
     /// `k` rounded up to a whole group, `n` to [`COLUMN_PAD`].
     pub(super) k_padded: usize,
     pub(super) n_padded: usize,
-    /// `[k_padded / GROUP][n_padded][GROUP]`; padding is zero. Empty when `quads` holds
-    /// the weights.
+    /// Panels of [`PANEL`] columns (the last one `n_padded` mod `PANEL` wide when that is
+    /// not 0), one after another, each `[k_padded / GROUP][width][GROUP]`
+    /// ([`Int8Matrix::offset`]); padding is zero. Empty when `quads` holds the weights.
     pub(super) packed: Vec<Packed>,
     /// wasm32 with the relaxed-SIMD kernel registered when the matrix was made: int8
-    /// `[k_padded / 4][n_padded][4]` (its layout); empty otherwise.
+    /// quads in the same panels, each `[k_padded / 4][width][4]` (its layout); empty
+    /// otherwise.
     pub(super) quads: Vec<i8>,
     /// Per output column: the scale, and Σₖ qw (the correction of the kernels that add an
     /// offset to the activations).
     pub(super) scales: Vec<f32>,
     pub(super) sums: Vec<i32>,
     pub bias: Option<Vec<f32>>,
+}
+
+/// [`Int8Matrix::panel`] of a matrix of these padded sizes.
+fn panel(k_padded: usize, n_padded: usize, j: usize) -> (usize, usize) {
+    let first = j / PANEL * PANEL;
+    (first * k_padded, PANEL.min(n_padded - first))
+}
+
+/// The index of input `i`, output `j` in panels of groups of `G` values (`packed`'s
+/// layout for `G` = [`GROUP`], `quads`' for 4).
+fn grouped_offset<const G: usize>(k_padded: usize, n_padded: usize, i: usize, j: usize) -> usize {
+    let (start, width) = panel(k_padded, n_padded, j);
+    start + (i / G * width + j % PANEL) * G + i % G
 }
 
 impl Int8Matrix {
@@ -87,9 +109,9 @@ impl Int8Matrix {
             for i in 0..k {
                 let q = rows[j * k + i];
                 if relaxed {
-                    quads[(i / 4 * n_padded + j) * 4 + i % 4] = q;
+                    quads[grouped_offset::<4>(k_padded, n_padded, i, j)] = q;
                 } else {
-                    packed[(i / GROUP * n_padded + j) * GROUP + i % GROUP] = q as Packed;
+                    packed[grouped_offset::<GROUP>(k_padded, n_padded, i, j)] = q as Packed;
                 }
                 sums[j] += q as i32;
             }
@@ -112,10 +134,31 @@ impl Int8Matrix {
     #[allow(clippy::unnecessary_cast)]
     pub fn at(&self, i: usize, j: usize) -> i8 {
         if self.quads.is_empty() {
-            self.packed[(i / GROUP * self.n_padded + j) * GROUP + i % GROUP] as i8
+            self.packed[self.offset(i, j)] as i8
         } else {
-            self.quads[(i / 4 * self.n_padded + j) * 4 + i % 4]
+            self.quads[self.quad_offset(i, j)]
         }
+    }
+
+    /// Where column `j`'s panel starts in `packed`, and its width (a multiple of
+    /// [`COLUMN_PAD`]).
+    pub(super) fn panel(&self, j: usize) -> (usize, usize) {
+        panel(self.k_padded, self.n_padded, j)
+    }
+
+    /// Every panel's start and width, in column order.
+    pub(super) fn panels(&self) -> impl Iterator<Item = (usize, usize)> + '_ {
+        (0..self.n_padded).step_by(PANEL).map(|j| self.panel(j))
+    }
+
+    /// The index in `packed` of input `i`, output `j`.
+    pub(super) fn offset(&self, i: usize, j: usize) -> usize {
+        grouped_offset::<GROUP>(self.k_padded, self.n_padded, i, j)
+    }
+
+    /// The index in `quads` of input `i`, output `j`: the same panels, over int8 quads.
+    pub(super) fn quad_offset(&self, i: usize, j: usize) -> usize {
+        grouped_offset::<4>(self.k_padded, self.n_padded, i, j)
     }
 
     /// Output column `j`'s scale.

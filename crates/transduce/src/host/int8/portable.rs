@@ -1,7 +1,7 @@
 //! The plain loops: the kernel of targets without a faster one, and the oracle the others
 //! are tested against (every kernel's int32 sums are exact, so all agree bit for bit).
 
-use super::matrix::{GROUP, Int8Matrix};
+use super::matrix::{GROUP, Int8Matrix, PANEL};
 
 /// The plain loops, over the same packed layout.
 #[cfg_attr(target_arch = "wasm32", allow(dead_code))]
@@ -10,11 +10,16 @@ pub fn product(w: &Int8Matrix, x: &[i8], row_scales: &[f32], out: &mut [f32]) {
     for (i, &sx) in row_scales.iter().enumerate() {
         sums.fill(0);
         let row = &x[i * w.k_padded..(i + 1) * w.k_padded];
-        for (g, group) in row.chunks_exact(GROUP).enumerate() {
-            let block = &w.packed[g * w.n_padded * GROUP..][..w.n * GROUP];
-            for (sum, w) in sums.iter_mut().zip(block.chunks_exact(GROUP)) {
-                for (&a, &b) in group.iter().zip(w) {
-                    *sum += a as i32 * b as i32;
+        for (sums, (start, width)) in sums.chunks_mut(PANEL).zip(w.panels()) {
+            let panel = &w.packed[start..start + w.k_padded * width];
+            for (group, block) in row
+                .chunks_exact(GROUP)
+                .zip(panel.chunks_exact(width * GROUP))
+            {
+                for (sum, w) in sums.iter_mut().zip(block.chunks_exact(GROUP)) {
+                    for (&a, &b) in group.iter().zip(w) {
+                        *sum += a as i32 * b as i32;
+                    }
                 }
             }
         }

@@ -19,6 +19,7 @@ thread_local! {
 /// Columns [`Int8Matrix::apply_widened`] widens at a time: a tile of `k × 64` f32 (at most
 /// 512 KB for the FFN's 2,048 inputs) stays in cache while every row of the input reads it.
 pub const WIDE_TILE: usize = 64;
+const _: () = assert!(WIDE_TILE == super::matrix::PANEL);
 
 thread_local! {
     /// The widened tile of [`Int8Matrix::apply_widened`].
@@ -91,14 +92,14 @@ impl Int8Matrix {
         for i in 0..self.k {
             let row = &mut tile[i * WIDE_TILE..i * WIDE_TILE + width];
             if self.quads.is_empty() {
-                let base = (i / GROUP * self.n_padded + j0) * GROUP + i % GROUP;
-                let column = &self.packed[base..];
+                // j0..j0 + width lies in one panel (WIDE_TILE is PANEL wide), where
+                // consecutive columns are GROUP values apart.
+                let column = &self.packed[self.offset(i, j0)..];
                 for (t, (w, &s)) in row.iter_mut().zip(scales).enumerate() {
                     *w = column[t * GROUP] as i8 as f32 * s;
                 }
             } else {
-                let base = (i / 4 * self.n_padded + j0) * 4 + i % 4;
-                let column = &self.quads[base..];
+                let column = &self.quads[self.quad_offset(i, j0)..];
                 for (t, (w, &s)) in row.iter_mut().zip(scales).enumerate() {
                     *w = column[t * 4] as f32 * s;
                 }

@@ -7,7 +7,8 @@ use super::relaxed::{RELAXED, RelaxedDot};
 
 /// Registers (or withdraws, `None`) the relaxed-SIMD kernel for the matrices made from now
 /// on. The kernel is checked first, against the definition on random products whose sizes
-/// reach every row block (1 to 4 rows) and tails of both dimensions: a browser whose
+/// reach every row block (1 to 4 rows), tails of both dimensions and panels of two widths
+/// (150 columns: 64, 64 and 32): a browser whose
 /// instruction disagrees (the result outside 7-bit operands is implementation-defined)
 /// gets `false` and the SIMD128 kernel.
 pub fn use_relaxed_dot(kernel: Option<RelaxedDot>) -> bool {
@@ -16,7 +17,7 @@ pub fn use_relaxed_dot(kernel: Option<RelaxedDot>) -> bool {
         return false;
     }
     let mut state = 29;
-    let agrees = [(7, 37, 29), (1, 5, 3), (2, 192, 17)]
+    let agrees = [(7, 37, 29), (1, 5, 3), (2, 192, 17), (3, 40, 150)]
         .into_iter()
         .all(|(m, k, n)| {
             let w = random(k * n, &mut state, 0.5);

@@ -100,6 +100,8 @@ fn products_match_the_definition_at_every_size() {
         (9, 19, 130),
         (1, 192, 8000),
         (13, 3, 31),
+        (6, 100, 100),
+        (5, 40, 200),
     ] {
         let x = random(m * k, &mut state, 2.0);
         let w = random(k * n, &mut state, 0.3);
@@ -155,6 +157,45 @@ fn products_match_the_definition_at_every_size() {
                 unsafe { x86::avx2(&matrix, &quantized, &scales, &mut avx2) };
                 assert_eq!(avx2, out);
             }
+        }
+    }
+}
+
+/// The packed panels hold every quantized row exactly once: each (input, output) pair at
+/// its own place, the padding zero, for panels of every width the padding leaves (16, 32,
+/// 48 and 64 columns).
+#[test]
+fn packed_panels_hold_the_rows() {
+    let mut state = 5;
+    for (k, n) in [
+        (1, 1),
+        (5, 64),
+        (7, 65),
+        (9, 100),
+        (4, 130),
+        (3, 200),
+        (2, 250),
+    ] {
+        let rows: Vec<i8> = random(n * k, &mut state, 100.0)
+            .iter()
+            .map(|v| v.clamp(-127.0, 127.0) as i8)
+            .collect();
+        let matrix = Int8Matrix::from_rows(k, n, &rows, vec![1.0; n], None);
+        assert_eq!(matrix.rows_and_scales().0, rows, "{k}×{n}");
+        #[cfg(not(target_arch = "wasm32"))]
+        {
+            let mut seen = vec![false; matrix.packed.len()];
+            for i in 0..matrix.k_padded {
+                for j in 0..matrix.n_padded {
+                    let at = matrix.offset(i, j);
+                    assert!(!seen[at], "{k}×{n}: ({i}, {j}) shares {at}");
+                    seen[at] = true;
+                    if i >= k || j >= n {
+                        assert_eq!(matrix.packed[at], 0, "{k}×{n}: padding at ({i}, {j})");
+                    }
+                }
+            }
+            assert!(seen.iter().all(|&s| s), "{k}×{n}");
         }
     }
 }

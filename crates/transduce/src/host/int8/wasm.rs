@@ -3,7 +3,7 @@
 use std::arch::wasm32::*;
 use std::cell::RefCell;
 
-use super::matrix::{GROUP, Int8Matrix};
+use super::matrix::{GROUP, Int8Matrix, PANEL};
 use super::relaxed::relaxed;
 
 thread_local! {
@@ -39,14 +39,17 @@ pub fn quads(w: &Int8Matrix, x: &mut [i8], scales: &[f32], out: &mut [f32]) {
                     .chunks_exact(w.k_padded)
                     .zip(sums.chunks_exact_mut(w.n_padded))
                 {
-                    for (g, quad) in row.chunks_exact(4).enumerate() {
-                        let block = &w.quads[g * w.n_padded * 4..][..w.n_padded * 4];
-                        for (sum, wq) in sums.iter_mut().zip(block.chunks_exact(4)) {
-                            *sum += quad
-                                .iter()
-                                .zip(wq)
-                                .map(|(&a, &b)| a as i32 * b as i32)
-                                .sum::<i32>();
+                    for (sums, (start, width)) in sums.chunks_mut(PANEL).zip(w.panels()) {
+                        let panel = &w.quads[start..start + w.k_padded * width];
+                        for (quad, block) in row.chunks_exact(4).zip(panel.chunks_exact(width * 4))
+                        {
+                            for (sum, wq) in sums.iter_mut().zip(block.chunks_exact(4)) {
+                                *sum += quad
+                                    .iter()
+                                    .zip(wq)
+                                    .map(|(&a, &b)| a as i32 * b as i32)
+                                    .sum::<i32>();
+                            }
                         }
                     }
                 }
@@ -66,6 +69,7 @@ pub fn quads(w: &Int8Matrix, x: &mut [i8], scales: &[f32], out: &mut [f32]) {
 const ROWS: usize = 4;
 /// Columns per block: two vectors of four int32 sums per row.
 const COLUMNS: usize = 8;
+const _: () = assert!(PANEL.is_multiple_of(COLUMNS));
 
 /// `i32x4.dot_i16x8_s` over the int16 pairs: four columns × two inner values per
 /// instruction; each weight load serves up to [`ROWS`] rows, each activation pair
@@ -110,15 +114,19 @@ pub fn simd128(w: &Int8Matrix, x: &[i8], scales: &[f32], out: &mut [f32]) {
 #[inline(always)]
 fn block<const R: usize>(w: &Int8Matrix, xs: &[u32], n0: usize, sums: &mut [[i32; COLUMNS]; ROWS]) {
     let groups = w.k_padded / GROUP;
-    let stride = w.n_padded * GROUP;
+    // n0..n0 + 8 lies in one panel (PANEL is a multiple of 8), where group g's columns
+    // are `width` apart.
+    let (start, width) = w.panel(n0);
+    let stride = width * GROUP;
+    let first = start + (n0 % PANEL) * GROUP;
     assert_eq!(xs.len(), R * groups);
-    assert!(n0 + COLUMNS <= w.n_padded);
+    assert!(n0 % PANEL + COLUMNS <= width && start + groups * stride <= w.packed.len());
     let mut lo = [i32x4_splat(0); R];
     let mut hi = [i32x4_splat(0); R];
     for g in 0..groups {
         // SAFETY: group g's columns n0..n0 + 8 lie inside `packed` (checked above).
         let (b0, b1) = unsafe {
-            let p = w.packed.as_ptr().add(g * stride + n0 * GROUP);
+            let p = w.packed.as_ptr().add(first + g * stride);
             (
                 v128_load(p as *const v128),
                 v128_load(p.add(4 * GROUP) as *const v128),

@@ -1,6 +1,6 @@
 //! The x86-64 kernels: AVX-512 VNNI and AVX2.
 
-use super::matrix::{GROUP, Int8Matrix};
+use super::matrix::{GROUP, Int8Matrix, PANEL};
 use std::arch::x86_64::*;
 
 /// Rows of activations one tile covers; its columns are up to four registers (sixteen
@@ -13,8 +13,10 @@ const ROWS: usize = 4;
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
 pub unsafe fn vnni(w: &Int8Matrix, x: &[i8], scales: &[f32], out: &mut [f32]) {
     let m = scales.len();
-    for n0 in (0..w.n_padded).step_by(64) {
-        let blocks = ((w.n_padded - n0) / 16).min(4);
+    // One panel per column block (PANEL is 64 columns: four registers).
+    const _: () = assert!(PANEL == 64);
+    for n0 in (0..w.n_padded).step_by(PANEL) {
+        let blocks = w.panel(n0).1 / 16;
         let mut i = 0;
         while i < m {
             let rows = (m - i).min(ROWS);
@@ -60,8 +62,9 @@ unsafe fn vnni_tile<const R: usize, const B: usize>(
     unsafe {
         let mut acc = [[_mm512_setzero_si512(); B]; R];
         let groups = w.k_padded / GROUP;
-        let stride = w.n_padded * GROUP;
-        let weights = w.packed.as_ptr().add(n0 * GROUP);
+        let (start, width) = w.panel(n0);
+        let stride = width * GROUP;
+        let weights = w.packed.as_ptr().add(start);
         let rows = x.as_ptr().add(i * w.k_padded);
         for g in 0..groups {
             let mut b = [_mm512_setzero_si512(); B];
@@ -107,12 +110,16 @@ pub unsafe fn avx2(w: &Int8Matrix, x: &[i8], scales: &[f32], out: &mut [f32]) {
     unsafe {
         let mut sums = vec![0i32; w.n_padded];
         let groups = w.k_padded / GROUP;
-        let stride = w.n_padded * GROUP;
         let ones = _mm256_set1_epi16(1);
         for (i, &sx) in scales.iter().enumerate() {
             let row = x.as_ptr().add(i * w.k_padded);
+            // Blocks of 32 columns, inside one panel (PANEL is a multiple of 32).
+            const _: () = assert!(PANEL.is_multiple_of(32));
             for n0 in (0..w.n_padded).step_by(32) {
-                let blocks = ((w.n_padded - n0) / 8).min(4);
+                let (start, width) = w.panel(n0);
+                let stride = width * GROUP;
+                let first = start + (n0 % PANEL) * GROUP;
+                let blocks = ((width - n0 % PANEL) / 8).min(4);
                 let mut acc = [_mm256_setzero_si256(); 4];
                 for g in 0..groups {
                     let quad = (row.add(g * GROUP) as *const i32).read_unaligned();
@@ -120,7 +127,7 @@ pub unsafe fn avx2(w: &Int8Matrix, x: &[i8], scales: &[f32], out: &mut [f32]) {
                     let magnitude = _mm256_abs_epi8(a);
                     for (c, acc) in acc.iter_mut().enumerate().take(blocks) {
                         let b = _mm256_loadu_si256(
-                            w.packed.as_ptr().add(g * stride + (n0 + c * 8) * GROUP) as *const _,
+                            w.packed.as_ptr().add(first + g * stride + c * 8 * GROUP) as *const _,
                         );
                         let pairs = _mm256_maddubs_epi16(magnitude, _mm256_sign_epi8(b, a));
                         *acc = _mm256_add_epi32(*acc, _mm256_madd_epi16(pairs, ones));
