@@ -1,9 +1,11 @@
 // Decoding speed in the browser against the native CLI, on the same bundle and sentences:
 // the npm package (pkg/, from scripts/build-npm.sh) in headless Chromium on the CPU backend
-// (wasm SIMD, one thread), and `transduce translate` at one thread.
+// (wasm SIMD, one thread; with --isolate 1 a cross-origin isolated page, which decodes on
+// navigator.hardwareConcurrency threads), and `transduce translate` at one thread.
 //
 //   node scripts/bench-browser.mjs --bin $CARGO_TARGET_DIR/debug/transduce [--sentences 100] [--rounds 3]
 //       [--model web/models/en-de] [--relaxed 0]   (0: the SIMD128 kernel, not relaxed SIMD)
+//       [--isolate 1]                              (1: the threaded module, every core)
 //
 // Prints, per setting, source words per second (best and median of the rounds, browser and
 // native interleaved) and the browser/native ratio, plus load + first translation with
@@ -28,6 +30,7 @@ const count = Number(arg("sentences", 100));
 const rounds = Number(arg("rounds", 3));
 const model = arg("model", "web/models/en-de");
 const relaxedSimd = arg("relaxed", "1") !== "0";
+const isolate = arg("isolate", "0") === "1";
 const data = join(repo, "..", "shared", "data", "multi30k", "test2016.en.gz");
 const sentences = gunzipSync(await readFile(data)).toString("utf8").split("\n").slice(0, count).map((l) => l.trim());
 const words = sentences.reduce((n, s) => n + s.split(/\s+/).length, 0);
@@ -51,7 +54,7 @@ context.setDefaultTimeout(600_000);
 /** Opens a page with the package loaded on the CPU; returns the load + first translation time. */
 async function open() {
   const page = await context.newPage();
-  await page.goto(`${base}/bench/`);
+  await page.goto(`${base}/bench/${isolate ? "" : "?isolate=0"}`);
   const ms = await page.evaluate(async ({ model, first, relaxedSimd }) => {
     const started = performance.now();
     const { Transduce } = await import("/pkg/transduce.js");
@@ -123,7 +126,10 @@ const settings = [
   { name: "beam 4, one call per sentence", beam: 4, oneText: false, batch: 1 },
   { name: "beam 4, as one text", beam: 4, oneText: true, batch: 16 },
 ];
-const device = await page.evaluate(() => window.t.device);
+const device = await page.evaluate(() => {
+  const { threads, reason } = window.t.threads ?? { threads: 1 };
+  return `${window.t.device}, ${threads > 1 ? `${threads} threads` : reason ?? "one thread"}`;
+});
 console.log(`${model} on ${device}: ${count} test2016 sentences, ${words} source words; ${rounds} rounds, interleaved\n`);
 console.log("| setting | browser words/s (best / median) | native 1 thread, batch | native words/s (best / median) | browser/native (medians) |");
 console.log("|---|---|---|---|---|");

@@ -22,6 +22,12 @@ cp dist/transduce-relaxed.wasm pkg/
 cp dist/transduce-adapt.js dist/transduce-adapt_bg.wasm dist/transduce-adapt.d.ts pkg/
 # The import module (a model loaded by name is converted in a worker of its own, convert.js).
 cp dist/transduce-import.js dist/transduce-import_bg.wasm dist/transduce-import.d.ts pkg/
+# The threaded CPU module, its relaxed kernel and its thread worker, where this machine
+# built them (scripts/build-threads-wasm.sh); without them the package decodes on one thread.
+if [ -f dist/transduce-web-threads_bg.wasm ]; then
+    cp dist/transduce-web-threads.js dist/transduce-web-threads_bg.wasm dist/transduce-web-threads.d.ts \
+        dist/transduce-relaxed-threads.wasm web/thread.js pkg/
+fi
 cp web/transduce.js web/worker.js web/transduce.d.ts web/translator.js web/translator.d.ts web/hub.js web/convert.js pkg/
 cat > pkg/package.json <<JSON
 {
@@ -39,12 +45,14 @@ cat > pkg/package.json <<JSON
     "./worker.js": "./worker.js",
     "./transduce-web.js": "./transduce-web.js",
     "./transduce-web-webgpu.js": "./transduce-web-webgpu.js",
+    "./transduce-web-threads.js": "./transduce-web-threads.js",
+    "./thread.js": "./thread.js",
     "./transduce-adapt.js": "./transduce-adapt.js",
     "./transduce-import.js": "./transduce-import.js",
     "./hub.js": "./hub.js",
     "./convert.js": "./convert.js"
   },
-  "files": ["transduce.js", "transduce.d.ts", "translator.js", "translator.d.ts", "worker.js", "transduce-web.js", "transduce-web.d.ts", "transduce-web_bg.wasm", "transduce-web-webgpu.js", "transduce-web-webgpu.d.ts", "transduce-web-webgpu_bg.wasm", "transduce-relaxed.wasm", "transduce-adapt.js", "transduce-adapt.d.ts", "transduce-adapt_bg.wasm", "transduce-import.js", "transduce-import.d.ts", "transduce-import_bg.wasm", "hub.js", "convert.js", "README.md"],
+  "files": ["transduce.js", "transduce.d.ts", "translator.js", "translator.d.ts", "worker.js", "transduce-web.js", "transduce-web.d.ts", "transduce-web_bg.wasm", "transduce-web-webgpu.js", "transduce-web-webgpu.d.ts", "transduce-web-webgpu_bg.wasm", "transduce-relaxed.wasm", "transduce-web-threads.js", "transduce-web-threads.d.ts", "transduce-web-threads_bg.wasm", "transduce-relaxed-threads.wasm", "thread.js", "transduce-adapt.js", "transduce-adapt.d.ts", "transduce-adapt_bg.wasm", "transduce-import.js", "transduce-import.d.ts", "transduce-import_bg.wasm", "hub.js", "convert.js", "README.md"],
   "sideEffects": false,
   "keywords": ["transformer", "translation", "parsing", "webgpu", "wasm", "burn"]
 }

@@ -1,5 +1,9 @@
 // A small static file server for the demo page and the browser tests (no dependencies).
-//   node scripts/serve.mjs [--dir dist] [--port 8080] [--host 127.0.0.1]
+//   node scripts/serve.mjs [--dir dist] [--port 8080] [--host 127.0.0.1] [--isolate 0]
+// The page is served cross-origin isolated (COOP same-origin, COEP require-corp), which
+// SharedArrayBuffer and so the CPU decoder's threads need (docs/WEB.md, "Threads"); a page
+// requested with ?isolate=0, or every page with --isolate 0, is served without, and decodes
+// on one thread.
 // Code and text go out brotli- or gzip-compressed when the browser accepts it (the CPU wasm
 // module: about a third of its size); model weights go out as they are (they barely
 // compress, and the page's download progress counts their bytes).
@@ -52,7 +56,7 @@ function encode(req, file, mtime, body) {
 }
 
 /** Serves `mounts` ({ "/prefix/": "/abs/dir" }, longest prefix first); resolves to the server. */
-export function serve({ mounts, port = 8080, host = "127.0.0.1", quiet = true }) {
+export function serve({ mounts, port = 8080, host = "127.0.0.1", quiet = true, isolate = true }) {
   const entries = Object.entries(mounts).sort((a, b) => b[0].length - a[0].length);
   const server = createServer(async (req, res) => {
     const url = new URL(req.url, "http://x");
@@ -75,6 +79,7 @@ export function serve({ mounts, port = 8080, host = "127.0.0.1", quiet = true })
         "cache-control": "no-cache",
         vary: "accept-encoding",
         ...(encoding ? { "content-encoding": encoding } : {}),
+        ...isolation(isolate && url.searchParams.get("isolate") !== "0"),
       });
       res.end(req.method === "HEAD" ? undefined : body);
       if (!quiet) console.log(`200 ${path}`);
@@ -87,6 +92,18 @@ export function serve({ mounts, port = 8080, host = "127.0.0.1", quiet = true })
     server.once("error", fail);
     server.listen(port, host, () => ok(server));
   });
+}
+
+/**
+ * Cross-origin isolation: a document with both headers is isolated; its workers (each
+ * script with COEP) are too. CORP cross-origin lets an isolated page elsewhere embed these
+ * files (the npm package from a CDN, a bundle folder).
+ */
+function isolation(on) {
+  const corp = { "cross-origin-resource-policy": "cross-origin" };
+  return on
+    ? { ...corp, "cross-origin-opener-policy": "same-origin", "cross-origin-embedder-policy": "require-corp" }
+    : corp;
 }
 
 function send(res, code, text) {
@@ -103,7 +120,7 @@ if (import.meta.url === `file://${process.argv[1]}`) {
   const port = Number(arg("port", "8080"));
   const host = arg("host", "127.0.0.1");
   try {
-    await serve({ mounts: { "/": dir }, port, host, quiet: true });
+    await serve({ mounts: { "/": dir }, port, host, quiet: true, isolate: arg("isolate", "1") !== "0" });
   } catch (e) {
     console.error(`cannot serve on ${host}:${port}: ${e.message}`);
     process.exit(1);

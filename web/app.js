@@ -93,7 +93,9 @@ function badge(engine) {
   }
   const gpu = engine.backend === "webgpu";
   const why = engine.why ?? engine.fallbackReason;
-  el.textContent = gpu ? `WebGPU · ${engine.device}` : `CPU${why ? ` · ${why}` : ""}`;
+  const threads = engine.threads;
+  const cores = threads ? (threads.threads > 1 ? `${threads.threads} threads` : threads.reason) : undefined;
+  el.textContent = gpu ? `WebGPU · ${engine.device}` : `CPU${why ? ` · ${why}` : ""}${cores ? ` · ${cores}` : ""}`;
   el.title = why ?? engine.device;
   el.className = `badge ${gpu ? "gpu" : "cpu"}`;
   el.dataset.backend = engine.backend;

@@ -198,6 +198,11 @@ export class Transduce {
   readonly backend: "webgpu" | "cpu";
   readonly device: string;
   readonly fallbackReason?: string;
+  /**
+   * The CPU decoder's threads: navigator.hardwareConcurrency where the page is cross-origin
+   * isolated (COOP same-origin + COEP require-corp), else 1 with the reason.
+   */
+  readonly threads: { threads: number; reason?: string };
   /** Why the last request ran where it did. */
   readonly why?: string;
   /** auto's measurement, when it ran: milliseconds per request size on each backend. */

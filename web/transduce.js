@@ -107,6 +107,11 @@ export class Transduce {
   get device() { return this.#info.device; }
   /** Why `auto` chose the CPU, or why the GPU was given up (undefined otherwise). */
   get fallbackReason() { return this.#info.fallbackReason; }
+  /**
+   * The CPU decoder's threads: { threads, reason } (reason, when there is one, says why no
+   * more: e.g. the page is not cross-origin isolated, so wasm threads cannot run).
+   */
+  get threads() { return this.#info.threads; }
   /** Why the last request ran where it did (`auto`'s measurement, a lost GPU), if known. */
   get why() { return this.#info.why; }
   /** `auto`'s measurement: { ms: { [sentences]: { cpu, webgpu } }, gpuFrom, reason, cached }. */

@@ -32,22 +32,7 @@ const kernels = {};
 // Each module's linear memory (what memory() reports).
 const memories = {};
 function wasm(backend) {
-  modules[backend] ??= (backend === "webgpu" ? import("./transduce-web-webgpu.js") : import("./transduce-web.js"))
-    .then(async (module) => {
-      const [exports, kernel] = await Promise.all([module.default(), relaxedKernel()]);
-      kernels[backend] = null;
-      memories[backend] = exports.memory;
-      if (kernel) {
-        try {
-          // From a compiled module, instantiate gives the instance itself.
-          const instance = await WebAssembly.instantiate(kernel, { env: { memory: exports.memory } });
-          kernels[backend] = instance.exports;
-        } catch {
-          // not instantiable here: the SIMD128 kernel serves
-        }
-      }
-      return module;
-    })
+  modules[backend] ??= (backend === "cpu" ? cpuModule() : webgpuModule())
     .catch((e) => {
       delete modules[backend];
       throw new Error(`cannot load the ${backend} wasm module: ${message(e)}`);
@@ -55,16 +40,89 @@ function wasm(backend) {
   return modules[backend];
 }
 
+async function webgpuModule() {
+  const module = await import("./transduce-web-webgpu.js");
+  const [exports, kernel] = await Promise.all([module.default(), relaxedKernel()]);
+  memories.webgpu = exports.memory;
+  kernels.webgpu = await relaxedOver(kernel, exports.memory);
+  return module;
+}
+
+// The relaxed kernel's instance over `memory`, or null where it does not instantiate (the
+// SIMD128 kernel serves).
+async function relaxedOver(kernel, memory) {
+  if (!kernel) return null;
+  try {
+    // From a compiled module, instantiate gives the instance itself.
+    return (await WebAssembly.instantiate(kernel, { env: { memory } })).exports;
+  } catch {
+    return null;
+  }
+}
+
+// How many threads the CPU decoder has, and why no more: { threads, reason }.
+let threading = { threads: 1, reason: "not loaded yet" };
+
+// The CPU module: the threaded build on navigator.hardwareConcurrency threads where the page
+// is cross-origin isolated (wasm threads need SharedArrayBuffer) and has more than one core;
+// else, or where the threaded build fails to start, the one-thread build. Same outputs.
+async function cpuModule() {
+  const cores = navigator.hardwareConcurrency ?? 1;
+  if (!self.crossOriginIsolated) {
+    threading = { threads: 1, reason: "one thread: the page is not cross-origin isolated" };
+  } else if (cores < 2) {
+    threading = { threads: 1, reason: "one thread: the browser reports one core" };
+  } else {
+    try {
+      return await threadedModule(cores);
+    } catch (e) {
+      threading = { threads: 1, reason: `one thread: the threaded module did not start (${message(e)})` };
+    }
+  }
+  const module = await import("./transduce-web.js");
+  const [exports, kernel] = await Promise.all([module.default(), relaxedKernel()]);
+  memories.cpu = exports.memory;
+  kernels.cpu = await relaxedOver(kernel, exports.memory);
+  return module;
+}
+
+// The threaded CPU module over one shared memory, its pool of `threads` threads each a Web
+// Worker (thread.js) over the same module and memory. Resolves once every thread is ready.
+async function threadedModule(threads) {
+  const [module, compiled, kernel] = await Promise.all([
+    import("./transduce-web-threads.js"),
+    WebAssembly.compileStreaming(fetch(new URL("./transduce-web-threads_bg.wasm", import.meta.url))),
+    relaxedKernel("./transduce-relaxed-threads.wasm"),
+  ]);
+  const exports = await module.default({ module_or_path: compiled });
+  const memory = exports.memory;
+  const relaxed = await relaxedOver(kernel, memory);
+  module.startThreads(threads);
+  await Promise.all(
+    Array.from({ length: threads }, () => new Promise((resolve, reject) => {
+      const thread = new Worker(new URL("./thread.js", import.meta.url), { type: "module" });
+      thread.onmessage = ({ data }) => (data.ready ? resolve() : reject(new Error(data.error)));
+      thread.onerror = (e) => reject(new Error(e.message || "a thread's worker failed to load"));
+      thread.postMessage({ module: compiled, memory, relaxed: relaxed ? kernel : null });
+    })),
+  );
+  memories.cpu = memory;
+  kernels.cpu = relaxed;
+  threading = { threads: module.decodeThreads() };
+  return module;
+}
+
 // The int8 products' relaxed-SIMD kernel (transduce-relaxed.wasm, ~2 KB: one function over
 // the page module's memory), compiled where the browser validates relaxed SIMD (Chrome 114
 // on; elsewhere the module's SIMD128 kernel runs, with the same outputs).
-let relaxedModule = null;
-function relaxedKernel() {
-  relaxedModule ??= fetch(new URL("./transduce-relaxed.wasm", import.meta.url))
+// The threaded CPU module has its own build, which imports a shared memory.
+const relaxedModules = {};
+function relaxedKernel(file = "./transduce-relaxed.wasm") {
+  relaxedModules[file] ??= fetch(new URL(file, import.meta.url))
     .then((r) => (r.ok ? r.arrayBuffer() : null))
     .then((bytes) => (bytes && WebAssembly.validate(bytes) ? WebAssembly.compile(bytes) : null))
     .catch(() => null);
-  return relaxedModule;
+  return relaxedModules[file];
 }
 
 self.onmessage = async ({ data: { id, op, args } }) => {
@@ -175,6 +233,8 @@ const OPS = {
       backend: engine.backend,
       device: engine.device,
       fallbackReason: choice.fallbackReason ?? (policy && engine.backend === "cpu" ? policy.reason : undefined),
+      // The CPU decoder's threads (the CPU module's; the WebGPU module's CPU path has one).
+      threads: choice.backend === "cpu" ? { ...threading } : { threads: 1, reason: "one thread: the WebGPU module's CPU path" },
       calibration,
       config: engine.config,
       channel: channel ? { config: channel.engine.config, weight: channel.weight } : undefined,

@@ -3,6 +3,7 @@
 // failures that run.mjs prints at the end ("browser: N passed, N failed", which
 // scripts/test.sh reads).
 import { chromium } from "playwright-core";
+import { existsSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
@@ -21,10 +22,20 @@ export const external = arg("url");
 export const chromiumPath = process.env.CHROMIUM ?? "/usr/bin/chromium";
 export const TIMEOUT = 240_000;
 
-export const CPU_WASM = "transduce-web_bg.wasm";
+/**
+ * dist/ holds the threaded CPU module (scripts/build-threads-wasm.sh, where a nightly
+ * toolchain with rust-src is installed): the test server's pages are cross-origin isolated,
+ * so their CPU backend loads it, with its own relaxed kernel, and decodes on every core.
+ */
+export const THREADED = !external && existsSync(join(dist, "transduce-web-threads_bg.wasm"));
+/** The one-thread CPU module (a page served with ?isolate=0, or without the threaded build). */
+export const ONE_THREAD_WASM = "transduce-web_bg.wasm";
+export const CPU_WASM = THREADED ? "transduce-web-threads_bg.wasm" : ONE_THREAD_WASM;
 export const WEBGPU_WASM = "transduce-web-webgpu_bg.wasm";
-// The int8 products' relaxed-SIMD kernel, which the worker fetches beside either module.
+// The int8 products' relaxed-SIMD kernel, which the worker fetches beside the WebGPU module
+// and the one-thread CPU module; the threaded one has its own (over a shared memory).
 export const RELAXED_WASM = "transduce-relaxed.wasm";
+export const CPU_RELAXED_WASM = THREADED ? "transduce-relaxed-threads.wasm" : RELAXED_WASM;
 
 /** The page's origin, set by `startServer` (an ES module binding: importers see it change). */
 export let base;
@@ -94,6 +105,12 @@ export async function test(name, body, { needsTestServer = false } = {}) {
     failed++;
     console.log(`not ok - ${name}: ${e.message.split("\n").slice(0, 6).join("\n    ")}`);
   }
+}
+
+/** A test that cannot run here: one "SKIP: NAME (why)" line, which scripts/test.sh counts. */
+export function skip(name, why) {
+  if (process.env.ONLY && !new RegExp(process.env.ONLY).test(name)) return;
+  console.log(`SKIP: ${name} (${why})`);
 }
 
 /** The final line scripts/test.sh reads; the number of failures. */

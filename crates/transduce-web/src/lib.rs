@@ -15,6 +15,8 @@
 
 mod attention;
 mod backend;
+#[cfg(feature = "threads")]
+mod threads;
 mod tree;
 
 use serde::Serialize;
@@ -325,13 +327,22 @@ impl Engine {
                 let relaxed = transduce::host::int8::relaxed_dot_active();
                 #[cfg(not(target_arch = "wasm32"))]
                 let relaxed = false;
+                #[cfg(feature = "threads")]
+                let threads = threads::decode_threads();
+                #[cfg(not(feature = "threads"))]
+                let threads = 1;
                 format!(
-                    "{} ({})",
+                    "{} ({}{})",
                     backend::CPU_DEVICE,
                     match (int8, relaxed) {
                         (true, true) => "int8, relaxed SIMD",
                         (true, false) => "int8",
                         _ => "f32",
+                    },
+                    if threads > 1 {
+                        format!(", {threads} threads")
+                    } else {
+                        String::new()
                     }
                 )
             }
@@ -633,6 +644,12 @@ impl Engine {
         match on_gpu {
             Some(outputs) => Ok(outputs),
             None => {
+                #[cfg(feature = "threads")]
+                if let (None, Some(host)) = (constraint, self.bundle.host())
+                    && let Some(outputs) = threads::best_outputs(host, sources, options)
+                {
+                    return outputs;
+                }
                 decode::best_outputs_async(self.bundle.scorer(), sources, options, constraint).await
             }
         }

@@ -6,7 +6,7 @@ import { mkdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import {
   CPU_WASM,
-  RELAXED_WASM,
+  CPU_RELAXED_WASM,
   TIMEOUT,
   artifacts,
   assertEqual,
@@ -65,7 +65,7 @@ export const panel = step(name, async ({ b, page }) => {
     if (hits * 10 < adapted.length * 9) throw new Error(`${hits} of ${adapted.length} say Vienna:\n${adapted.join("\n")}`);
     if (seconds > 120) throw new Error(`adapting took ${seconds} s`);
     await page.screenshot({ path: join(artifacts, "adapt.png"), fullPage: true });
-    assertModules(page, [CPU_WASM, RELAXED_WASM, "transduce-adapt_bg.wasm"]);
+    assertModules(page, [CPU_WASM, CPU_RELAXED_WASM, "transduce-adapt_bg.wasm"]);
   });
   await test("adapt: the adapted model survives a reload; Reset restores the shipped outputs exactly, and that survives too", async () => {
     if (!adapted) throw new Error("the adaptation test failed");

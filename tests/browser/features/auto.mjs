@@ -1,7 +1,7 @@
 // The backend chosen by ?backend=auto: measured on SwiftShader (?calibrate=1) the CPU
 // wins; a software WebGPU adapter alone, or no WebGPU at all, means the CPU, and the badge
 // says why.
-import { CPU_WASM, RELAXED_WASM, assertEqual, assertModules, openPage, step, test, translateGreedy, waitReady } from "../harness.mjs";
+import { CPU_WASM, CPU_RELAXED_WASM, assertEqual, assertModules, openPage, step, test, translateGreedy, waitReady } from "../harness.mjs";
 import * as references from "../references.mjs";
 
 export const name = "auto";
@@ -26,7 +26,7 @@ export const onSwiftShader = step(name, async ({ b }) => {
     await waitReady(auto, "cpu");
     const badge = await auto.textContent("#badge");
     if (!/software fallback/.test(badge)) throw new Error(`badge: ${badge}`);
-    assertModules(auto, [CPU_WASM, RELAXED_WASM]);
+    assertModules(auto, [CPU_WASM, CPU_RELAXED_WASM]);
   });
 }, { ownPage: true });
 

@@ -1,15 +1,20 @@
-// Translation on the CPU backend (?backend=cpu): the wasm modules fetched, relaxed SIMD,
+// Translation on the CPU backend (?backend=cpu): the wasm modules fetched, relaxed SIMD, the
+// threads of an isolated page and the one thread of a page that is not,
 // greedy and beam 4 equal to native, the example buttons, ⇄, every other listed
 // translator, the noisy-channel check box, a main thread that stays responsive, and inputs
 // that are empty or 10,000 characters long.
 import { join } from "node:path";
 import {
   CPU_WASM,
+  CPU_RELAXED_WASM,
+  ONE_THREAD_WASM,
   RELAXED_WASM,
+  THREADED,
   artifacts,
   assertEqual,
   assertModules,
   openPage,
+  skip,
   step,
   test,
   translateGreedy,
@@ -25,12 +30,25 @@ export const translate = step(name, async ({ b, page }) => {
   const expected = await references.expected();
   await test("cpu: page loads the shipped model on the CPU backend", () => waitReady(page, "cpu"));
   await test("cpu: only the CPU wasm module (and the relaxed-SIMD kernel) is fetched, not the WebGPU one", async () => {
-    assertModules(page, [CPU_WASM, RELAXED_WASM]);
+    assertModules(page, [CPU_WASM, CPU_RELAXED_WASM]);
   });
   await test("cpu: Chromium has relaxed SIMD, and the int8 products use it", async () => {
     const device = await page.getAttribute("#badge", "data-device");
     if (!/int8, relaxed SIMD/.test(device)) throw new Error(`device: ${device}`);
   });
+  const threadsTest = "cpu: a cross-origin isolated page decodes on navigator.hardwareConcurrency threads (the threaded module)";
+  const cores = await page.evaluate(() => navigator.hardwareConcurrency);
+  if (!THREADED) skip(threadsTest, "dist/ has no threaded module: no nightly toolchain with rust-src built it");
+  else if (cores < 2) skip(threadsTest, `the browser reports ${cores} core`);
+  else {
+    await test(threadsTest, async () => {
+      assertEqual(await page.evaluate(() => self.crossOriginIsolated), true, "crossOriginIsolated");
+      const device = await page.getAttribute("#badge", "data-device");
+      if (!device.endsWith(`, ${cores} threads)`)) throw new Error(`device: ${device}`);
+      const text = await page.textContent("#badge");
+      if (!text.includes(`${cores} threads`)) throw new Error(`badge: ${text}`);
+    });
+  }
   await test("cpu: greedy translation equals native `transduce translate`", async () => {
     assertEqual(await translateGreedy(page, expected.sentence), expected.greedy, "translation");
     await page.waitForSelector("#heatmap svg rect");
@@ -83,11 +101,23 @@ export const translate = step(name, async ({ b, page }) => {
       assertEqual(await translateWith(page, expected.longText, beam), expected[`longText${beam}`], `beam ${beam}`);
     }
   });
+  await test("cpu: a page that is not cross-origin isolated decodes on one thread, says why, and gives the same paragraph", async () => {
+    const p = await openPage(b.context, "backend=cpu&isolate=0");
+    await waitReady(p, "cpu");
+    assertEqual(await p.evaluate(() => self.crossOriginIsolated), false, "crossOriginIsolated");
+    const text = await p.textContent("#badge");
+    if (!text.includes("one thread: the page is not cross-origin isolated")) throw new Error(`badge: ${text}`);
+    assertModules(p, [ONE_THREAD_WASM, RELAXED_WASM]);
+    for (const beam of [1, 4]) {
+      assertEqual(await translateWith(p, expected.longText, beam), expected[`longText${beam}`], `beam ${beam}`);
+    }
+    await p.close();
+  }, { needsTestServer: true });
   await test("cpu: without relaxed SIMD (?relaxed=0) the SIMD128 kernel gives the same paragraph", async () => {
     const p = await openPage(b.context, "backend=cpu&relaxed=0");
     await waitReady(p, "cpu");
     const device = await p.getAttribute("#badge", "data-device");
-    if (!/\(int8\)$/.test(device)) throw new Error(`device: ${device}`);
+    if (!/\(int8(, \d+ threads)?\)$/.test(device)) throw new Error(`device: ${device}`);
     for (const beam of [1, 4]) {
       assertEqual(await translateWith(p, expected.longText, beam), expected[`longText${beam}`], `beam ${beam}`);
     }
