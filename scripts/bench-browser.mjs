@@ -80,7 +80,7 @@ async function browserRun(page, beam, oneText) {
 function nativeRun(beam, batch) {
   const started = performance.now();
   const r = spawnSync(bin, ["translate", "--model", join(repo, model), "--input", input, "--beam", String(beam),
-    "--batch-size", String(batch), "--quiet"], { encoding: "utf8", env: { ...process.env, RAYON_NUM_THREADS: "1" } });
+    "--batch-size", String(batch), "--threads", "1", "--quiet"], { encoding: "utf8", env: { ...process.env, RAYON_NUM_THREADS: "1" } });
   if (r.status !== 0) throw new Error(r.stderr);
   return performance.now() - started;
 }

@@ -5,6 +5,8 @@ const CACHE_NAME = "transduce-bundles-v1";
 // Sentences decoded together: a paragraph costs about its longest sentence's steps, and the
 // first results still arrive soon.
 const BATCH = 16;
+// The decoder's batch limit (crates/transduce-web's MAX_BATCH).
+const MAX_BATCH = 64;
 let engine = null;
 // The reverse translator that checks the engine's translations (noisy-channel reranking),
 // always on the CPU, from the engine's own module; and its weight.
@@ -215,7 +217,10 @@ const OPS = {
     }
     engine = loaded;
     engineModule = module;
-    current = { url, shipped, adapted, key, backend: choice.backend };
+    // On the threaded CPU module each thread takes a share of a batch: BATCH sentences a
+    // thread keep each share as large as one thread's batch.
+    const threads = choice.backend === "cpu" ? threading.threads : 1;
+    current = { url, shipped, adapted, key, backend: choice.backend, batch: Math.min(BATCH * threads, MAX_BATCH) };
     // A model by name just converted is stored now that it has loaded.
     if (shipped.keep) shipped.warning = await shipped.keep();
     // A model by name: where it came from, its card, and what could not be stored.
@@ -341,13 +346,15 @@ const OPS = {
     model.checkRequest(text, decode);
     const started = performance.now();
     // Line breaks are kept; each line is split into sentences, and the sentences are
-    // decoded BATCH at a time (one decoder batch), results passed on in order.
+    // decoded BATCH at a time (one decoder batch; BATCH a thread on the threaded CPU
+    // module), results passed on in order.
+    const size = current.batch ?? BATCH;
     const lines = text.split("\n").map((line) => engineModule.splitSentences(line));
     const flat = lines.flatMap((line, l) => line.map((sentence) => ({ line: l, sentence })));
     const outLines = lines.map(() => []);
     const sentences = [];
-    for (let start = 0; start < flat.length; start += BATCH) {
-      const group = flat.slice(start, start + BATCH);
+    for (let start = 0; start < flat.length; start += size) {
+      const group = flat.slice(start, start + size);
       route(model, group.length);
       const batch = group.map((g) => prefix + g.sentence);
       const results = check
