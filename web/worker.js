@@ -91,8 +91,10 @@ async function cpuModule() {
 // The threaded CPU module over one shared memory, its pool of `threads` threads each a Web
 // Worker (thread.js) over the same module and memory. Resolves once every thread is ready.
 async function threadedModule(threads) {
-  const [module, compiled, kernel] = await Promise.all([
-    import("./transduce-web-threads.js"),
+  // The bindings first: where the threaded build was not made (no nightly toolchain), that
+  // import fails before any wasm is fetched.
+  const module = await import("./transduce-web-threads.js");
+  const [compiled, kernel] = await Promise.all([
     WebAssembly.compileStreaming(fetch(new URL("./transduce-web-threads_bg.wasm", import.meta.url))),
     relaxedKernel("./transduce-relaxed-threads.wasm"),
   ]);
