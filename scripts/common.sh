@@ -114,10 +114,24 @@ ensure_ct2() {
     CT2_PYTHON="$venv/bin/python"
 }
 
+# The threaded CPU module (scripts/build-threads-wasm.sh) rebuilds std with atomics, which
+# needs the nightly toolchain's rust-src. Where no nightly toolchain is installed, or the
+# component cannot be had, the page is built without that module and decodes on one thread
+# (the hook and the browser test of threads say so, as a skip).
+ensure_nightly_src() {
+    local nightly=${TRANSDUCE_NIGHTLY:-nightly} sysroot
+    sysroot=$(rustc "+$nightly" --print sysroot 2>/dev/null) || return 0
+    [ -d "$sysroot/lib/rustlib/src/rust/library" ] && return 0
+    log "adding rust-src to the $nightly toolchain (the threaded page module rebuilds std)"
+    rustup component add rust-src --toolchain "$nightly" \
+        || log "SKIP: rust-src for $nightly could not be added: the page decodes on one thread"
+}
+
 # Everything the page's build needs.
 ensure_page_tools() {
     ensure_rust
     ensure_wasm_target
+    ensure_nightly_src
     ensure_wasm_bindgen
     ensure_trunk
     ensure_node_modules
