@@ -58,4 +58,4 @@ cat > pkg/package.json <<JSON
 }
 JSON
 cp web/NPM-README.md pkg/README.md
-log "pkg/: $(du -sh pkg | cut -f1) (wasm: CPU $(du -h pkg/transduce-web_bg.wasm | cut -f1), WebGPU $(du -h pkg/transduce-web-webgpu_bg.wasm | cut -f1), adaptation $(du -h pkg/transduce-adapt_bg.wasm | cut -f1), import $(du -h pkg/transduce-import_bg.wasm | cut -f1))"
+log "pkg/: $(du -sh pkg | cut -f1) (wasm: CPU $(du -h pkg/transduce-web_bg.wasm | cut -f1), WebGPU $(du -h pkg/transduce-web-webgpu_bg.wasm | cut -f1), adaptation $(du -h pkg/transduce-adapt_bg.wasm | cut -f1), import $(du -h pkg/transduce-import_bg.wasm | cut -f1)$([ -f pkg/transduce-web-threads_bg.wasm ] && echo ", CPU threaded $(du -h pkg/transduce-web-threads_bg.wasm | cut -f1)"))"

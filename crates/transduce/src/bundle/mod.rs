@@ -234,12 +234,30 @@ impl Bundle {
             return Ok(model);
         }
         let bytes = self.weights.as_deref().ok_or_else(|| {
-            Error::Device("the bundle holds neither a model nor its weights".into())
+            Error::Device(if self.host.is_some() {
+                "the bundle's weights file was let go after loading (Bundle::release_weights): \
+                 it decodes on the host only"
+                    .into()
+            } else {
+                "the bundle holds neither a model nor its weights".into()
+            })
         })?;
         let (model, _) = Bundle::model_of(&self.config, bytes, &self.device)?;
         // Another thread may have built it meanwhile: the same weights, either one serves.
         let _ = self.model.set(model);
         Ok(self.model.get().expect("set just above"))
+    }
+
+    /// Lets go of the weights file that an int8 bundle read into the host decoder keeps for
+    /// building the burn model on first use: the file's whole size (75 MB at
+    /// opus-mt-en-de's), held beside the host decoder's own copy. For a program that only
+    /// decodes on the host, as `transduce translate` on the CPU does. [`Bundle::model`]
+    /// fails afterwards, saying why, unless it was built before. No effect on a bundle
+    /// without a host decoder (its model is already built).
+    pub fn release_weights(&mut self) {
+        if self.host.is_some() {
+            self.weights = None;
+        }
     }
 
     /// Decodes with int8 products on the CPU from now on ([`HostModel::quantize`]): what

@@ -439,6 +439,35 @@ fn int8_quarters_the_matrices_and_round_trips() {
     assert!(outputs.is_ok());
 }
 
+/// An int8 bundle on the CPU that lets go of its weights file decodes as before, from
+/// the host decoder alone; asking for burn's model then says why there is none.
+#[test]
+fn released_weights_decode_the_same_and_refuse_a_model() {
+    let files = bundle(ModelConfig::tiny())
+        .to_bytes(WeightDtype::Int8)
+        .unwrap();
+    let kept = Bundle::from_bytes(&files, &device()).unwrap();
+    let mut released = Bundle::from_bytes(&files, &device()).unwrap();
+    released.release_weights();
+    let sources: Vec<Vec<u32>> = ["a small dog runs", "two men play"]
+        .iter()
+        .map(|s| kept.tokenizer.encode(s).unwrap())
+        .collect();
+    let options = transduce::DecodeOptions {
+        beam: 2,
+        ..transduce::DecodeOptions::default()
+    };
+    let want = transduce::decode::best_outputs(kept.scorer(), &sources, &options, None).unwrap();
+    let got = transduce::decode::best_outputs(released.scorer(), &sources, &options, None).unwrap();
+    assert_eq!(got, want);
+    let Err(e) = released.model() else {
+        panic!("a model from released weights")
+    };
+    assert!(e.to_string().contains("release_weights"), "{e}");
+    // The bundle that kept them still builds its model.
+    assert!(kept.model().is_ok());
+}
+
 /// Each way an int8 bundle can be wrong gives one error naming the tensor.
 #[test]
 fn bad_int8_bundles_name_the_tensor() {
