@@ -426,7 +426,7 @@ fn embedding(v: u32, i: u32) -> f32 { return table[v * D + i]; }"
                     "fn store(row: u32, j: u32, v: f32) {{ out[row * N + j] = {}; }}",
                     match store {
                         Store::Relu => "max(v, 0.0)",
-                        // v / (1 + e^-v), as the host computes it (Activation::apply).
+                        // v / (1 + e^-v), as Activation::apply defines it.
                         Store::Swish => "v / (1.0 + exp(-v))",
                         _ => "v",
                     }

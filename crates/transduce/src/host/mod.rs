@@ -581,11 +581,7 @@ fn feed_forward(
                 *v = rows::larger(*v, 0.0);
             }
         }
-        Activation::Swish => {
-            for v in hidden.iter_mut() {
-                *v = activation.apply(*v);
-            }
-        }
+        Activation::Swish => rows::swish(hidden),
     }
     fc2.apply(hidden, rows, out);
 }
