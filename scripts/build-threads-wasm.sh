@@ -12,9 +12,8 @@ cd "$(dirname "$0")/.."
 source scripts/common.sh
 out=${TRUNK_STAGING_DIR:-${1:?usage: scripts/build-threads-wasm.sh OUT_DIR (trunk passes TRUNK_STAGING_DIR)}}
 
-nightly=${TRANSDUCE_NIGHTLY:-nightly}
-if ! rustc "+$nightly" --print sysroot >/dev/null 2>&1 \
-    || [ ! -d "$(rustc "+$nightly" --print sysroot)/lib/rustlib/src/rust/library" ]; then
+nightly=$NIGHTLY
+if ! has_nightly_src; then
     log "SKIP: no $nightly toolchain with rust-src here: the page decodes on one thread"
     exit 0
 fi

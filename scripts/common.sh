@@ -118,10 +118,19 @@ ensure_ct2() {
 # needs the nightly toolchain's rust-src. Where no nightly toolchain is installed, or the
 # component cannot be had, the page is built without that module and decodes on one thread
 # (the hook and the browser test of threads say so, as a skip).
+NIGHTLY=${TRANSDUCE_NIGHTLY:-nightly}
+
+# Whether the nightly toolchain is installed with rust-src.
+has_nightly_src() {
+    local sysroot
+    sysroot=$(rustc "+$NIGHTLY" --print sysroot 2>/dev/null) \
+        && [ -d "$sysroot/lib/rustlib/src/rust/library" ]
+}
+
 ensure_nightly_src() {
-    local nightly=${TRANSDUCE_NIGHTLY:-nightly} sysroot
-    sysroot=$(rustc "+$nightly" --print sysroot 2>/dev/null) || return 0
-    [ -d "$sysroot/lib/rustlib/src/rust/library" ] && return 0
+    local nightly=$NIGHTLY
+    rustc "+$nightly" --print sysroot >/dev/null 2>&1 || return 0
+    has_nightly_src && return 0
     log "adding rust-src to the $nightly toolchain (the threaded page module rebuilds std)"
     rustup component add rust-src --toolchain "$nightly" \
         || log "SKIP: rust-src for $nightly could not be added: the page decodes on one thread"
