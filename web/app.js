@@ -201,7 +201,9 @@ async function load(entry) {
       : await Transduce.load(modelUrl(entry), {
       backend: state.backend,
       hub: HUB,
-      calibrate: params.get("calibrate") === "1",
+      // ?calibrate=1 measures one sentence and a paragraph; ?calibrate=1&calibrate-sizes=1 one
+      // sentence only.
+      calibrate: params.get("calibrate") === "1" && (params.get("calibrate-sizes")?.split(",").map(Number) ?? true),
       relaxedSimd: params.get("relaxed") !== "0",
       channel: checkerUrl,
       onProgress: ({ file, url, loaded, total, cached, converting }) => {

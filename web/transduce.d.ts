@@ -8,8 +8,12 @@ export interface LoadOptions {
    * model (cached), and each request goes to the faster for its size; otherwise the CPU.
    */
   backend?: Backend;
-  /** In "auto", measure even a software adapter or Firefox's WebGPU (default false). */
-  calibrate?: boolean;
+  /**
+   * In "auto", measure even a software adapter or Firefox's WebGPU (default false). An
+   * array measures on requests of those many sentences only (default `[1, 8]`: one
+   * sentence and a paragraph); `[1]` measures fastest.
+   */
+  calibrate?: boolean | number[];
   /** Download progress of each bundle file (`url`: the file's; a channel's files too). */
   onProgress?: (p: { file: string; url: string; loaded: number; total: number; cached: boolean }) => void;
   /** Keep bundle files in the Cache API (default true). */

@@ -53,7 +53,8 @@ export class Transduce {
    *   the same small requests once per adapter and model, the result cached, and each
    *   request then goes to the faster for its size; otherwise the CPU), "webgpu" (fail
    *   rather than fall back at load; a GPU lost later hands requests to the CPU) or "cpu".
-   * options.calibrate: in "auto", measure even a software adapter or Firefox's WebGPU.
+   * options.calibrate: in "auto", measure even a software adapter or Firefox's WebGPU;
+   *   an array of request sizes (sentences) measures those only (default [1, 8]).
    * options.onProgress({ file, url, loaded, total, cached }): download progress (a
    *   channel's files report too; `url` tells them apart).
    * options.cache: use the Cache API (default true).
@@ -91,7 +92,7 @@ export class Transduce {
       throw new TransduceError(`cannot start the worker at ${workerUrl}: ${e.message}`);
     }
     const t = new Transduce(worker);
-    const args = { ...bundle, backend, cache, calibrate: !!calibrate, relaxedSimd: !!relaxedSimd, channel, channelWeight, adapted: adapted !== false };
+    const args = { ...bundle, backend, cache, calibrate: Array.isArray(calibrate) ? calibrate : !!calibrate, relaxedSimd: !!relaxedSimd, channel, channelWeight, adapted: adapted !== false };
     try {
       t.#info = await t.#call("load", args, onProgress);
     } catch (e) {

@@ -232,7 +232,7 @@ const OPS = {
     policy = null;
     let calibration;
     if (backend === "auto" && engine.hasGpu) {
-      calibration = await calibrated(engine, choice.adapterKey, cache, emit);
+      calibration = await calibrated(engine, choice.adapterKey, cache, emit, calibrationSizes(calibrate));
       policy = { gpuFrom: calibration.gpuFrom, reason: calibration.reason };
       engine.useBackend(policy.gpuFrom === 1 ? "webgpu" : "cpu");
     }
@@ -579,11 +579,22 @@ const CALIBRATION = {
   ],
 };
 
+/**
+ * The request sizes (sentences) the calibration times: `calibrate` as an array of positive
+ * whole numbers, else one sentence and a paragraph of eight.
+ */
+function calibrationSizes(calibrate) {
+  if (!Array.isArray(calibrate)) return [1, CALIBRATION.en.length];
+  const sizes = [...new Set(calibrate)].filter((n) => Number.isInteger(n) && n >= 1 && n <= CALIBRATION.en.length);
+  if (!sizes.length) throw new Error(`calibrate: request sizes from 1 to ${CALIBRATION.en.length} sentences, not ${JSON.stringify(calibrate)}`);
+  return sizes.sort((a, b) => a - b);
+}
+
 /** The calibration of this adapter and model: from the cache, or measured now and stored. */
-async function calibrated(model, adapterKey, useCache, emit) {
+async function calibrated(model, adapterKey, useCache, emit, sizes) {
   const config = model.config;
   const m = config.model;
-  const shape = `${config.task.kind}-${m.d_model}x${m.n_layers}-${m.vocab_size}-beam${config.decoding.beam}`;
+  const shape = `${config.task.kind}-${m.d_model}x${m.n_layers}-${m.vocab_size}-beam${config.decoding.beam}-n${sizes.join(",")}`;
   const key = new Request(`https://calibration.transduce.invalid/v1/${encodeURIComponent(adapterKey)}/${shape}`);
   let store = null;
   if (useCache && self.caches) {
@@ -596,21 +607,21 @@ async function calibrated(model, adapterKey, useCache, emit) {
     }
   }
   emit({ file: "calibration (CPU vs WebGPU)", loaded: 0, total: 0, cached: false });
-  const result = await measure(model);
+  const result = await measure(model, sizes);
   result.adapter = adapterKey;
   if (store) await store.put(key, new Response(JSON.stringify(result))).catch(() => {});
   return result;
 }
 
 /**
- * Times the same requests on both backends: one sentence, and (translators) a paragraph of
- * eight. Each backend runs each request once to warm up (kernels compile on first use),
+ * Times the same requests on both backends: by default one sentence, and (translators) a
+ * paragraph of eight. Each backend runs each request once to warm up (kernels compile on first use),
  * then the best of two runs counts. The GPU takes a request size only where it was faster.
  * A GPU whose warm-up run, compilation included, took over ten times the CPU's best (and
  * two seconds more) is not timed again: it is the slower one without doubt, and on a
  * software adapter each further run would cost the visitor another minute.
  */
-async function measure(model) {
+async function measure(model, requestSizes) {
   const parse = model.config.task.kind === "parse";
   const source = parse ? "en" : model.config.task.source;
   const sentences = CALIBRATION[source] ?? CALIBRATION.en;
@@ -629,7 +640,7 @@ async function measure(model) {
     }
     return best;
   };
-  const sizes = parse ? [1] : [1, sentences.length];
+  const sizes = parse ? [1] : requestSizes;
   const ms = {};
   for (const n of sizes) {
     const batch = sentences.slice(0, n);

@@ -5,8 +5,6 @@
 //! Runs on whatever adapter wgpu finds: lavapipe (software Vulkan) in CI. Skips visibly when
 //! there is none.
 
-use std::path::PathBuf;
-
 use transduce::bundle::{WeightDtype, load_weights, save_weights};
 use transduce::burn::module::Param;
 use transduce::burn::prelude::*;
@@ -16,17 +14,7 @@ use transduce::decode::{self, DecodeOptions, LengthNorm};
 use transduce::task::Parser;
 use transduce::{Bundle, BundleFiles, HostModel, ModelConfig, Positional, Transformer};
 use transduce_gpu::{Gpu, GpuModel, WeightStorage};
-
-/// This package's folder as `cargo test` gives it at run time, so that a build cache shared by
-/// two checkouts tests the files of the one it runs in; the compile-time path otherwise.
-fn manifest_dir() -> PathBuf {
-    std::env::var_os("CARGO_MANIFEST_DIR")
-        .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from)
-}
-
-fn repo() -> PathBuf {
-    manifest_dir().join("../..")
-}
+use transduce_testing::repo_root;
 
 fn gpu() -> Option<Gpu> {
     match pollster::block_on(Gpu::new(true)) {
@@ -42,7 +30,7 @@ fn gpu() -> Option<Gpu> {
 }
 
 fn bundle(id: &str) -> Bundle {
-    let dir = repo().join("web/models").join(id);
+    let dir = repo_root().join("web/models").join(id);
     let read = |name: &str| std::fs::read(dir.join(name)).unwrap();
     let files = BundleFiles {
         config: read("config.json"),
@@ -57,7 +45,7 @@ fn bundle(id: &str) -> Bundle {
 }
 
 fn lines(name: &str) -> Vec<String> {
-    std::fs::read_to_string(repo().join("tests/fixtures").join(name))
+    std::fs::read_to_string(repo_root().join("tests/fixtures").join(name))
         .unwrap()
         .lines()
         .map(str::to_string)

@@ -4,12 +4,11 @@ use std::path::PathBuf;
 
 use serde_json::Value;
 
-/// A fixture file or folder, from the package folder `cargo test` runs in (so checkouts
-/// sharing a build cache each test their own files).
+/// A fixture file or folder, from the checkout `cargo test` runs in (so checkouts sharing a
+/// build cache each test their own files).
 pub fn fixture(name: &str) -> PathBuf {
-    std::env::var_os("CARGO_MANIFEST_DIR")
-        .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from)
-        .join("../../tests/fixtures/marian")
+    transduce_testing::repo_root()
+        .join("tests/fixtures/marian")
         .join(name)
 }
 

@@ -2,21 +2,11 @@
 //! `COLLINS.prm` on 150 gold / test tree pairs): each per-sentence line, the error messages,
 //! the totals line, both summary blocks and EVALB's complete stdout / stderr.
 
-use std::path::PathBuf;
-
 use serde_json::Value;
 use transduce_metrics::evalb::{EvalbParams, Report, SentenceStatus, Summary, evaluate};
 
-/// This package's folder as `cargo test` gives it at run time, so that a build cache shared by
-/// two checkouts tests the files of the one it runs in; the compile-time path otherwise.
-fn manifest_dir() -> PathBuf {
-    std::env::var_os("CARGO_MANIFEST_DIR")
-        .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from)
-}
-
 fn vectors() -> Option<Value> {
-    let root = manifest_dir().join("../..");
-    let path = root.join("../shared/testvectors/evalb-collins.json");
+    let path = transduce_testing::repo_root().join("../shared/testvectors/evalb-collins.json");
     match std::fs::read_to_string(&path) {
         Ok(text) => Some(serde_json::from_str(&text).expect("valid JSON")),
         Err(_) => {

@@ -3,25 +3,14 @@
 //! and sentence BLEU under the recorded options) and all `tokenizer` entries (13a, intl).
 //! If the file is absent the test prints a `SKIP: ` line and passes.
 
-use std::path::PathBuf;
-
 use serde_json::Value;
 use transduce_metrics::bleu::{
     BleuOptions, SmoothMethod, Tokenizer, corpus_bleu, corpus_bleu_streams, sentence_bleu,
     tokenize_13a, tokenize_intl,
 };
 
-/// This package's folder as `cargo test` gives it at run time, so that a build cache shared by
-/// two checkouts tests the files of the one it runs in; the compile-time path otherwise.
-fn manifest_dir() -> PathBuf {
-    std::env::var_os("CARGO_MANIFEST_DIR")
-        .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from)
-}
-
 fn vectors() -> Option<Value> {
-    let path = manifest_dir()
-        .join("../..")
-        .join("../shared/testvectors/sacrebleu-2.6.0.json");
+    let path = transduce_testing::repo_root().join("../shared/testvectors/sacrebleu-2.6.0.json");
     match std::fs::read_to_string(&path) {
         Ok(text) => Some(serde_json::from_str(&text).expect("test vector file is valid JSON")),
         Err(e) => {

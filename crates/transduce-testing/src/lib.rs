@@ -6,9 +6,13 @@
 //! never seen. [`skip`] says why on stderr and, where the test command asks for it
 //! (`TRANSDUCE_SKIP_LOG`, set by scripts/test.sh), appends a line to that file: the command
 //! then counts the test as skipped, not passed, and prints each reason once.
+//!
+//! Tests find the checkout's files from [`repo_root`], and the shared corpora beside the
+//! checkout from [`shared_data`].
 
 use std::fmt::Display;
 use std::io::Write;
+use std::path::PathBuf;
 
 /// The variable naming the file skips are recorded in.
 pub const SKIP_LOG: &str = "TRANSDUCE_SKIP_LOG";
@@ -22,6 +26,24 @@ pub fn skip(reason: impl Display) {
 /// why: the test still passes or fails on the rest, and the command lists the case apart.
 pub fn skip_part(reason: impl Display) {
     record("part", reason);
+}
+
+/// The workspace root (recipes/, scripts/, web/models/, tests/fixtures/), canonical where it
+/// can be. It is two folders above the package `cargo test` runs, as that package's
+/// `CARGO_MANIFEST_DIR` gives it at run time (every member is `crates/NAME`), so that a
+/// build cache shared by two checkouts tests the files of the one it runs in; above this
+/// crate's compile-time folder otherwise.
+pub fn repo_root() -> PathBuf {
+    let root = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from)
+        .join("../..");
+    root.canonicalize().unwrap_or(root)
+}
+
+/// The shared corpora, `../shared/data` beside the checkout (it may be absent: a test that
+/// needs it skips).
+pub fn shared_data() -> PathBuf {
+    repo_root().join("../shared/data")
 }
 
 fn record(kind: &str, reason: impl Display) {
@@ -72,5 +94,16 @@ mod tests {
         assert_eq!(fields[2], "tests::a_skip_is_recorded_with_the_tests_name");
         assert_eq!(fields[3], "no adapter here");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_repo_root_is_the_workspace() {
+        let root = repo_root();
+        assert!(
+            root.join("crates/transduce-testing/Cargo.toml").is_file(),
+            "{root:?}"
+        );
+        assert!(root.join("Cargo.lock").is_file(), "{root:?}");
+        assert_eq!(shared_data(), root.join("../shared/data"));
     }
 }

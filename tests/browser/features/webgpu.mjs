@@ -1,6 +1,6 @@
 // The WebGPU backend (SwiftShader here): the page loads its own wasm module, translates as
-// native `--compute f32` does (greedy and the GPU decoder's beam 4, every listed
-// translator), comes back whole on the CPU when the GPU is lost mid-paragraph, and, forced
+// native `--compute f32` does (greedy and the GPU decoder's beam 4; a paragraph on one other
+// translator, the other direction), comes back whole on the CPU when the GPU is lost mid-paragraph, and, forced
 // where there is no WebGPU, says so instead of falling back.
 import { join } from "node:path";
 import {
@@ -36,7 +36,11 @@ export const translate = step(name, async ({ b, page }) => {
     const badge = await page.getAttribute("#badge", "data-backend");
     assertEqual(badge, "webgpu", "backend after the paragraph");
   });
-  for (const other of expectedF32.others) {
+  // One other translator (another vocabulary and direction), not all of them: on
+  // SwiftShader each paragraph costs about a minute, and the GPU decoder has no path that
+  // depends on which translator it runs (the CPU tests decode every listed one).
+  const other = expectedF32.others.find((o) => o.id === expectedF32.reverse?.id) ?? expectedF32.others[0];
+  if (other) {
     await test(`webgpu: ${other.id} decodes a paragraph on the GPU as native does, greedy`, async () => {
       const p = await openPage(b.context, `backend=webgpu&model=${other.id}`);
       await waitReady(p, "webgpu");

@@ -45,12 +45,12 @@ fn eval_f1_prints_evalb_figures() {
 /// `config.json` states (to the printed two decimals).
 #[test]
 fn shipped_parser_scores_its_recorded_f1() {
-    let test_trees = manifest_dir().join("../../../shared/data/ptb-sample/test.trees.gz");
+    let test_trees = transduce_testing::shared_data().join("ptb-sample/test.trees.gz");
     if !test_trees.exists() {
         transduce_testing::skip(format_args!("{} not found", test_trees.display()));
         return;
     }
-    let bundle = manifest_dir().join("../../web/models/ptb-parser");
+    let bundle = transduce_testing::repo_root().join("web/models/ptb-parser");
     let config: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(bundle.join("config.json")).unwrap())
             .unwrap();

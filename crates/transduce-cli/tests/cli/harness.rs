@@ -3,17 +3,10 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// This package's folder as `cargo test` gives it at run time, so that a build cache shared by
-/// two checkouts tests the files of the one it runs in; the compile-time path otherwise.
-pub fn manifest_dir() -> PathBuf {
-    std::env::var_os("CARGO_MANIFEST_DIR")
-        .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from)
-}
-
 /// A file or folder of the Marian (OPUS-MT) fixtures, `tests/fixtures/marian/NAME`.
 pub fn marian_fixture(name: &str) -> PathBuf {
-    manifest_dir()
-        .join("../../tests/fixtures/marian")
+    transduce_testing::repo_root()
+        .join("tests/fixtures/marian")
         .join(name)
 }
 

@@ -17,7 +17,7 @@ struct Hub {
 
 impl Hub {
     fn start() -> Hub {
-        let script = manifest_dir().join("../../scripts/test-hub.mjs");
+        let script = transduce_testing::repo_root().join("scripts/test-hub.mjs");
         let mut child = Command::new("node")
             .arg(&script)
             .args(["--port", "0"])

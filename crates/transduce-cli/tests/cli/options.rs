@@ -233,7 +233,7 @@ fn names(text: &str, option: &str) -> bool {
 /// names every long option each one's `--help` gives.
 #[test]
 fn the_docs_name_every_command_and_option_the_parser_has() {
-    let root = manifest_dir().join("../..");
+    let root = transduce_testing::repo_root();
     let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
     let guide = std::fs::read_to_string(root.join("docs/GUIDE.md")).unwrap();
     let list = readme

@@ -252,7 +252,7 @@ fn parse_prepare_train_decode_and_score() {
 
     // Members with different vocabularies cannot decode as one ensemble: one error naming
     // both. Voting needs no shared vocabulary, but a translator is refused there too.
-    let translator = manifest_dir().join("../../web/models/en-de");
+    let translator = transduce_testing::repo_root().join("web/models/en-de");
     for (combine, why) in [
         ("mean", "must share one tokenizer"),
         ("vote", "task Translate"),

@@ -7,16 +7,12 @@ use crate::harness::*;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-
-/// The repository root (recipes/, web/models/).
-fn root() -> PathBuf {
-    manifest_dir().join("../..")
-}
+use transduce_testing::repo_root;
 
 /// `../shared/data` beside the checkout when it holds every one of `needs`, else `None`
 /// after a SKIP line naming the test.
 fn shared_data(test: &str, needs: &[&str]) -> Option<PathBuf> {
-    let data = root().join("../shared/data");
+    let data = transduce_testing::shared_data();
     match needs.iter().find(|n| !data.join(n).exists()) {
         None => Some(data),
         Some(missing) => {
@@ -630,7 +626,7 @@ fn every_shipped_recipe_runs_at_smoke_scale() {
     };
     let tmp = tempfile::tempdir().unwrap();
     let work = tmp.path().join("work");
-    let mut recipes: Vec<PathBuf> = std::fs::read_dir(root().join("recipes"))
+    let mut recipes: Vec<PathBuf> = std::fs::read_dir(repo_root().join("recipes"))
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|e| e == "toml"))
@@ -723,7 +719,7 @@ fn teachers_back_translate_and_rescore_with_real_bundles() {
     ) else {
         return;
     };
-    let models = root().join("web/models");
+    let models = repo_root().join("web/models");
     let tmp = tempfile::tempdir().unwrap();
     let recipe = tmp.path().join("teachers.toml");
     std::fs::write(
@@ -833,7 +829,7 @@ fn my_pair_recipe_turns_a_tsv_into_a_bundle() {
     for name in ["train.tsv", "valid.tsv", "test.tsv"] {
         std::fs::write(pair.join(name), &tsv).unwrap();
     }
-    let recipe = root().join("recipes/my-pair.toml");
+    let recipe = repo_root().join("recipes/my-pair.toml");
     let work = tmp.path().join("work");
     let out = smoke(&recipe, &data, &work, &[]);
     assert!(out.contains("every stage done"), "{out}");
@@ -875,7 +871,7 @@ fn my_pair_recipe_turns_a_tsv_into_a_bundle() {
 #[test]
 fn distilled_student_learns_the_teachers_translations() {
     use std::io::BufRead;
-    let root = root();
+    let root = repo_root();
     let test = "distilled_student_learns_the_teachers_translations";
     let Some(data) = shared_data(test, &["tatoeba-en-de", "multi30k"]) else {
         return;
@@ -1054,7 +1050,7 @@ fn table3_recipe_plans_the_paper_scale_on_wmt14() {
     let out = run(&[
         "recipe",
         "run",
-        s(&root().join("recipes/table3.toml")),
+        s(&repo_root().join("recipes/table3.toml")),
         "--scale",
         "paper",
         "--dry-run",
@@ -1116,7 +1112,7 @@ fn table3_recipe_plans_the_paper_scale_on_wmt14() {
 #[test]
 fn table3_recipe_at_smoke_scale_reports_every_row() {
     use std::io::BufRead;
-    let root = root();
+    let root = repo_root();
     let test = "table3_recipe_at_smoke_scale_reports_every_row";
     let Some(data) = shared_data(test, &["multi30k/val.en.gz"]) else {
         return;

@@ -4,13 +4,14 @@
 use crate::harness::*;
 use std::path::Path;
 use std::process::Command;
+use transduce_testing::repo_root;
 
 /// The bundles shipped in `web/models` load natively and do their task: the translators
 /// turn an everyday sentence and a caption into the other language (a word each must hold),
 /// the parser gives a tree over exactly the input words.
 #[test]
 fn shipped_bundles_load_and_run() {
-    let models = manifest_dir().join("../../web/models");
+    let models = repo_root().join("web/models");
     let tmp = tempfile::tempdir().unwrap();
     let input = tmp.path().join("in.txt");
 
@@ -63,7 +64,7 @@ fn shipped_bundles_load_and_run() {
 /// for best translations and n-best lists alike.
 #[test]
 fn threads_change_no_output() {
-    let model = manifest_dir().join("../../web/models/en-de");
+    let model = repo_root().join("web/models/en-de");
     let tmp = tempfile::tempdir().unwrap();
     let input = tmp.path().join("in.txt");
     let lines = [
@@ -108,7 +109,7 @@ fn threads_change_no_output() {
 
 #[test]
 fn nbest_lists_and_scores_agree_with_search_and_perplexity() {
-    let model = manifest_dir().join("../../web/models/en-de");
+    let model = repo_root().join("web/models/en-de");
     let tmp = tempfile::tempdir().unwrap();
     let (src, refs) = (tmp.path().join("src.en"), tmp.path().join("ref.de"));
     std::fs::write(
@@ -172,7 +173,7 @@ fn nbest_lists_and_scores_agree_with_search_and_perplexity() {
     // scripts/rerank.py with this model alone, at the bundle's α (2.5), ranks as the beam.
     let scores_path = tmp.path().join("n.scores");
     std::fs::write(&scores_path, &scores).unwrap();
-    let rerank = manifest_dir().join("../../scripts/rerank.py");
+    let rerank = repo_root().join("scripts/rerank.py");
     let list_args = ["--nbest", s(&list_path), "--scores", s(&scores_path)];
     match Command::new("python3")
         .arg(&rerank)
@@ -188,7 +189,9 @@ fn nbest_lists_and_scores_agree_with_search_and_perplexity() {
             );
             assert_eq!(String::from_utf8(out.stdout).unwrap(), best);
         }
-        Err(e) => eprintln!("SKIPPED: scripts/rerank.py, no python3 ({e})"),
+        Err(e) => transduce_testing::skip_part(format_args!(
+            "scripts/rerank.py not checked: no python3 ({e})"
+        )),
     }
 
     let scores = run(&score_args(&model, &src, &refs, false));
@@ -252,7 +255,7 @@ fn nbest_lists_and_scores_agree_with_search_and_perplexity() {
 /// from `translate --nbest` and the reverse model's `score`; weight 0 is the plain search.
 #[test]
 fn channel_reranking_agrees_with_nbest_and_score() {
-    let models = manifest_dir().join("../../web/models");
+    let models = repo_root().join("web/models");
     let (model, reverse) = (models.join("en-de"), models.join("de-en"));
     let tmp = tempfile::tempdir().unwrap();
     let src = tmp.path().join("src.en");
@@ -395,7 +398,7 @@ fn channel_reranking_agrees_with_nbest_and_score() {
 /// way, and `translate --channel` with it alone (the weight its config records) runs.
 #[test]
 fn shipped_channels_name_a_listed_reverse_translator() {
-    let models = manifest_dir().join("../../web/models");
+    let models = repo_root().join("web/models");
     let index: Vec<serde_json::Value> =
         serde_json::from_slice(&std::fs::read(models.join("index.json")).unwrap()).unwrap();
     let config = |id: &str| -> serde_json::Value {
@@ -447,7 +450,7 @@ fn shipped_channels_name_a_listed_reverse_translator() {
 /// q·scale): CT2's int8 quantizes activations its own way, so it is no reference for ours.
 #[test]
 fn shipped_translator_gives_ct2s_outputs() {
-    let root = manifest_dir().join("../..");
+    let root = repo_root();
     let fixtures = root.join("tests/fixtures");
     let index: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(root.join("web/models/index.json")).unwrap())
@@ -498,7 +501,7 @@ fn shipped_translator_gives_ct2s_outputs() {
 /// the CPU. Runs on lavapipe in CI; skips where wgpu finds no adapter.
 #[test]
 fn gpu_decoder_gives_the_cpus_outputs() {
-    let root = manifest_dir().join("../..");
+    let root = repo_root();
     let fixtures = root.join("tests/fixtures");
     let tmp = tempfile::tempdir().unwrap();
     for (id, src, tgt) in [("en-de", "en", "de"), ("de-en", "de", "en")] {

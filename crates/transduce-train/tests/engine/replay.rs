@@ -380,7 +380,9 @@ fn device_adam_is_burns_adam_on_the_cpu() {
 
 /// The device-scalar Adam's state is burn's record of Adam: read back into itself it
 /// continues bit for bit, and burn's `Adam` continues from it (and it from burn's) as
-/// the two continue from their own state, to 1e-6 relative (CPU, 3 + 3 steps).
+/// the two continue from their own state, to 1e-5 relative (CPU, 3 + 3 steps: the two
+/// Adams take different burn-flex kernels, whose last bits differ with the CPU and, through
+/// their parallel splits, with the machine's load; 2.8e-6 was seen in the test above).
 #[test]
 fn device_adam_state_is_burns_record() {
     use transduce::train::adam;
@@ -437,7 +439,7 @@ fn device_adam_state_is_burns_record() {
     let start = || load_weights(&config, &weights, &device).unwrap();
     let close = |a: &[f64], b: &[f64]| {
         for (x, y) in a.iter().zip(b) {
-            assert!((x - y).abs() <= 1e-6 * y.abs(), "{a:?} vs {b:?}");
+            assert!((x - y).abs() <= 1e-5 * y.abs(), "{a:?} vs {b:?}");
         }
     };
 

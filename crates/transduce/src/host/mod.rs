@@ -14,6 +14,7 @@
 //! [`crate::model::Transformer`] on their device.
 
 pub mod int8;
+pub mod isa;
 pub mod matrix;
 pub mod rows;
 mod state;
@@ -506,7 +507,7 @@ fn attend(
     out: &mut [f32],
 ) {
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
+    if isa::avx2() {
         // SAFETY: the CPU has AVX2 (just checked).
         return unsafe { attend_avx2(q, cache, values, at, n, config, scores, out) };
     }

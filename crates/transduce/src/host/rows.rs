@@ -87,7 +87,7 @@ pub fn max_abs(x: &[f32]) -> f32 {
 /// variance is the biased one, as in Ba et al. 2016).
 pub fn layer_norm(x: &mut [f32], gamma: &[f32], beta: &[f32]) {
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
+    if super::isa::avx2() {
         // SAFETY: the CPU has AVX2 (just checked); the same code, the same bits (see
         // `log_softmax_shift`).
         return unsafe { layer_norm_avx2(x, gamma, beta) };
@@ -162,9 +162,15 @@ pub fn log_softmax_shift(row: &[f32]) -> f32 {
 /// overflows and the loop has no call.
 pub fn swish(x: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx512f") {
-        // SAFETY: the CPU has AVX-512 F (just checked).
-        return unsafe { swish_avx512(x) };
+    {
+        if super::isa::avx512() {
+            // SAFETY: the CPU has AVX-512 F (just checked).
+            return unsafe { swish_avx512(x) };
+        }
+        if super::isa::avx2() {
+            // SAFETY: the CPU has AVX2 (just checked).
+            return unsafe { swish_avx2(x) };
+        }
     }
     swish_lanes(x)
 }
@@ -172,6 +178,12 @@ pub fn swish(x: &mut [f32]) {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 fn swish_avx512(x: &mut [f32]) {
+    swish_lanes(x)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn swish_avx2(x: &mut [f32]) {
     swish_lanes(x)
 }
 
@@ -194,11 +206,11 @@ fn swish_lanes(x: &mut [f32]) {
 pub fn log_softmax_shift_from_max(row: &[f32], m: f32) -> f32 {
     #[cfg(target_arch = "x86_64")]
     {
-        if std::arch::is_x86_feature_detected!("avx512f") {
+        if super::isa::avx512() {
             // SAFETY: the CPU has AVX-512 F (just checked).
             return unsafe { shift_avx512(row, m) };
         }
-        if std::arch::is_x86_feature_detected!("avx2") {
+        if super::isa::avx2() {
             // SAFETY: the CPU has AVX2 (just checked).
             return unsafe { shift_avx2(row, m) };
         }
@@ -253,7 +265,38 @@ fn shift_lanes(row: &[f32], m: f32) -> f32 {
 /// the list is full, a chunk whose maximum cannot enter it costs that one comparison, so
 /// the pass costs about what [`max`] costs: the search's ranking and the softmax's maximum
 /// in one read of the row instead of two.
+///
+/// Compiled for AVX-512 and AVX2 where the CPU has them (the chunks' maxima in wider
+/// lanes; a maximum is exact, so every path gives the same list).
 pub fn max_and_largest(row: &[f32], n: usize, banned: &[u32], out: &mut Vec<(f32, u32)>) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if super::isa::avx512() {
+            // SAFETY: the CPU has AVX-512 F (just checked).
+            return unsafe { max_and_largest_avx512(row, n, banned, out) };
+        }
+        if super::isa::avx2() {
+            // SAFETY: the CPU has AVX2 (just checked).
+            return unsafe { max_and_largest_avx2(row, n, banned, out) };
+        }
+    }
+    max_and_largest_lanes(row, n, banned, out)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+fn max_and_largest_avx512(row: &[f32], n: usize, banned: &[u32], out: &mut Vec<(f32, u32)>) -> f32 {
+    max_and_largest_lanes(row, n, banned, out)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn max_and_largest_avx2(row: &[f32], n: usize, banned: &[u32], out: &mut Vec<(f32, u32)>) -> f32 {
+    max_and_largest_lanes(row, n, banned, out)
+}
+
+#[inline(always)]
+fn max_and_largest_lanes(row: &[f32], n: usize, banned: &[u32], out: &mut Vec<(f32, u32)>) -> f32 {
     // Long enough that the test per chunk costs little, short enough to skip most entries.
     const CHUNK: usize = 32;
     out.clear();

@@ -4,8 +4,6 @@
 //! browser a panic kills the module). Where a reader accepts, properties of its output are
 //! checked too. Counts: `TRANSDUCE_FUZZ_CASES`; the long runs are in docs/FUZZING.md.
 
-use std::path::PathBuf;
-
 use crate::common::*;
 use transduce::bundle::{BundleFiles, WeightDtype, load_weights};
 use transduce::decode::{DecodeOptions, best_outputs};
@@ -20,15 +18,8 @@ use transduce_fuzz::{Outcome, Target};
 
 const SHIPPED: [&str; 3] = ["en-de", "de-en", "ptb-parser"];
 
-/// This package's folder as `cargo test` gives it at run time, so that a build cache shared by
-/// two checkouts tests the files of the one it runs in; the compile-time path otherwise.
-fn manifest_dir() -> PathBuf {
-    std::env::var_os("CARGO_MANIFEST_DIR")
-        .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from)
-}
-
 fn shipped(model: &str, file: &str) -> Vec<u8> {
-    let path = manifest_dir().join(format!("../../web/models/{model}/{file}"));
+    let path = transduce_testing::repo_root().join(format!("web/models/{model}/{file}"));
     std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
@@ -203,7 +194,7 @@ fn tree_seeds() -> Vec<Vec<u8>> {
     .iter()
     .map(|s| s.as_bytes().to_vec())
     .collect();
-    let sample = manifest_dir().join("../../../shared/data/ptb-sample/dev.trees.gz");
+    let sample = transduce_testing::shared_data().join("ptb-sample/dev.trees.gz");
     match std::process::Command::new("gzip")
         .arg("-dc")
         .arg(&sample)

@@ -142,9 +142,7 @@ impl Int8Matrix {
         }
         #[cfg(target_arch = "x86_64")]
         {
-            if std::arch::is_x86_feature_detected!("avx512vnni")
-                && std::arch::is_x86_feature_detected!("avx512bw")
-            {
+            if crate::host::isa::avx512_vnni() {
                 // qx + 128 as unsigned bytes, once here rather than in the inner loop.
                 for q in x.iter_mut() {
                     *q ^= i8::MIN;
@@ -152,8 +150,8 @@ impl Int8Matrix {
                 // SAFETY: the CPU has the features (just checked); shapes as documented.
                 return unsafe { x86::vnni(self, x, row_scales, out) };
             }
-            if std::arch::is_x86_feature_detected!("avx2") {
-                // SAFETY: as above.
+            if crate::host::isa::avx2() {
+                // SAFETY: as above; `x` is in −63..=63 (quantize_activations).
                 return unsafe { x86::avx2(self, x, row_scales, out) };
             }
         }

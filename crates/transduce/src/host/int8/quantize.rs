@@ -23,7 +23,7 @@ pub fn quantize_activations(row: &[f32], out: &mut [i8]) -> f32 {
 
 fn quantize_row_to(row: &[f32], out: &mut [i8], qmax: f32) -> f32 {
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
+    if crate::host::isa::avx2() {
         // SAFETY: the CPU has AVX2 (just checked); the same code, the same values.
         return unsafe { quantize_row_avx2(row, out, qmax) };
     }

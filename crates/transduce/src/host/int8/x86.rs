@@ -1,6 +1,7 @@
-//! The x86-64 kernels: AVX-512 VNNI and AVX2.
+//! The x86-64 kernels: AVX-512 VNNI and AVX2, both over the packed panels, both tiled over
+//! rows so a block of weights is read once per tile.
 
-use super::matrix::{GROUP, Int8Matrix, PANEL};
+use super::matrix::{COLUMN_PAD, GROUP, Int8Matrix, PANEL};
 use std::arch::x86_64::*;
 
 /// Rows of activations one tile covers; its columns are up to four registers (sixteen
@@ -102,42 +103,113 @@ unsafe fn vnni_tile<const R: usize, const B: usize>(
     }
 }
 
+/// Rows of activations one AVX2 tile covers, over 16 columns: eight registers of sums,
+/// two of weights and the broadcast row, inside AVX2's sixteen. Each 16-column block of
+/// weights (`k` × 16 bytes, in L1) is read once per four rows instead of once per row: at
+/// OPUS-MT's size the output layer's weights are 30 MB, and a batch of 32 beams of 4 read
+/// them 128 times a step.
+const AVX2_ROWS: usize = 4;
+
 /// # Safety
-/// The CPU must have AVX2; shapes as for [`vnni`].
+/// The CPU must have AVX2; `x` holds `scales.len()` rows of `w.k_padded` values in
+/// −64..=63 (quantize_activations), `out` as many rows of `w.n`. `x` is changed: each value
+/// becomes qx + 64.
 #[target_feature(enable = "avx2")]
-pub unsafe fn avx2(w: &Int8Matrix, x: &[i8], scales: &[f32], out: &mut [f32]) {
-    // SAFETY: forwarded from the caller.
-    unsafe {
-        let mut sums = vec![0i32; w.n_padded];
-        let groups = w.k_padded / GROUP;
-        let ones = _mm256_set1_epi16(1);
-        for (i, &sx) in scales.iter().enumerate() {
-            let row = x.as_ptr().add(i * w.k_padded);
-            // Blocks of 32 columns, inside one panel (PANEL is a multiple of 32).
-            const _: () = assert!(PANEL.is_multiple_of(32));
-            for n0 in (0..w.n_padded).step_by(32) {
-                let (start, width) = w.panel(n0);
-                let stride = width * GROUP;
-                let first = start + (n0 % PANEL) * GROUP;
-                let blocks = ((width - n0 % PANEL) / 8).min(4);
-                let mut acc = [_mm256_setzero_si256(); 4];
-                for g in 0..groups {
-                    let quad = (row.add(g * GROUP) as *const i32).read_unaligned();
-                    let a = _mm256_set1_epi32(quad);
-                    let magnitude = _mm256_abs_epi8(a);
-                    for (c, acc) in acc.iter_mut().enumerate().take(blocks) {
-                        let b = _mm256_loadu_si256(
-                            w.packed.as_ptr().add(first + g * stride + c * 8 * GROUP) as *const _,
-                        );
-                        let pairs = _mm256_maddubs_epi16(magnitude, _mm256_sign_epi8(b, a));
-                        *acc = _mm256_add_epi32(*acc, _mm256_madd_epi16(pairs, ones));
-                    }
-                }
-                for (c, acc) in acc.iter().enumerate().take(blocks) {
-                    _mm256_storeu_si256(sums.as_mut_ptr().add(n0 + c * 8) as *mut _, *acc);
+pub unsafe fn avx2(w: &Int8Matrix, x: &mut [i8], scales: &[f32], out: &mut [f32]) {
+    // qx + 64 in 0..=127 as unsigned bytes: `vpmaddubsw` multiplies them by the signed
+    // weights without saturating (2·127·127 < 2¹⁵), and the `64·Σₖ qw[k, j]` this adds
+    // is taken off per column, as the VNNI kernel takes off 128·Σ. Once here rather than
+    // in the inner loop.
+    for q in x.iter_mut() {
+        debug_assert!((-64..=63).contains(q), "activation {q} outside −64..=63");
+        *q += 64;
+    }
+    let m = scales.len();
+    // Blocks of 16 columns lie inside one panel: panels and the padding are multiples.
+    const _: () = assert!(PANEL.is_multiple_of(16) && COLUMN_PAD.is_multiple_of(16));
+    for n0 in (0..w.n_padded).step_by(16) {
+        let mut i = 0;
+        while i < m {
+            let rows = (m - i).min(AVX2_ROWS);
+            // SAFETY: forwarded from the caller.
+            unsafe {
+                match rows {
+                    4 => avx2_tile::<4>(w, x, scales, out, i, n0),
+                    3 => avx2_tile::<3>(w, x, scales, out, i, n0),
+                    2 => avx2_tile::<2>(w, x, scales, out, i, n0),
+                    _ => avx2_tile::<1>(w, x, scales, out, i, n0),
                 }
             }
-            w.finish_row(&sums[..w.n], sx, &mut out[i * w.n..(i + 1) * w.n]);
+            i += rows;
+        }
+    }
+}
+
+/// Rows `i..i + R` × columns `n0..n0 + 16`: the sums in `2·R` registers of 8 columns, one
+/// 4-value group of the inner dimension per step (`vpmaddubsw` into pairs, `vpmaddwd`
+/// into the group's sum).
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn avx2_tile<const R: usize>(
+    w: &Int8Matrix,
+    x: &[i8],
+    scales: &[f32],
+    out: &mut [f32],
+    i: usize,
+    n0: usize,
+) {
+    // SAFETY: forwarded from the caller (`avx2`).
+    unsafe {
+        let ones = _mm256_set1_epi16(1);
+        let mut acc = [[_mm256_setzero_si256(); 2]; R];
+        let groups = w.k_padded / GROUP;
+        let (start, width) = w.panel(n0);
+        let stride = width * GROUP;
+        let weights = w.packed.as_ptr().add(start + (n0 % PANEL) * GROUP);
+        let rows = x.as_ptr().add(i * w.k_padded);
+        for g in 0..groups {
+            let b0 = _mm256_loadu_si256(weights.add(g * stride) as *const _);
+            let b1 = _mm256_loadu_si256(weights.add(g * stride + 32) as *const _);
+            for (r, acc) in acc.iter_mut().enumerate() {
+                let quad = (rows.add(r * w.k_padded + g * GROUP) as *const i32).read_unaligned();
+                let a = _mm256_set1_epi32(quad);
+                let p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(a, b0), ones);
+                let p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(a, b1), ones);
+                acc[0] = _mm256_add_epi32(acc[0], p0);
+                acc[1] = _mm256_add_epi32(acc[1], p1);
+            }
+        }
+        for (r, acc) in acc.iter().enumerate() {
+            let sx = scales[i + r];
+            let row = (i + r) * w.n;
+            for (c, &acc) in acc.iter().enumerate() {
+                let j = n0 + c * 8;
+                if j >= w.n {
+                    break;
+                }
+                if j + 8 > w.n {
+                    // The last columns: the same arithmetic, one at a time.
+                    let mut sums = [0i32; 8];
+                    _mm256_storeu_si256(sums.as_mut_ptr() as *mut _, acc);
+                    let lanes = w.n - j;
+                    for (s, &total) in sums.iter_mut().zip(&w.sums[j..w.n]) {
+                        *s -= total << 6;
+                    }
+                    w.finish(&sums[..lanes], sx, j, &mut out[row + j..row + w.n]);
+                    break;
+                }
+                let totals = _mm256_loadu_si256(w.sums.as_ptr().add(j) as *const _);
+                let exact = _mm256_sub_epi32(acc, _mm256_slli_epi32::<6>(totals));
+                let scale = _mm256_mul_ps(
+                    _mm256_set1_ps(sx),
+                    _mm256_loadu_ps(w.scales.as_ptr().add(j)),
+                );
+                let mut y = _mm256_mul_ps(_mm256_cvtepi32_ps(exact), scale);
+                if let Some(bias) = &w.bias {
+                    y = _mm256_add_ps(y, _mm256_loadu_ps(bias.as_ptr().add(j)));
+                }
+                _mm256_storeu_ps(out.as_mut_ptr().add(row + j), y);
+            }
         }
     }
 }

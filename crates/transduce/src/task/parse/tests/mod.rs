@@ -106,17 +106,10 @@ impl Sample {
     }
 }
 
-/// This package's folder as `cargo test` gives it at run time, so that a build cache shared by
-/// two checkouts tests the files of the one it runs in; the compile-time path otherwise.
-fn manifest_dir() -> PathBuf {
-    std::env::var_os("CARGO_MANIFEST_DIR")
-        .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from)
-}
-
 fn sample_dir() -> PathBuf {
     match std::env::var_os("PTB_SAMPLE_DIR") {
         Some(dir) => PathBuf::from(dir),
-        None => manifest_dir().join("../../../shared/data/ptb-sample"),
+        None => transduce_testing::shared_data().join("ptb-sample"),
     }
 }
 
