@@ -161,20 +161,25 @@ mod tests {
             assert_eq!(u32::from_le_bytes(b[1..].try_into().unwrap()), 0x3C85F7CE);
             c.set_nonblocking(true).unwrap();
         }
-        let mut open = clients.len();
-        while open > 0 {
-            for c in &mut clients {
+        // A client that has hung up is read no more: a closed socket answers every later
+        // read with 0 bytes again, which would count it as closing twice.
+        let mut closed = vec![false; clients.len()];
+        while closed.iter().any(|&done| !done) {
+            for (c, done) in clients.iter_mut().zip(closed.iter_mut()) {
+                if *done {
+                    continue;
+                }
                 let mut kind = [0u8; 1];
                 match c.read(&mut kind) {
                     Ok(0) => {
-                        open -= 1;
+                        *done = true;
                         c.shutdown(std::net::Shutdown::Both).ok();
                         continue;
                     }
                     Ok(_) => {}
                     Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
                     Err(_) => {
-                        open -= 1;
+                        *done = true;
                         continue;
                     }
                 }
