@@ -15,6 +15,14 @@ What it writes (tests/fixtures/marian/README.md describes every file):
   target-side ids of German strings);
 - <model>/reference.json and <model>/logits.safetensors: `generate` outputs, greedy and
   beam 4, and teacher-forced logits.
+- tc/: a model as OPUS-MT-train has built them since 2021 (the opus-mt-tc-* family, and
+  since 2023 with byte fallback): SentencePiece models trained with --byte_fallback (600
+  pieces each, so the 256 byte pieces among them), vocab.json joined from both models'
+  pieces and sorted (lib/train.mk's `cut -f1 … | sort -u`, so `<s>`, `</s>` and `<unk>`
+  are ordinary rows among the pieces, and the end id is not 0), `<pad>` appended last, a
+  ReLU model (as tc-big) trained to copy; with its own tokenization.json (source strings,
+  and decoding of byte pieces, invalid sequences included, by MarianTokenizer) and
+  reference.json. `--tc` writes only this folder.
 With --opus-size DIR it writes, instead, a random model with opus-mt-en-de's shapes (d 512,
 6+6 layers, 8 heads, FFN 2048, vocab 58,101, swish, tied) to DIR, for benchmarks (not
 committed).
@@ -399,7 +407,7 @@ def generate_record(model, tok, input_ids, **kwargs):
     }
 
 
-def reference(model, tok, gen_candidates, forced_pairs, folder):
+def reference(model, tok, gen_candidates, forced_pairs, folder, eos=0, banned=None):
     """`generate`'s outputs (greedy and beam 4, the model's generation_config otherwise)
     for sentences whose outputs are clear of ties, a few cut at a small max_length, and
     teacher-forced logits for source/target pairs."""
@@ -410,8 +418,12 @@ def reference(model, tok, gen_candidates, forced_pairs, folder):
         rec.update(generate_record(model, tok, input_ids))
         if not (stable(model, input_ids, rec["greedy"]["ids"], 1) and stable(model, input_ids, rec["beam4"]["ids"], 4)):
             continue
+        # A row no trained model emits (SentencePiece's `<s>`, which transduce never
+        # emits): outputs through it are not what the fixture is for.
+        if banned is not None and any(banned in r["ids"] for r in (rec["greedy"], rec["beam4"])):
+            continue
         for out in (rec["greedy"], rec["beam4"]):
-            assert out["ids"][-1] == 0, f"{text!r}: generate stopped without </s>: {out}"
+            assert out["ids"][-1] == eos, f"{text!r}: generate stopped without </s>: {out}"
             assert len(out["ids"]) < model.config.max_position_embeddings
         (same if rec["greedy"]["ids"] == rec["beam4"]["ids"] else differ).append(rec)
         if len(same) + min(len(differ), 15) >= 30 and len(same) >= 15:
@@ -474,6 +486,7 @@ def main():
     ap.add_argument("--data", type=Path, default=REPO.parent / "shared/data/tatoeba-en-de")
     ap.add_argument("--out", type=Path, default=REPO / "tests/fixtures/marian")
     ap.add_argument("--steps", type=int, default=1500)
+    ap.add_argument("--tc", action="store_true", help="write only tc/ (byte fallback, joint sorted vocabulary)")
     ap.add_argument("--opus-size", type=Path, metavar="DIR", help="write only the opus-mt-en-de-shaped random model to DIR")
     ap.add_argument("--pytorch-bins", action="store_true",
                     help="write only relu's state dict in torch.save's two forms: relu.pytorch_model.bin "
@@ -499,6 +512,9 @@ def main():
         torch.save(state, out / "relu.pytorch_model.bin")
         torch.save(state, out / "relu.legacy.pytorch_model.bin", _use_new_zipfile_serialization=False)
         print(f"wrote {out / 'relu.pytorch_model.bin'} and {out / 'relu.legacy.pytorch_model.bin'}")
+        return
+    if args.tc:
+        build_tc(out / "tc", en, de, args)
         return
     if args.opus_size is None:
         spm_dir.mkdir(parents=True, exist_ok=True)
@@ -568,6 +584,95 @@ def main():
             tok=tok, steps=steps, seed=SEED + 10 + k, gen=(gen_candidates, forced_pairs),
         )
     print(f"wrote {out}")
+
+
+def collation_key(piece):
+    """A stand-in for `sort` in an English UTF-8 locale, which is how OPUS-MT-train's
+    vocabularies come out: letters and digits first, case and punctuation only to break
+    ties. So `</s>` sorts among the pieces that start with "s", far from id 0."""
+    core = "".join(c for c in piece if c.isalnum()).lower()
+    return (core, piece)
+
+
+def build_tc(folder, en, de, args):
+    """The tc/ fixture: see the module's docstring."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text, seed in (("source.spm", en, SEED + 20), ("target.spm", de, SEED + 21)):
+        model = io.BytesIO()
+        spm.set_random_generator_seed(seed)
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=iter(text), model_writer=model, model_type="unigram", vocab_size=600,
+            byte_fallback=True, num_threads=1, unk_id=0, bos_id=1, eos_id=2, pad_id=-1, minloglevel=2,
+        )
+        (folder / name).write_bytes(model.getvalue())
+    src_sp = spm.SentencePieceProcessor(model_file=str(folder / "source.spm"))
+    tgt_sp = spm.SentencePieceProcessor(model_file=str(folder / "target.spm"))
+    # `cut -f1 source.vocab target.vocab | sort -u`: every piece of both, specials included.
+    pieces = {sp.id_to_piece(i) for sp in (src_sp, tgt_sp) for i in range(sp.get_piece_size())}
+    vocab = {p: i for i, p in enumerate(sorted(pieces, key=collation_key))}
+    vocab["<pad>"] = len(vocab)
+    pad, eos, unk, s_row = vocab["<pad>"], vocab["</s>"], vocab["<unk>"], vocab["<s>"]
+    assert eos != 0 and byte_pieces_in(vocab), (eos, len(vocab))
+    dump(vocab, folder / "vocab.json")
+    tok = MarianTokenizer(str(folder / "source.spm"), str(folder / "target.spm"), str(folder / "vocab.json"),
+                          source_lang="en", target_lang="de")
+
+    torch.manual_seed(SEED + 30)
+    config = marian_config(len(vocab), "relu", 32, 2, 4, 64, 64)
+    config.eos_token_id = config.forced_eos_token_id = config.bos_token_id = eos
+    model = MarianMTModel(config)
+    with torch.no_grad():
+        model.final_logits_bias.copy_(torch.randn_like(model.final_logits_bias) * 0.5)
+    gen = generation_config(pad)
+    gen.eos_token_id = gen.forced_eos_token_id = gen.bos_token_id = eos
+    model.generation_config = gen
+    train(model, tok, en, "copy", args.steps, SEED + 31)
+    write_folder(model, tok, folder, "tc", "relu", "copy", args.steps)
+
+    en_test = lines(args.data, "test.en.gz")
+    de_test = lines(args.data, "test.de.gz")
+    pick = random.Random(SEED + 32)
+    test_idx = pick.sample(range(len(en_test)), 600)
+    cases = tokenization_cases([en_test[i] for i in test_idx[:300]], [de_test[i] for i in test_idx[300:400]])
+    for c in cases:
+        c["ids"] = tok(c["text"])["input_ids"]
+        if c["kind"] not in ("sentence", "german"):
+            c["pieces"] = tok.tokenize(c["text"])
+    # Decoding: byte pieces between ordinary ones, valid UTF-8 and not (a cut emoji, a lone
+    # 0xFF, a sequence cut by a piece), as MarianTokenizer decodes an output.
+    b = lambda x: vocab["<0x%02X>" % x]
+    word = lambda p: vocab[p]
+    decode_ids = [
+        [b(x) for x in "😀".encode()],
+        [b(x) for x in "東京".encode()],
+        [word("▁I"), b(0xF0), b(0x9F), b(0x98), word("▁I")],
+        [b(0x61), b(0xFF), b(0x62)],
+        [b(x) for x in "東".encode()] + [b(0xFF), b(0xE4)],
+        [b(0xC3)],
+        [word("▁I")] + [b(x) for x in " é".encode()],
+    ]
+    decoding = [{"ids": ids + [eos], "text": tok.decode(ids + [eos], skip_special_tokens=True),
+                 "spm": tgt_sp.decode_ids([tgt_sp.piece_to_id(tok.convert_ids_to_tokens(i)) for i in ids])}
+                for ids in decode_ids]
+    for d in decoding:
+        assert d["text"] == d["spm"].strip(), d
+    dump({"versions": versions(), "note": "as tokenization.json, for tc/'s tokenizer; decoding: "
+          "MarianTokenizer.decode(ids, skip_special_tokens=True), and SentencePiece's decode_ids of the same pieces",
+          "source": cases, "decoding": decoding}, folder / "tokenization.json")
+
+    gen_pool = [en_test[i] for i in test_idx[400:] if 4 <= len(en_test[i].split()) <= 9]
+    gen_candidates = ["I love 🍕 and 東京.", "Tom 😀 Mary", "Fußball ist toll."] + gen_pool
+    forced_pairs = [(en_test[i], de_test[i]) for i in test_idx[400:] if len(de_test[i].split()) <= 4][:4]
+    ref = reference(model, tok, gen_candidates, forced_pairs, folder, eos=eos, banned=s_row)
+    ref["versions"] = versions()
+    ref["model"] = {"activation": "relu", "task": "copy", "steps": args.steps, "seed": SEED + 30,
+                    "pad": pad, "eos": eos, "unk": unk, "s_row": s_row}
+    dump(ref, folder / "reference.json")
+    print(f"wrote {folder}: vocabulary {len(vocab)}, </s> {eos}, <s> {s_row}, <unk> {unk}, <pad> {pad}")
+
+
+def byte_pieces_in(vocab):
+    return all("<0x%02X>" % x in vocab for x in range(256))
 
 
 def write_model_folder(folder, vocab, spm_dir, activation, d_model, layers, heads, ffn, positions, name, task, train_text,

@@ -74,6 +74,8 @@ function catalog(opusSize) {
   add("Helsinki-NLP/opus-mt-de-en", folderFiles(join(fixtures, "relu"), { weights: join(fixtures, "relu.pytorch_model.bin") }));
   add("Helsinki-NLP/opus-mt-nl-en", folderFiles(join(fixtures, "relu"), { weights: join(fixtures, "relu.legacy.pytorch_model.bin") }));
   add("Helsinki-NLP/opus-mt-fr-en", folderFiles(join(fixtures, "relu-copy")));
+  // The tc family's layout: byte fallback, a joint sorted vocabulary with <s> among its rows.
+  add("Helsinki-NLP/opus-mt-tc-big-en-de", folderFiles(join(fixtures, "tc")));
   const card = readFileSync(join(swish, "README.md"), "utf8");
   add("Helsinki-NLP/opus-mt-en-ROMANCE", folderFiles(swish, {
     replace: { "README.md": `${card}\n* target languages: fr, nl\n* a sentence-initial language token is required in the form of \`>>id<<\` (id = valid target language ID), e.g. \`>>fra<<\`, \`>>nld<<\`\n` },

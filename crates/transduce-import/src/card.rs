@@ -71,7 +71,7 @@ pub fn model_card(
          | **licence** | **{licence}**. {terms} |\n\
          | source | {source} |\n\
          | model | N = {n}, d_model {dm}, d_ff {dff}, h {h}, {act} FFN, attention and output \
-         biases, sources closed by EOS, {params} parameters, vocabulary {v} (Marian's plus our `<s>`) |\n\
+         biases, sources closed by EOS, {params} parameters, vocabulary {v} |\n\
          | weights | {weights:?}, {mb:.1} MB in all |\n\
          | decoding | beam {beam}, α {alpha} over \\|Y\\|^α (transformers' `generate` defaults of the source) |\n\
          | command | `{command}` |\n",

@@ -182,7 +182,7 @@ pub fn import(mut files: ModelFiles, options: &Options) -> Result<Imported> {
         .get(GENERATION_CONFIG)
         .map(|bytes| json_object(GENERATION_CONFIG, bytes))
         .transpose()?;
-    let mapped = marian::import_config(&config, generation.as_ref()).map_err(|r| {
+    let mut mapped = marian::import_config(&config, generation.as_ref()).map_err(|r| {
         let file = if generation
             .as_ref()
             .is_some_and(|g| g.contains_key(&r.field))
@@ -242,6 +242,8 @@ pub fn import(mut files: ModelFiles, options: &Options) -> Result<Imported> {
     let order = vocab::renumber(&vocab, mapped.pad, mapped.eos, unk)
         .map_err(|e| Error::unsupported(VOCAB, e))?;
     drop(vocab);
+    // Marian's rows plus our PAD, unless a Marian `<s>` row took its place.
+    mapped.model.vocab_size = order.pieces.len();
 
     let source_spm = spm::SentencePiece::parse(files.need(SOURCE_SPM)?, SOURCE_SPM)?;
     let tokenizer = spm::marian_tokenizer(&source_spm, &order.pieces, transduce::tokenizer::UNK)?;

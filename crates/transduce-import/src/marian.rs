@@ -27,8 +27,8 @@ impl Refusal {
 /// What a Marian config says, in our terms.
 #[derive(Debug)]
 pub struct Imported {
-    /// Our model config; `vocab_size` is Marian's plus the `<s>` row the renumbering adds
-    /// ([`super::vocab`]).
+    /// Our model config; `vocab_size` is Marian's plus our PAD row, until the renumbering
+    /// ([`super::vocab`]) finds a Marian row to put there.
     pub model: ModelConfig,
     /// Decoding defaults from `generate`'s: beam, α, |Y|^α normalisation.
     pub decoding: DecodeOptions,

@@ -18,21 +18,39 @@ use transduce_import::vocab::{parse_vocab, renumber};
 mod common;
 use common::{fixture, imported_files};
 
-/// The fixture imported and loaded on the CPU, with Marian id → our id.
-fn imported(model: &str, weights: WeightDtype) -> (Bundle, HashMap<u32, u32>) {
+/// The fixtures whose outputs are held to transformers': the 2020 layout (`swish`, `relu`,
+/// `relu-copy`) and the tc layout (`tc`: byte fallback, a joint sorted vocabulary with
+/// `<s>` among its rows and the end id inside it).
+const MODELS: [&str; 4] = ["swish", "relu", "relu-copy", "tc"];
+
+/// A fixture's Marian ids, from its config.json.
+struct Ids {
+    pad: u32,
+    eos: u32,
+    /// Marian id → our id.
+    ours: HashMap<u32, u32>,
+}
+
+/// The fixture imported and loaded on the CPU, with its ids.
+fn imported(model: &str, weights: WeightDtype) -> (Bundle, Ids) {
     let dir = fixture(model);
     let files = imported_files(model, weights).files;
     let bundle = Bundle::from_bytes(&files, &Device::flex()).unwrap();
+    let config: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("config.json")).unwrap()).unwrap();
+    let id = |field: &str| config[field].as_u64().unwrap() as u32;
+    let (pad, eos) = (id("pad_token_id"), id("eos_token_id"));
     let vocab = parse_vocab(&std::fs::read(dir.join("vocab.json")).unwrap()).unwrap();
-    let order = renumber(&vocab, 552, 0, 1).unwrap();
+    let unk = vocab.iter().find(|(p, _)| p == "<unk>").unwrap().1;
+    let order = renumber(&vocab, pad, eos, unk).unwrap();
+    // Every Marian row has one place (Marian's pad is our <s>; a Marian <s> is our PAD).
     let ours: HashMap<u32, u32> = order
         .marian
         .iter()
         .enumerate()
-        .skip(1) // our PAD takes no Marian row; Marian's pad is our <s>
         .filter_map(|(ours, m)| m.map(|m| (m, ours as u32)))
         .collect();
-    (bundle, ours)
+    (bundle, Ids { pad, eos, ours })
 }
 
 fn reference(model: &str) -> Value {
@@ -45,21 +63,24 @@ fn ids(v: &Value) -> Vec<u32> {
 
 /// A reference source (`input_ids`, closed by Marian's `</s>`) as our source: our ids,
 /// without the EOS the model adds itself.
-fn source(marian: &[u32], map: &HashMap<u32, u32>) -> Vec<u32> {
+fn source(marian: &[u32], map: &Ids) -> Vec<u32> {
     let (last, body) = marian.split_last().unwrap();
-    assert_eq!(*last, 0, "reference sources end with </s>");
-    body.iter().map(|m| map[m]).collect()
+    assert_eq!(*last, map.eos, "reference sources end with </s>");
+    body.iter().map(|m| map.ours[m]).collect()
 }
 
 /// A reference output (decoder start, tokens, `</s>`) as our output ids (tokens only).
-fn output(marian: &[u32], map: &HashMap<u32, u32>) -> Vec<u32> {
-    assert_eq!((marian[0], *marian.last().unwrap()), (552, 0));
-    marian[1..marian.len() - 1].iter().map(|m| map[m]).collect()
+fn output(marian: &[u32], map: &Ids) -> Vec<u32> {
+    assert_eq!((marian[0], *marian.last().unwrap()), (map.pad, map.eos));
+    marian[1..marian.len() - 1]
+        .iter()
+        .map(|m| map.ours[m])
+        .collect()
 }
 
 #[test]
 fn teacher_forced_logits_equal_transformers() {
-    for model in ["swish", "relu", "relu-copy"] {
+    for model in MODELS {
         let (bundle, map) = imported(model, WeightDtype::F32);
         let logits_file = std::fs::read(fixture(model).join("logits.safetensors")).unwrap();
         let logits_file = SafeTensors::deserialize(&logits_file).unwrap();
@@ -70,7 +91,7 @@ fn teacher_forced_logits_equal_transformers() {
             let src = bundle.config.model.source_row(&src);
             let tgt_in: Vec<u32> = ids(&pair["decoder_input_ids"])
                 .iter()
-                .map(|&m| if m == 552 { BOS } else { map[&m] })
+                .map(|&m| if m == map.pad { BOS } else { map.ours[&m] })
                 .collect();
             let device = bundle.model().unwrap().device();
             let ours = bundle
@@ -96,7 +117,8 @@ fn teacher_forced_logits_equal_transformers() {
             let ours_v = bundle.config.model.vocab_size;
             for pos in 0..t {
                 for (m, &their) in theirs[pos * v..(pos + 1) * v].iter().enumerate() {
-                    let col = if m == 552 { BOS } else { map[&(m as u32)] } as usize;
+                    // Every column, a Marian <s> row's (our PAD) included: the softmax's.
+                    let col = map.ours[&(m as u32)] as usize;
                     let diff = (ours[pos * ours_v + col] - their).abs();
                     worst = worst.max(diff);
                 }
@@ -115,7 +137,7 @@ type Decode<'a> = &'a dyn Fn(&[Vec<u32>], &DecodeOptions) -> Vec<(Vec<u32>, f64)
 fn assert_generate_outputs(
     what: &str,
     reference: &Value,
-    map: &HashMap<u32, u32>,
+    map: &Ids,
     decoding: &DecodeOptions,
     decode: Decode<'_>,
 ) -> f64 {
@@ -148,7 +170,7 @@ fn assert_generate_outputs(
 
 #[test]
 fn generate_outputs_are_equal_on_burn_and_the_host_decoder() {
-    for model in ["swish", "relu", "relu-copy"] {
+    for model in MODELS {
         let (bundle, map) = imported(model, WeightDtype::F32);
         let reference = reference(model);
         assert_eq!(bundle.config.decoding.beam, 4);
@@ -216,7 +238,7 @@ fn generate_outputs_are_equal_on_the_gpu_decoder() {
             return;
         }
     };
-    for model in ["swish", "relu"] {
+    for model in ["swish", "relu", "tc"] {
         let (bundle, map) = imported(model, WeightDtype::F32);
         let reference = reference(model);
         let on_gpu = transduce_gpu::GpuModel::new(&gpu, bundle.host().unwrap());

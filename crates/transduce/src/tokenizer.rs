@@ -24,14 +24,62 @@ pub const SPECIAL_TOKENS: [&str; 4] = ["<pad>", "<s>", "</s>", "<unk>"];
 #[derive(Clone, Debug)]
 pub struct Tokenizer {
     inner: tokenizers::Tokenizer,
-    /// The vocabulary holds Marian language codes (`>>fra<<`): text that starts with one
-    /// gets it as one token ([`Tokenizer::encode`]).
+    /// A Marian tokenizer (a unigram model, or a vocabulary of language codes such as
+    /// `>>fra<<`): text that starts with a code gets it as one token ([`Tokenizer::encode`]).
     language_codes: bool,
+    /// The vocabulary holds SentencePiece's 256 byte pieces (`<0x00>` … `<0xFF>`, a
+    /// `--byte_fallback` model's): text no piece spells is spelled in bytes, and decoding
+    /// turns runs of them back into text as SentencePiece does ([`Tokenizer::decode`]).
+    byte_pieces: bool,
 }
 
 /// Is this a Marian language code such as `>>fra<<`?
 pub fn is_language_code(token: &str) -> bool {
     token.len() > 4 && token.starts_with(">>") && token.ends_with("<<")
+}
+
+/// SentencePiece's name for the byte piece of `b`.
+fn byte_piece(b: u8) -> String {
+    format!("<0x{b:02X}>")
+}
+
+/// The byte a SentencePiece byte piece (`<0x41>`) stands for.
+fn byte_of_piece(piece: &str) -> Option<u8> {
+    let hex = piece.strip_prefix("<0x")?.strip_suffix('>')?;
+    (hex.len() == 2
+        && hex
+            .bytes()
+            .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_lowercase()))
+    .then(|| u8::from_str_radix(hex, 16).ok())
+    .flatten()
+}
+
+/// The text of a run of byte pieces as SentencePiece decodes it: UTF-8, with one U+FFFD
+/// for each byte that does not start a valid sequence there.
+fn sentencepiece_text(mut bytes: &[u8]) -> String {
+    let mut text = String::with_capacity(bytes.len());
+    while !bytes.is_empty() {
+        match std::str::from_utf8(bytes) {
+            Ok(valid) => {
+                text.push_str(valid);
+                break;
+            }
+            Err(e) => {
+                let (valid, rest) = bytes.split_at(e.valid_up_to());
+                text.push_str(std::str::from_utf8(valid).expect("checked valid"));
+                text.push(char::REPLACEMENT_CHARACTER);
+                bytes = &rest[1..];
+            }
+        }
+    }
+    text
+}
+
+/// A run of byte pieces as a token for the decoder chain, which reads "▁" as a space and
+/// drops bare spaces (the import's mark of pieces the source model cannot reach): a space
+/// the bytes spell goes in as "▁", so that it comes out as one.
+fn byte_run(bytes: &[u8]) -> String {
+    sentencepiece_text(bytes).replace(' ', "▁")
 }
 
 impl Tokenizer {
@@ -70,13 +118,18 @@ impl Tokenizer {
                 }
             }
         }
-        let language_codes = inner
-            .get_vocab(true)
-            .keys()
-            .any(|token| is_language_code(token));
+        // SentencePiece (unigram) tokenizers are Marian imports: MarianTokenizer takes a
+        // leading code off the text whether or not its vocabulary holds any.
+        let language_codes = matches!(inner.get_model(), tokenizers::ModelWrapper::Unigram(_))
+            || inner
+                .get_vocab(true)
+                .keys()
+                .any(|token| is_language_code(token));
+        let byte_pieces = (0..=255u8).all(|b| inner.token_to_id(&byte_piece(b)).is_some());
         Ok(Tokenizer {
             inner,
             language_codes,
+            byte_pieces,
         })
     }
 
@@ -154,7 +207,7 @@ impl Tokenizer {
 
     /// Text to token ids, without BOS/EOS.
     ///
-    /// With a vocabulary of language codes (an imported OPUS-MT model's), text that starts
+    /// With a Marian tokenizer (an imported OPUS-MT model's), text that starts
     /// with `>>…<<` gets that code as one token (`<unk>` if the vocabulary lacks it) and the
     /// rest is tokenized on its own: MarianTokenizer's `remove_language_code`, which looks
     /// only at the very start; a code anywhere else is spelled as any text is.
@@ -182,9 +235,41 @@ impl Tokenizer {
 
     /// Token ids to text; special tokens are dropped.
     pub fn decode(&self, ids: &[u32]) -> Result<String> {
-        self.inner
-            .decode(ids, true)
-            .map_err(|e| Error::Input(format!("cannot detokenize: {e}")))
+        let failed = |e: tokenizers::Error| Error::Input(format!("cannot detokenize: {e}"));
+        if !self.byte_pieces {
+            return self.inner.decode(ids, true).map_err(failed);
+        }
+        // As `tokenizers` decodes (added tokens first, special ones dropped, unknown ids
+        // skipped), except that each run of byte pieces becomes its text first, by
+        // SentencePiece's rule rather than `tokenizers`' ByteFallback decoder's, which
+        // makes every byte of a run with one invalid sequence in it a U+FFFD.
+        let added = self.inner.get_added_vocabulary();
+        let mut tokens: Vec<String> = Vec::with_capacity(ids.len());
+        let mut bytes: Vec<u8> = Vec::new();
+        for &id in ids {
+            let Some(token) = self.inner.id_to_token(id) else {
+                continue;
+            };
+            if added.is_special_token(&token) {
+                continue;
+            }
+            match byte_of_piece(&token) {
+                Some(b) => bytes.push(b),
+                None => {
+                    if !bytes.is_empty() {
+                        tokens.push(byte_run(&std::mem::take(&mut bytes)));
+                    }
+                    tokens.push(token);
+                }
+            }
+        }
+        if !bytes.is_empty() {
+            tokens.push(byte_run(&bytes));
+        }
+        match self.inner.get_decoder() {
+            Some(decoder) => tokenizers::Decoder::decode(decoder, tokens).map_err(failed),
+            None => Ok(tokens.join(" ")),
+        }
     }
 
     /// The surface string of each token id (for attention heat-map labels).
@@ -239,6 +324,29 @@ mod tests {
             back.encode("Zwei Hunde").unwrap(),
             tok.encode("Zwei Hunde").unwrap()
         );
+    }
+
+    /// SentencePiece's decoding of byte pieces, computed by hand from UTF-8: valid runs to
+    /// their characters, one U+FFFD per byte that starts no valid sequence.
+    #[test]
+    fn byte_runs_decode_as_sentencepiece() {
+        let r = char::REPLACEMENT_CHARACTER;
+        assert_eq!(sentencepiece_text(&[0xF0, 0x9F, 0x98, 0x80]), "😀");
+        // An emoji cut after three bytes: three replacements, not one.
+        assert_eq!(
+            sentencepiece_text(&[0xF0, 0x9F, 0x98]),
+            format!("{r}{r}{r}")
+        );
+        assert_eq!(sentencepiece_text(&[0x61, 0xFF, 0x62]), format!("a{r}b"));
+        assert_eq!(
+            sentencepiece_text(&[0xE6, 0x9D, 0xB1, 0xFF, 0xE4]),
+            format!("東{r}{r}")
+        );
+        assert_eq!(byte_run(b" e"), "▁e");
+        assert_eq!(byte_of_piece("<0x0A>"), Some(10));
+        assert_eq!(byte_of_piece("<0x0a>"), None);
+        assert_eq!(byte_of_piece("<0x100>"), None);
+        assert_eq!(byte_of_piece(&byte_piece(0xFF)), Some(0xFF));
     }
 
     #[test]

@@ -188,6 +188,34 @@ fn a_model_by_name_is_the_folders_import_and_loads_again_with_the_hub_stopped() 
     );
 }
 
+/// A model of the family OPUS-MT has published since 2021 (tc-big's name; the tc fixture's
+/// byte-fallback, joint sorted vocabulary) by name: the languages from the name, the
+/// translations transformers'.
+#[test]
+fn a_tc_family_model_by_name_translates_as_transformers() {
+    let tmp = tempfile::tempdir().unwrap();
+    let hub = Hub::start();
+    let out = tmp.path().join("tc-big");
+    let (ok, said) = import(
+        &tmp.path().join("cache"),
+        &[
+            "hf:Helsinki-NLP/opus-mt-tc-big-en-de",
+            "--hub",
+            &hub.url,
+            "--out",
+            s(&out),
+        ],
+    );
+    assert!(ok, "{said}");
+    let config: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("config.json")).unwrap()).unwrap();
+    assert!(
+        config["task"]["source"] == "en" && config["task"]["target"] == "de",
+        "{config}"
+    );
+    crate::import::assert_translates_as_transformers(&out, "tc", tmp.path());
+}
+
 #[test]
 fn legacy_and_zip_checkpoints_by_name_equal_their_folder_imports() {
     let tmp = tempfile::tempdir().unwrap();

@@ -19,7 +19,7 @@ fn copy_of(model: &str, into: &Path) -> PathBuf {
     to
 }
 
-fn reference(model: &str) -> Value {
+pub(crate) fn reference(model: &str) -> Value {
     serde_json::from_slice(&std::fs::read(marian_fixture(model).join("reference.json")).unwrap())
         .unwrap()
 }
@@ -33,7 +33,7 @@ fn import(dir: &Path, out: &Path, flags: &[&str]) -> String {
 
 /// Translates every reference sentence with the bundle's own defaults (beam 4, |Y|^α, as
 /// generate) and with beam 1; both must be transformers' texts.
-fn assert_translates_as_transformers(bundle: &Path, model: &str, tmp: &Path) {
+pub(crate) fn assert_translates_as_transformers(bundle: &Path, model: &str, tmp: &Path) {
     let reference = reference(model);
     let cases = reference["generate"].as_array().unwrap();
     let input = tmp.join(format!("{model}.txt"));
@@ -56,7 +56,8 @@ fn assert_translates_as_transformers(bundle: &Path, model: &str, tmp: &Path) {
 #[test]
 fn a_marian_folder_translates_as_transformers_after_import() {
     let tmp = tempfile::tempdir().unwrap();
-    for model in ["swish", "relu"] {
+    // tc: byte fallback and a joint sorted vocabulary, `<s>` among its rows.
+    for model in ["swish", "relu", "tc"] {
         let out = tmp.path().join(format!("{model}-bundle"));
         let said = import(
             &marian_fixture(model),
