@@ -219,9 +219,11 @@ def cmd_export(args):
         used.add(name)
         return w[name]
 
+    # A student's decoder may be shallower than its encoder (`decoder_layers`).
     n = m["n_layers"]
+    n_dec = m.get("decoder_layers") or n
     spec = transformer_spec.TransformerSpec.from_config(
-        (n, n),
+        (n, n_dec),
         m["n_heads"],
         pre_norm=False,
         activation=common_spec.Activation.RELU,
@@ -288,7 +290,7 @@ def cmd_export(args):
         if os.path.exists(os.path.join(args.out, name)):
             os.remove(os.path.join(args.out, name))
     spec.save(args.out)
-    print(f"wrote {args.out}: {n}+{n} layers, d_model {m['d_model']}, {m['n_heads']} heads, "
+    print(f"wrote {args.out}: {n}+{n_dec} layers, d_model {m['d_model']}, {m['n_heads']} heads, "
           f"vocab {len(bundle.tokens)}, {args.positions} positions, float32")
 
 

@@ -15,6 +15,9 @@ What it writes (tests/fixtures/marian/README.md describes every file):
   target-side ids of German strings);
 - <model>/reference.json and <model>/logits.safetensors: `generate` outputs, greedy and
   beam 4, and teacher-forced logits.
+- student/: a swish model of the 2020 layout with the tiny students' depths (6 encoder
+  layers, 2 decoder layers, as opus-mt_tiny_*), trained to copy; `--student` writes only
+  this folder.
 - tc/: a model as OPUS-MT-train has built them since 2021 (the opus-mt-tc-* family, and
   since 2023 with byte fallback): SentencePiece models trained with --byte_fallback (600
   pieces each, so the 256 byte pieces among them), vocab.json joined from both models'
@@ -166,14 +169,14 @@ def generation_config(pad):
     )
 
 
-def marian_config(vocab_size, activation, d_model, layers, heads, ffn, positions):
+def marian_config(vocab_size, activation, d_model, layers, heads, ffn, positions, decoder_layers=None):
     pad = vocab_size - 1
     return MarianConfig(
         vocab_size=vocab_size,
         decoder_vocab_size=vocab_size,
         d_model=d_model,
         encoder_layers=layers,
-        decoder_layers=layers,
+        decoder_layers=layers if decoder_layers is None else decoder_layers,
         encoder_attention_heads=heads,
         decoder_attention_heads=heads,
         encoder_ffn_dim=ffn,
@@ -212,12 +215,12 @@ def task_target(ids, task):
     return (body if task == "copy" else body[::-1]) + [ids[-1]]
 
 
-def train(model, tok, sentences, task, steps, seed):
+def train(model, tok, sentences, task, steps, seed, lr=3e-3):
     rng = random.Random(seed)
     pad = model.config.pad_token_id
     data = [tok(s)["input_ids"] for s in sentences]
     data = [ids for ids in data if 3 <= len(ids) <= 24]
-    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
     model.train()
     for step in range(steps):
         batch = rng.sample(data, 48)
@@ -487,6 +490,8 @@ def main():
     ap.add_argument("--out", type=Path, default=REPO / "tests/fixtures/marian")
     ap.add_argument("--steps", type=int, default=1500)
     ap.add_argument("--tc", action="store_true", help="write only tc/ (byte fallback, joint sorted vocabulary)")
+    ap.add_argument("--student", action="store_true",
+                    help="write only student/ (6 encoder layers, 2 decoder layers, as opus-mt_tiny_*)")
     ap.add_argument("--opus-size", type=Path, metavar="DIR", help="write only the opus-mt-en-de-shaped random model to DIR")
     ap.add_argument("--pytorch-bins", action="store_true",
                     help="write only relu's state dict in torch.save's two forms: relu.pytorch_model.bin "
@@ -515,6 +520,27 @@ def main():
         return
     if args.tc:
         build_tc(out / "tc", en, de, args)
+        return
+    if args.student:
+        # The 2020 fixtures' tokenizer and vocabulary; the tiny students' depths.
+        spm_dir = out / "swish"
+        vocab = json.loads((spm_dir / "vocab.json").read_text())
+        tok = MarianTokenizer(str(spm_dir / "source.spm"), str(spm_dir / "target.spm"), str(spm_dir / "vocab.json"),
+                              source_lang="en", target_lang="de")
+        en_test = lines(args.data, "test.en.gz")
+        de_test = lines(args.data, "test.de.gz")
+        pick = random.Random(SEED + 2)
+        test_idx = pick.sample(range(len(en_test)), 1000)
+        gen_pool = [en_test[i] for i in test_idx[:400] if 4 <= len(en_test[i].split()) <= 9]
+        gen_candidates = [">>deu<< " + gen_pool[0], "Tom 😀 Mary", "Fußball ist toll."] + gen_pool[1:]
+        forced_pairs = [(en_test[i], de_test[i]) for i in test_idx[400:] if len(de_test[i].split()) <= 4][:4]
+        write_model_folder(
+            out / "student", vocab, spm_dir, "swish", 32, 6, 4, 64, 64, "student", "copy", en,
+            tok=tok, steps=args.steps, seed=SEED + 40, gen=(gen_candidates, forced_pairs), decoder_layers=2,
+            # Six post-norm layers at d_model 32 do not learn at the others' 3e-3.
+            lr=1e-3,
+        )
+        print(f"wrote {out / 'student'}")
         return
     if args.opus_size is None:
         spm_dir.mkdir(parents=True, exist_ok=True)
@@ -676,9 +702,9 @@ def byte_pieces_in(vocab):
 
 
 def write_model_folder(folder, vocab, spm_dir, activation, d_model, layers, heads, ffn, positions, name, task, train_text,
-                       tok=None, steps=0, seed=SEED, gen=None):
+                       tok=None, steps=0, seed=SEED, gen=None, decoder_layers=None, lr=3e-3):
     torch.manual_seed(seed)
-    config = marian_config(len(vocab), activation, d_model, layers, heads, ffn, positions)
+    config = marian_config(len(vocab), activation, d_model, layers, heads, ffn, positions, decoder_layers)
     model = MarianMTModel(config)
     # A random output bias (zero in a fresh model), set before training so the weights
     # learn around it: the importer must carry it.
@@ -694,7 +720,7 @@ def write_model_folder(folder, vocab, spm_dir, activation, d_model, layers, head
         str(folder / "source.spm"), str(folder / "target.spm"), str(folder / "vocab.json"), source_lang="en", target_lang="de"
     )
     if task is not None:
-        train(model, tok, train_text, task, steps, seed)
+        train(model, tok, train_text, task, steps, seed, lr)
     write_folder(model, folder_tok, folder, name, activation, task, steps)
     if gen is not None:
         ref = reference(model, tok, gen[0], gen[1], folder)

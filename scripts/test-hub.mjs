@@ -76,6 +76,8 @@ function catalog(opusSize) {
   add("Helsinki-NLP/opus-mt-fr-en", folderFiles(join(fixtures, "relu-copy")));
   // The tc family's layout: byte fallback, a joint sorted vocabulary with <s> among its rows.
   add("Helsinki-NLP/opus-mt-tc-big-en-de", folderFiles(join(fixtures, "tc")));
+  // A tiny student's depths (6 encoder, 2 decoder layers), under that family's name.
+  add("Helsinki-NLP/opus-mt_tiny_eng-deu", folderFiles(join(fixtures, "student")));
   const card = readFileSync(join(swish, "README.md"), "utf8");
   add("Helsinki-NLP/opus-mt-en-ROMANCE", folderFiles(swish, {
     replace: { "README.md": `${card}\n* target languages: fr, nl\n* a sentence-initial language token is required in the form of \`>>id<<\` (id = valid target language ID), e.g. \`>>fra<<\`, \`>>nld<<\`\n` },

@@ -594,7 +594,7 @@ function calibrationSizes(calibrate) {
 async function calibrated(model, adapterKey, useCache, emit, sizes) {
   const config = model.config;
   const m = config.model;
-  const shape = `${config.task.kind}-${m.d_model}x${m.n_layers}-${m.vocab_size}-beam${config.decoding.beam}-n${sizes.join(",")}`;
+  const shape = `${config.task.kind}-${m.d_model}x${m.n_layers}${m.decoder_layers ? `+${m.decoder_layers}` : ""}-${m.vocab_size}-beam${config.decoding.beam}-n${sizes.join(",")}`;
   const key = new Request(`https://calibration.transduce.invalid/v1/${encodeURIComponent(adapterKey)}/${shape}`);
   let store = null;
   if (useCache && self.caches) {

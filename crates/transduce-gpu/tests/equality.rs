@@ -236,9 +236,12 @@ fn random_models_of_other_shapes_decode_as_the_host_does() {
             d_v: 9,
             ..ModelConfig::tiny().with_vocab(1500)
         },
-        // An imported Marian model's layout: swish, attention and output biases, sources
-        // closed by EOS; beams ranked by |Y|^α as transformers' generate ranks them.
+        // An imported Marian student's layout: swish, attention and output biases, sources
+        // closed by EOS, fewer decoder layers than encoder layers; beams ranked by |Y|^α as
+        // transformers' generate ranks them.
         ModelConfig {
+            n_layers: 3,
+            decoder_layers: Some(1),
             activation: Activation::Swish,
             attention_bias: true,
             output_bias: true,

@@ -77,7 +77,10 @@ pub fn model_card(
          | command | `{command}` |\n",
         licence = p.licence,
         terms = licence_terms(&p.licence, source),
-        n = m.n_layers,
+        n = match m.decoder_layers {
+            Some(d) if d != m.n_layers => format!("{} (encoder), {d} (decoder)", m.n_layers),
+            _ => m.n_layers.to_string(),
+        },
         dm = m.d_model,
         dff = m.d_ff,
         h = m.n_heads,

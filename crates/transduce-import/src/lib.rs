@@ -161,11 +161,17 @@ fn model_name(config: &Map<String, Value>, options: &Options) -> String {
     }
 }
 
-/// Source and target languages from `opus-mt-SRC-TGT` (its last two parts).
+/// Source and target languages from the names Helsinki-NLP publishes under (their last two
+/// parts): `opus-mt-SRC-TGT`, `opus-mt-tc-big-SRC-TGT` and `opus-mt-tc-base-…`,
+/// `opus-mt-tc-bible-big-SRCS-TGTS` (groups such as `deu_eng_nld`, families such as `gem`),
+/// the tiny students' `opus-mt_tiny_SRC-TGT` and `opus-tatoeba-SRC-TGT`. The codes are kept
+/// as the name spells them (two letters in the 2020 family, three in the later ones).
 pub fn languages(name: &str) -> Option<(String, String)> {
     let base = name.rsplit('/').next()?;
     let base = base.split('@').next()?;
-    let rest = base.strip_prefix("opus-mt-")?;
+    let rest = ["opus-mt-", "opus-mt_tiny_", "opus-tatoeba-"]
+        .iter()
+        .find_map(|prefix| base.strip_prefix(prefix))?;
     let mut parts = rest.rsplitn(2, '-');
     let target = parts.next()?;
     let source = parts.next()?.rsplit('-').next()?;
@@ -270,7 +276,7 @@ pub fn import(mut files: ModelFiles, options: &Options) -> Result<Imported> {
     let layout = weights::Layout {
         d_model: mapped.model.d_model,
         d_ff: mapped.model.d_ff,
-        n_layers: mapped.model.n_layers,
+        layers: (mapped.model.encoder_depth(), mapped.model.decoder_depth()),
         rows: &order.marian,
         tied: mapped.tied,
     };
@@ -339,6 +345,21 @@ mod tests {
             languages("hf:Helsinki-NLP/opus-mt-en-ROMANCE@main"),
             Some(("en".into(), "ROMANCE".into()))
         );
+        for (name, pair) in [
+            ("Helsinki-NLP/opus-mt_tiny_kor-eng", ("kor", "eng")),
+            ("Helsinki-NLP/opus-mt-tc-base-uk-fi", ("uk", "fi")),
+            (
+                "opus-mt-tc-bible-big-deu_eng_nld-gem",
+                ("deu_eng_nld", "gem"),
+            ),
+            ("Helsinki-NLP/opus-tatoeba-fi-en", ("fi", "en")),
+        ] {
+            assert_eq!(
+                languages(name),
+                Some((pair.0.into(), pair.1.into())),
+                "{name}"
+            );
+        }
         assert_eq!(languages("my-model"), None);
     }
 }

@@ -149,7 +149,9 @@ pub fn import_config(
         ));
     }
     let d_model = usize_field(config, "d_model", 1024)?;
-    let n_layers = same(config, "encoder_layers", "decoder_layers", 12)?;
+    // Marian's students have fewer decoder layers than encoder layers (6 and 2).
+    let n_layers = usize_field(config, "encoder_layers", 12)?;
+    let decoder_layers = usize_field(config, "decoder_layers", 12)?;
     let heads = same(
         config,
         "encoder_attention_heads",
@@ -208,6 +210,7 @@ pub fn import_config(
     let model = ModelConfig {
         vocab_size: vocab + 1,
         n_layers,
+        decoder_layers: (decoder_layers != n_layers).then_some(decoder_layers),
         d_model,
         d_ff,
         n_heads: heads,
@@ -328,6 +331,30 @@ mod tests {
         assert!((73_000_000..76_000_000).contains(&params), "{params}");
     }
 
+    /// opus-mt_tiny_kor-eng's shape: 6 encoder layers, 2 decoder layers.
+    #[test]
+    fn a_student_keeps_its_two_depths() {
+        let mut config = opus_mt_en_de();
+        for (field, value) in [
+            ("decoder_layers", 2),
+            ("d_model", 256),
+            ("encoder_ffn_dim", 1536),
+            ("decoder_ffn_dim", 1536),
+        ] {
+            config.insert(field.into(), value.into());
+        }
+        let m = import_config(&config, None).unwrap().model;
+        assert_eq!((m.encoder_depth(), m.decoder_depth()), (6, 2));
+        // Six encoder layers (attention, FFN, two norms) and two decoder layers (two
+        // attentions, FFN, three norms), counted by hand at d 256, d_ff 1536, biases on.
+        let attention = 4 * 256 * 256 + 4 * 256;
+        let ffn = 2 * 256 * 1536 + 1536 + 256;
+        let encoder = attention + ffn + 2 * 2 * 256;
+        let decoder = 2 * attention + ffn + 3 * 2 * 256;
+        let tables = 58_102 * 256 + 58_102;
+        assert_eq!(m.num_params(), 6 * encoder + 2 * decoder + tables);
+    }
+
     #[test]
     fn what_we_cannot_represent_is_refused_by_field() {
         let cases: &[(&str, Value, &str)] = &[
@@ -336,7 +363,7 @@ mod tests {
                 Value::Bool(false),
                 "share_encoder_decoder_embeddings",
             ),
-            ("decoder_layers", Value::from(3), "decoder_layers"),
+            ("decoder_layers", Value::from(0), "config"),
             ("decoder_ffn_dim", Value::from(1024), "decoder_ffn_dim"),
             ("normalize_before", Value::Bool(true), "normalize_before"),
             (

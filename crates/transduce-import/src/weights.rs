@@ -34,7 +34,8 @@ pub fn stream_permutation(d: usize) -> Vec<usize> {
 pub struct Layout<'a> {
     pub d_model: usize,
     pub d_ff: usize,
-    pub n_layers: usize,
+    /// The encoder's and the decoder's depths.
+    pub layers: (usize, usize),
     /// For each of our vocabulary ids, the Marian id whose rows it takes.
     pub rows: &'a [Option<u32>],
     pub tied: bool,
@@ -125,8 +126,9 @@ impl<'a> Plan<'a> {
             op: Op::OutputBias(bias),
         });
 
-        for stack in ["encoder", "decoder"] {
-            for i in 0..layout.n_layers {
+        let (encoder_layers, decoder_layers) = layout.layers;
+        for (stack, depth) in [("encoder", encoder_layers), ("decoder", decoder_layers)] {
+            for i in 0..depth {
                 let at = |n: &str| format!("{stack}.layers.{i}.{n}");
                 let mut add =
                     |ours: String, marian_name: String, shape: Vec<usize>, op: fn(String) -> Op| {

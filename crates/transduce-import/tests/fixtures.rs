@@ -19,9 +19,10 @@ mod common;
 use common::{fixture, imported_files};
 
 /// The fixtures whose outputs are held to transformers': the 2020 layout (`swish`, `relu`,
-/// `relu-copy`) and the tc layout (`tc`: byte fallback, a joint sorted vocabulary with
-/// `<s>` among its rows and the end id inside it).
-const MODELS: [&str; 4] = ["swish", "relu", "relu-copy", "tc"];
+/// `relu-copy`), a tiny student's depths (`student`: 6 encoder, 2 decoder layers) and the
+/// tc layout (`tc`: byte fallback, a joint sorted vocabulary with `<s>` among its rows and
+/// the end id inside it).
+const MODELS: [&str; 5] = ["swish", "relu", "relu-copy", "student", "tc"];
 
 /// A fixture's Marian ids, from its config.json.
 struct Ids {
@@ -238,7 +239,7 @@ fn generate_outputs_are_equal_on_the_gpu_decoder() {
             return;
         }
     };
-    for model in ["swish", "relu", "tc"] {
+    for model in ["swish", "relu", "student", "tc"] {
         let (bundle, map) = imported(model, WeightDtype::F32);
         let reference = reference(model);
         let on_gpu = transduce_gpu::GpuModel::new(&gpu, bundle.host().unwrap());

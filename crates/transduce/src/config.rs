@@ -53,8 +53,14 @@ impl Activation {
 pub struct ModelConfig {
     /// Size of the shared (source+target) vocabulary.
     pub vocab_size: usize,
-    /// N: identical layers in the encoder and in the decoder.
+    /// N: identical layers in the encoder, and in the decoder unless `decoder_layers`
+    /// says otherwise.
     pub n_layers: usize,
+    /// The decoder's N where it differs from the encoder's: Marian's distilled students
+    /// (6 encoder layers, 2 decoder layers, the shape Firefox Translations ships) spend
+    /// their depth where it is paid once per sentence, not once per output token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decoder_layers: Option<usize>,
     /// d_model: width of every sub-layer output and embedding.
     pub d_model: usize,
     /// d_ff: inner width of the position-wise feed-forward network (§3.3).
@@ -115,6 +121,16 @@ pub struct Table3Row {
 pub const TABLE3_VOCAB: usize = 37_000;
 
 impl ModelConfig {
+    /// The encoder's N (§3.1).
+    pub fn encoder_depth(&self) -> usize {
+        self.n_layers
+    }
+
+    /// The decoder's N (§3.1): the encoder's unless `decoder_layers` is set.
+    pub fn decoder_depth(&self) -> usize {
+        self.decoder_layers.unwrap_or(self.n_layers)
+    }
+
     /// The paper's choices for the fields beyond its hyper-parameters (ReLU, no attention or
     /// output biases, sources without EOS); the presets start from these. Its sizes are
     /// placeholders that every preset overrides.
@@ -122,6 +138,7 @@ impl ModelConfig {
         ModelConfig {
             vocab_size: 0,
             n_layers: 0,
+            decoder_layers: None,
             d_model: 0,
             d_ff: 0,
             n_heads: 0,
@@ -289,8 +306,25 @@ impl ModelConfig {
         }
     }
 
+    /// A distilled student in the shape Firefox Translations ships and OPUS-MT's
+    /// `opus-mt_tiny_*` models have: 6 encoder layers but 2 decoder layers (the decoder runs
+    /// once per output token, the encoder once per sentence), d_model 256, d_ff 1536, 8
+    /// heads.
+    pub fn student() -> Self {
+        ModelConfig {
+            n_layers: 6,
+            decoder_layers: Some(2),
+            d_model: 256,
+            d_ff: 1536,
+            n_heads: 8,
+            d_k: 32,
+            d_v: 32,
+            ..Self::small()
+        }
+    }
+
     /// Looks a preset up by name: `base`, `big`, `parsing`, `tiny`, `mini`, `compact`,
-    /// `small`, or a Table 3 row such as `A1`, `B2`, `C7`, `D3`, `E`.
+    /// `small`, `student`, or a Table 3 row such as `A1`, `B2`, `C7`, `D3`, `E`.
     pub fn preset(name: &str) -> Result<Self> {
         match name {
             "base" => Ok(Self::base()),
@@ -300,6 +334,7 @@ impl ModelConfig {
             "mini" => Ok(Self::mini()),
             "compact" => Ok(Self::compact()),
             "small" => Ok(Self::small()),
+            "student" => Ok(Self::student()),
             other => table3()
                 .into_iter()
                 .find(|row| row.name.eq_ignore_ascii_case(other))
@@ -338,6 +373,7 @@ impl ModelConfig {
         let positive = [
             ("vocab_size", self.vocab_size),
             ("n_layers", self.n_layers),
+            ("decoder_layers", self.decoder_depth()),
             ("d_model", self.d_model),
             ("d_ff", self.d_ff),
             ("n_heads", self.n_heads),
@@ -422,7 +458,10 @@ impl ModelConfig {
             Positional::Sinusoid => 0,
             Positional::Learned => mul(mul(2, self.max_len)?, d)?,
         };
-        let layers = mul(self.n_layers, add(encoder_layer, decoder_layer)?)?;
+        let layers = add(
+            mul(self.n_layers, encoder_layer)?,
+            mul(self.decoder_depth(), decoder_layer)?,
+        )?;
         let output_bias = if self.output_bias { self.vocab_size } else { 0 };
         add(add(add(layers, embeddings)?, positions)?, output_bias)
     }
@@ -430,10 +469,12 @@ impl ModelConfig {
 
 /// Every preset name [`ModelConfig::preset`] accepts.
 pub fn preset_names() -> Vec<String> {
-    let mut names: Vec<String> = ["base", "big", "parsing", "tiny", "mini", "compact", "small"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+    let mut names: Vec<String> = [
+        "base", "big", "parsing", "tiny", "mini", "compact", "small", "student",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
     names.extend(table3().into_iter().map(|row| row.name.to_string()));
     names
 }
@@ -637,6 +678,32 @@ pub fn table3_report() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Configs written before `decoder_layers` existed load with equal depths, and configs
+    /// of equal depths are written as before, so old bundles and new ones agree byte for byte.
+    #[test]
+    fn equal_depths_need_no_decoder_layers_field() {
+        let small = ModelConfig::small();
+        let json = serde_json::to_string(&small).unwrap();
+        assert!(!json.contains("decoder_layers"), "{json}");
+        let back: ModelConfig = serde_json::from_str(&json).unwrap();
+        assert_eq!((back.encoder_depth(), back.decoder_depth()), (3, 3));
+        let student = ModelConfig::student();
+        let json = serde_json::to_string(&student).unwrap();
+        assert!(json.contains("\"decoder_layers\":2"), "{json}");
+        let back: ModelConfig = serde_json::from_str(&json).unwrap();
+        assert_eq!((back.encoder_depth(), back.decoder_depth()), (6, 2));
+        let none = ModelConfig {
+            decoder_layers: Some(0),
+            ..student
+        };
+        assert!(
+            none.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("decoder_layers")
+        );
+    }
 
     #[test]
     fn presets_validate_and_round_trip_through_json() {

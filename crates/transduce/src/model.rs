@@ -205,7 +205,7 @@ impl Transformer {
                     .collect(),
             },
             decoder: Decoder {
-                layers: (0..config.n_layers)
+                layers: (0..config.decoder_depth())
                     .map(|_| DecoderLayer::new(config, device))
                     .collect(),
             },

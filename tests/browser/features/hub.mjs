@@ -124,6 +124,21 @@ export const onCpu = step(name, async ({ b }) => {
       hub = await startHub({ port: hubPort });
     }
   }, { needsTestServer: true });
+
+  await test("hub: tc-big's layout and a tiny student's open by their family names in the page and translate as transformers", async () => {
+    for (const [name, fixture] of [["Helsinki-NLP/opus-mt-tc-big-en-de", "tc"], ["Helsinki-NLP/opus-mt_tiny_eng-deu", "student"]]) {
+      const ref = JSON.parse(await readFile(join(repo, `tests/fixtures/marian/${fixture}/reference.json`), "utf8"));
+      const cases = ref.generate.slice(0, 8);
+      const page = await openPage(b.context, `backend=cpu&model=${encodeURIComponent(`hf:${name}`)}&hub=${encodeURIComponent(hubUrl())}`);
+      await waitReady(page, "cpu");
+      const texts = cases.map((c) => c.text);
+      const beam = await translateAll(page, texts, 4);
+      same(beam, cases.map((c) => c.beam4.text), `${name}, beam 4`);
+      same(await translateAll(page, texts, 1), cases.map((c) => c.greedy.text), `${name}, greedy`);
+      console.log(`    ${name}: ${JSON.stringify(texts[0])} → ${JSON.stringify(beam[0])}`);
+      await page.close();
+    }
+  }, { needsTestServer: true });
 }, { ownPage: true });
 
 /** The same on WebGPU (SwiftShader): the GPU decoder multiplies in f32 (native --compute f32). */

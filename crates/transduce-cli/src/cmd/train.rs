@@ -30,7 +30,8 @@ pub struct TrainCmd {
     /// Run folder: checkpoints, metrics.jsonl, run.json.
     #[arg(long)]
     pub out: PathBuf,
-    /// Model preset: base, big, parsing, tiny, mini, compact, small, or a Table 3 row (A1 … E).
+    /// Model preset: base, big, parsing, tiny, mini, compact, small, student (6 encoder and 2
+    /// decoder layers, d_model 256), or a Table 3 row (A1 … E).
     /// Default: --init's architecture where it records one, else base.
     #[arg(long)]
     pub preset: Option<String>,
@@ -111,6 +112,10 @@ pub struct TrainCmd {
     /// Label smoothing ε_ls (default: the preset's).
     #[arg(long, value_parser = options::probability)]
     pub label_smoothing: Option<f64>,
+    /// The decoder's depth where it differs from the encoder's (default: the preset's): a
+    /// shallow decoder, as distilled students have, decodes faster at the same encoder.
+    #[arg(long)]
+    pub decoder_layers: Option<usize>,
     /// Parsing, beyond the paper: add to each decoder input the encoder state of the word
     /// the next XX slot fills (word focus), so long sentences keep their alignment.
     #[arg(long)]
@@ -508,6 +513,9 @@ fn model_config(cmd: &TrainCmd, vocab: usize, init: Option<ModelConfig>) -> Resu
     }
     if let Some(e) = cmd.label_smoothing {
         config.label_smoothing = e;
+    }
+    if let Some(n) = cmd.decoder_layers {
+        config.decoder_layers = (n != config.n_layers).then_some(n);
     }
     if cmd.word_focus {
         config.word_focus = true;

@@ -188,32 +188,38 @@ fn a_model_by_name_is_the_folders_import_and_loads_again_with_the_hub_stopped() 
     );
 }
 
-/// A model of the family OPUS-MT has published since 2021 (tc-big's name; the tc fixture's
-/// byte-fallback, joint sorted vocabulary) by name: the languages from the name, the
-/// translations transformers'.
+/// The families OPUS-MT has published since 2021 by their names: tc-big's (the tc
+/// fixture's byte-fallback, joint sorted vocabulary) and a tiny student's (6 encoder and 2
+/// decoder layers, three-letter codes). The languages come from the name, the
+/// translations are transformers'.
 #[test]
-fn a_tc_family_model_by_name_translates_as_transformers() {
+fn later_families_by_name_translate_as_transformers() {
     let tmp = tempfile::tempdir().unwrap();
     let hub = Hub::start();
-    let out = tmp.path().join("tc-big");
-    let (ok, said) = import(
-        &tmp.path().join("cache"),
-        &[
-            "hf:Helsinki-NLP/opus-mt-tc-big-en-de",
-            "--hub",
-            &hub.url,
-            "--out",
-            s(&out),
-        ],
-    );
-    assert!(ok, "{said}");
-    let config: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(out.join("config.json")).unwrap()).unwrap();
-    assert!(
-        config["task"]["source"] == "en" && config["task"]["target"] == "de",
-        "{config}"
-    );
-    crate::import::assert_translates_as_transformers(&out, "tc", tmp.path());
+    for (name, fixture, (source, target)) in [
+        ("opus-mt-tc-big-en-de", "tc", ("en", "de")),
+        ("opus-mt_tiny_eng-deu", "student", ("eng", "deu")),
+    ] {
+        let out = tmp.path().join(fixture);
+        let (ok, said) = import(
+            &tmp.path().join("cache"),
+            &[
+                &format!("hf:Helsinki-NLP/{name}"),
+                "--hub",
+                &hub.url,
+                "--out",
+                s(&out),
+            ],
+        );
+        assert!(ok, "{name}: {said}");
+        let config: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(out.join("config.json")).unwrap()).unwrap();
+        assert!(
+            config["task"]["source"] == source && config["task"]["target"] == target,
+            "{name}: {config}"
+        );
+        crate::import::assert_translates_as_transformers(&out, fixture, tmp.path());
+    }
 }
 
 #[test]

@@ -56,8 +56,9 @@ pub(crate) fn assert_translates_as_transformers(bundle: &Path, model: &str, tmp:
 #[test]
 fn a_marian_folder_translates_as_transformers_after_import() {
     let tmp = tempfile::tempdir().unwrap();
-    // tc: byte fallback and a joint sorted vocabulary, `<s>` among its rows.
-    for model in ["swish", "relu", "tc"] {
+    // tc: byte fallback and a joint sorted vocabulary, `<s>` among its rows; student: 6
+    // encoder and 2 decoder layers.
+    for model in ["swish", "relu", "student", "tc"] {
         let out = tmp.path().join(format!("{model}-bundle"));
         let said = import(
             &marian_fixture(model),

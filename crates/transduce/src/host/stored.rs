@@ -114,8 +114,11 @@ impl HostModel {
         if !config.share_embeddings {
             linears.extend(["src_embedding.weight".into(), "output.weight".into()]);
         }
-        for stack in ["encoder", "decoder"] {
-            for i in 0..config.n_layers {
+        for (stack, depth) in [
+            ("encoder", config.encoder_depth()),
+            ("decoder", config.decoder_depth()),
+        ] {
+            for i in 0..depth {
                 linears.extend(
                     ["self_attn.q", "self_attn.k", "ffn.fc1"]
                         .map(|l| format!("{stack}.layers.{i}.{l}.weight")),
@@ -171,7 +174,7 @@ impl HostModel {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        let decoder = (0..config.n_layers)
+        let decoder = (0..config.decoder_depth())
             .map(|i| {
                 let at = |part: &str| format!("decoder.layers.{i}.{part}");
                 let c = r.config;

@@ -28,11 +28,20 @@ fn model(config: ModelConfig, seed: u64) -> Transformer {
 }
 
 /// The tiny preset and its variants (Table 3 row E's learned positions, untied
-/// embeddings, and an imported Marian model's: swish, attention and output biases, sources
-/// closed by EOS), each with a vocabulary of 40.
+/// embeddings, an imported Marian model's: swish, attention and output biases, sources
+/// closed by EOS, and a student's unequal depths), each with a vocabulary of 40.
 fn variants() -> Vec<ModelConfig> {
     let tiny = ModelConfig::tiny().with_vocab(40);
     vec![
+        ModelConfig {
+            n_layers: 3,
+            decoder_layers: Some(1),
+            activation: Activation::Swish,
+            attention_bias: true,
+            output_bias: true,
+            source_eos: true,
+            ..tiny.clone()
+        },
         ModelConfig {
             activation: Activation::Swish,
             attention_bias: true,
