@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU decoder's measurements for a lent GPU, in one call (issue 65): the loop-bounding
+# The GPU decoder's measurements for a lent GPU, in one call: the loop-bounding
 # switch first, then the per-kernel table, then sentences/s against the host decoder.
 # Writes each table to OUT (default: $OUT, else ./decoder-gpu) and prints them.
 #

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU decoder against the host decoder on a real corpus: translates the first LINES
 # lines of INPUT with BUNDLE on `--backend cpu` and `--backend wgpu`, greedy and beam 4, and
-# counts identical output lines (issue 34 asks for ≥ 99%; the figures in docs/BENCHMARKS.md
+# counts identical output lines (the goal is ≥ 99%; the figures in docs/BENCHMARKS.md
 # "The GPU decoder" were 100%). Prints the differing lines; exits 1 below 99%.
 #
 #   scripts/gpu-agreement.sh web/models/en-de ../shared/data/multi30k/test2016.en.gz [1000] [BIN]

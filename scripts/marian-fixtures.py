@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Builds the Hugging Face Marian (OPUS-MT) reference fixtures of issue 76 in
+"""Builds the Hugging Face Marian (OPUS-MT) reference fixtures in
 tests/fixtures/marian/: what `transduce import` and its tests are held to. Run once by
 hand, never in CI (CI has no Python or torch; the outputs are committed).
 

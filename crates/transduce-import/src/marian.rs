@@ -152,6 +152,14 @@ pub fn import_config(
     // Marian's students have fewer decoder layers than encoder layers (6 and 2).
     let n_layers = usize_field(config, "encoder_layers", 12)?;
     let decoder_layers = usize_field(config, "decoder_layers", 12)?;
+    for (field, depth) in [
+        ("encoder_layers", n_layers),
+        ("decoder_layers", decoder_layers),
+    ] {
+        if depth == 0 {
+            return Err(Refusal::new(field, "0: a stack needs at least one layer"));
+        }
+    }
     let heads = same(
         config,
         "encoder_attention_heads",
@@ -363,7 +371,7 @@ mod tests {
                 Value::Bool(false),
                 "share_encoder_decoder_embeddings",
             ),
-            ("decoder_layers", Value::from(0), "config"),
+            ("decoder_layers", Value::from(0), "decoder_layers"),
             ("decoder_ffn_dim", Value::from(1024), "decoder_ffn_dim"),
             ("normalize_before", Value::Bool(true), "normalize_before"),
             (

@@ -1,5 +1,5 @@
 //! Spearman's rank correlation: how well our rows' order agrees with the paper's, the
-//! measure issue 77 sets for Table 3 (ρ of dev perplexity across rows), since a reduced
+//! measure the project holds Table 3 to (ρ of dev perplexity across rows), since a reduced
 //! scale shifts every perplexity but should keep their order.
 
 /// Ranks from 1, ties sharing the mean of the ranks they span (so that 4.92 and 4.92 in

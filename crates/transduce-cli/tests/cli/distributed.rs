@@ -1,4 +1,4 @@
-//! Data-parallel ranks (issue 78): N ranks on the CPU backend train as one process
+//! Data-parallel ranks: N ranks on the CPU backend train as one process
 //! accumulating N batches (`--accum N`), whether `train --nproc-per-node N` starts them
 //! (they meet over TCP) or `mpirun` does (MPI). The MPI cases are skipped, with the reason,
 //! where Open MPI's `mpirun` is missing.

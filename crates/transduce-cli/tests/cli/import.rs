@@ -153,7 +153,7 @@ fn what_cannot_be_represented_is_refused_by_file_and_field() {
             "share_encoder_decoder_embeddings",
             Value::Bool(false),
         ),
-        ("config.json", "decoder_layers", Value::from(3)),
+        ("config.json", "decoder_layers", Value::from(0)),
         ("config.json", "decoder_attention_heads", Value::from(2)),
         ("config.json", "normalize_before", Value::Bool(true)),
         ("config.json", "layernorm_embedding", Value::Bool(true)),
