@@ -8,6 +8,21 @@ use transduce::BundleConfig;
 pub struct Header {
     /// `license:` (an SPDX-like id, e.g. `cc-by-4.0`, `apache-2.0`).
     pub licence: Option<String>,
+    /// `language:` in the order the card lists them (a scalar, `[en, de]`, or a block of
+    /// `- en` lines).
+    pub languages: Vec<String>,
+}
+
+impl Header {
+    /// A translation model's source and target where the card lists exactly two languages:
+    /// Helsinki-NLP's cards, and the fine-tuned models published from them, list the
+    /// source first.
+    pub fn pair(&self) -> Option<(String, String)> {
+        match self.languages.as_slice() {
+            [source, target] if source != target => Some((source.clone(), target.clone())),
+            _ => None,
+        }
+    }
 }
 
 /// Reads the YAML header (between a first line `---` and the next `---`): only the plain
@@ -18,14 +33,36 @@ pub fn header(readme: &str) -> Header {
         return Header::default();
     }
     let mut header = Header::default();
+    let unquote = |v: &str| v.trim().trim_matches(|c| c == '"' || c == '\'').to_string();
+    // Inside `language:`'s block of `- xx` lines.
+    let mut in_languages = false;
     for line in lines {
         if line.trim() == "---" {
             break;
         }
+        if in_languages {
+            if let Some(item) = line.trim_start().strip_prefix("- ") {
+                header.languages.push(unquote(item));
+                continue;
+            }
+            in_languages = false;
+        }
         if let Some((key, value)) = line.split_once(':') {
-            let value = value.trim().trim_matches(|c| c == '"' || c == '\'');
-            if matches!(key.trim(), "license" | "licence") && !value.is_empty() {
-                header.licence = Some(value.to_string());
+            let value = unquote(value);
+            match key.trim() {
+                "license" | "licence" if !value.is_empty() => header.licence = Some(value),
+                "language" => match value.strip_prefix('[').and_then(|v| v.strip_suffix(']')) {
+                    Some(list) => {
+                        header.languages = list
+                            .split(',')
+                            .map(unquote)
+                            .filter(|l| !l.is_empty())
+                            .collect();
+                    }
+                    None if value.is_empty() => in_languages = true,
+                    None => header.languages = vec![value],
+                },
+                _ => {}
             }
         }
     }
@@ -114,5 +151,21 @@ mod tests {
                 .as_deref(),
             Some("apache-2.0")
         );
+    }
+
+    /// The three ways a card's YAML header spells `language:`; two languages make a pair,
+    /// source first, any other count none.
+    #[test]
+    fn reads_the_languages_of_a_card() {
+        let block = "---\nlanguage:\n- en\n- de\ntags:\n- translation\nlicense: cc-by-4.0\n---\n";
+        assert_eq!(header(block).languages, ["en", "de"]);
+        assert_eq!(header(block).pair(), Some(("en".into(), "de".into())));
+        let inline = "---\nlanguage: [\"fi\", sv]\n---\n";
+        assert_eq!(header(inline).pair(), Some(("fi".into(), "sv".into())));
+        assert_eq!(header("---\nlanguage: en\n---\n").pair(), None);
+        let many = "---\nlanguage:\n  - en\n  - fr\n  - nl\n---\n";
+        assert_eq!(header(many).languages, ["en", "fr", "nl"]);
+        assert_eq!(header(many).pair(), None);
+        assert_eq!(header("---\nlanguage: [en, en]\n---\n").pair(), None);
     }
 }

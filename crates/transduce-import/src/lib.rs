@@ -218,15 +218,28 @@ pub fn import(mut files: ModelFiles, options: &Options) -> Result<Imported> {
             })?
         }
     };
+    // The caller's, else the name's (Helsinki-NLP's families), else the card's two
+    // languages (a fine-tuned model published under its author's own name).
     let (source, target) = match (&options.source, &options.target) {
         (Some(s), Some(t)) => (s.clone(), t.clone()),
-        _ => languages(&name).ok_or_else(|| {
-            Error::new(
-                ErrorCode::NoLanguages,
-                None,
-                format!("cannot tell the languages from the name {name:?}: name the source and target languages"),
-            )
-        })?,
+        _ => languages(&name)
+            .or_else(|| {
+                let text = files
+                    .get(README)
+                    .map(|b| String::from_utf8_lossy(b).into_owned());
+                card::header(&text.unwrap_or_default()).pair()
+            })
+            .ok_or_else(|| {
+                Error::new(
+                    ErrorCode::NoLanguages,
+                    None,
+                    format!(
+                        "cannot tell the languages from the name {name:?} or from README.md's \
+                         `language:` (two languages, source first): name the source and \
+                         target languages"
+                    ),
+                )
+            })?,
     };
 
     let vocab = vocab::parse_vocab(files.need(VOCAB)?).map_err(|e| Error::corrupt(VOCAB, e))?;

@@ -59,6 +59,33 @@ fn pytorch_checkpoints_give_the_same_bundle_as_safetensors() {
     }
 }
 
+/// A Marian model published under its author's own name: the languages come from its card
+/// (two languages, source first), and without them it is one error that says what to pass.
+#[test]
+fn a_model_under_any_name_takes_its_languages_from_the_card() {
+    let named = |name: &str| transduce_import::Options {
+        name: Some(name.into()),
+        source: None,
+        target: None,
+        ..options(WeightDtype::Int8)
+    };
+    // The fixture's card lists `language: - en - de`.
+    let imported = import(files("swish"), &named("someone/my-legal-finetune")).unwrap();
+    let config: serde_json::Value = serde_json::from_slice(&imported.files.config).unwrap();
+    assert!(
+        config["task"]["source"] == "en" && config["task"]["target"] == "de",
+        "{config}"
+    );
+    let mut one_language = files("swish");
+    one_language.insert(
+        "README.md",
+        b"---\nlanguage: en\nlicense: cc-by-4.0\n---\n".to_vec(),
+    );
+    let e = import(one_language, &named("someone/my-legal-finetune")).unwrap_err();
+    assert_eq!(e.code, ErrorCode::NoLanguages);
+    assert!(e.message.contains("language:"), "{e}");
+}
+
 #[test]
 fn each_bad_file_is_one_error_naming_it() {
     let mut no_vocab = files("swish");
