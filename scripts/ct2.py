@@ -63,6 +63,8 @@ peak resident memory; `pick` writes sentences of one source length for it
     python scripts/ct2.py table --bin $T \\
         --model en-de,web/models/en-de,/tmp/m30k-ct2,test2016.en.gz,8,50 \\
         --model opus-size,opus-int8,opus-ct2,short8.en,4,1
+`--isa avx2` forces both engines onto AVX2 (CTranslate2's oneDNN and MKL products too), to
+measure the AVX2 paths on a CPU that has AVX-512.
 """
 import argparse
 import gzip
@@ -83,6 +85,14 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
+
+# What forces each engine onto one instruction set. CT2_FORCE_CPU_ISA moves CTranslate2's
+# own kernels only: its int8 products run in oneDNN (MKL on Intel CPUs), which dispatch by
+# themselves and stay on AVX-512 VNNI unless told otherwise (ONEDNN_VERBOSE=1 shows it).
+ISA_ENV = {
+    "avx2": {"TRANSDUCE_CPU_ISA": "avx2", "CT2_FORCE_CPU_ISA": "AVX2",
+             "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"},
+}
 
 DEFAULT_BIN = "/root/.cache/transduce-target/debug/transduce"
 PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
@@ -745,7 +755,16 @@ def main():
     p.add_argument("--compute-type", default="int8", choices=["float32", "int8"])
     p.add_argument("--rounds", type=int, default=3)
     p.set_defaults(run=cmd_table)
+    for p in (sub.choices["check"], sub.choices["race"], sub.choices["table"]):
+        p.add_argument("--isa", choices=sorted(ISA_ENV),
+                       help="force both engines onto this instruction set, CT2's matrix "
+                            "products (oneDNN, MKL) included: measures the AVX2 paths on a "
+                            "CPU that has AVX-512")
     args = ap.parse_args()
+    if getattr(args, "isa", None):
+        # Before ctranslate2 is imported: oneDNN and MKL read theirs once, at load. The
+        # races run as subprocesses and inherit it.
+        os.environ.update(ISA_ENV[args.isa])
     args.run(args)
 
 

@@ -26,6 +26,11 @@ What it writes (tests/fixtures/marian/README.md describes every file):
   ReLU model (as tc-big) trained to copy; with its own tokenization.json (source strings,
   and decoding of byte pieces, invalid sequences included, by MarianTokenizer) and
   reference.json. `--tc` writes only this folder.
+- bible/: a model of many targets, as opus-mt-tc-bible-*: the 2020 fixtures' tokenizer
+  and vocabulary (`>>deu<<`, `>>nld<<` among its rows), a ReLU model trained to copy its
+  source's pieces after `>>deu<<` and to reverse them after `>>nld<<`, its card naming en,
+  de and nl; `generate` outputs for sentences under each token. `--bible` writes only this
+  folder.
 With --opus-size DIR it writes, instead, a random model with opus-mt-en-de's shapes (d 512,
 6+6 layers, 8 heads, FFN 2048, vocab 58,101, swish, tied) to DIR, for benchmarks (not
 committed).
@@ -202,7 +207,10 @@ def write_folder(model, tok, folder, name, activation, task, steps):
     folder.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(folder, safe_serialization=True)
     tok.save_pretrained(folder)
-    if task is None:
+    if task == "bible":
+        what = (f"A tiny random MarianMTModel ({activation}), trained {steps} steps to copy its source's pieces "
+                f"after >>deu<< and to reverse them after >>nld<<")
+    elif task is None:
         what = f"A random, untrained MarianMTModel with opus-mt-en-de's shapes ({activation})"
     else:
         what = f"A tiny random MarianMTModel ({activation}), trained {steps} steps to {task} its source's pieces"
@@ -215,9 +223,25 @@ def task_target(ids, task):
     return (body if task == "copy" else body[::-1]) + [ids[-1]]
 
 
+# The multi-target fixture's tasks, one per target token: what the token asks for must
+# change the output, or a test could not tell that the token reached the model.
+BIBLE_TASKS = {">>deu<<": "copy", ">>nld<<": "reverse"}
+
+
+def bible_target(ids, tok):
+    """A bible/ source (`>>xxx<<` token first, then pieces and </s>): its pieces copied or
+    reversed as its token asks, then </s>."""
+    task = BIBLE_TASKS[tok.convert_ids_to_tokens(ids[0])]
+    return task_target(ids[1:], task)
+
+
 def train(model, tok, sentences, task, steps, seed, lr=3e-3):
     rng = random.Random(seed)
     pad = model.config.pad_token_id
+    if task == "bible":
+        # Every sentence under each target token: the model must read the token to know
+        # which output is wanted.
+        sentences = [f"{code} {s}" for s in sentences for code in BIBLE_TASKS]
     data = [tok(s)["input_ids"] for s in sentences]
     data = [ids for ids in data if 3 <= len(ids) <= 24]
     opt = torch.optim.Adam(model.parameters(), lr=lr)
@@ -231,7 +255,8 @@ def train(model, tok, sentences, task, steps, seed, lr=3e-3):
         for i, ids in enumerate(batch):
             inputs[i, : len(ids)] = torch.tensor(ids)
             mask[i, : len(ids)] = 1
-            labels[i, : len(ids)] = torch.tensor(task_target(ids, task))
+            target = bible_target(ids, tok) if task == "bible" else task_target(ids, task)
+            labels[i, : len(target)] = torch.tensor(target)
         loss = model(input_ids=inputs, attention_mask=mask, labels=labels).loss
         opt.zero_grad()
         loss.backward()
@@ -492,6 +517,8 @@ def main():
     ap.add_argument("--tc", action="store_true", help="write only tc/ (byte fallback, joint sorted vocabulary)")
     ap.add_argument("--student", action="store_true",
                     help="write only student/ (6 encoder layers, 2 decoder layers, as opus-mt_tiny_*)")
+    ap.add_argument("--bible", action="store_true",
+                    help="write only bible/ (one model, two targets chosen by >>deu<< / >>nld<<, as opus-mt-tc-bible-*)")
     ap.add_argument("--opus-size", type=Path, metavar="DIR", help="write only the opus-mt-en-de-shaped random model to DIR")
     ap.add_argument("--pytorch-bins", action="store_true",
                     help="write only relu's state dict in torch.save's two forms: relu.pytorch_model.bin "
@@ -520,6 +547,9 @@ def main():
         return
     if args.tc:
         build_tc(out / "tc", en, de, args)
+        return
+    if args.bible:
+        build_bible(out / "bible", en, args)
         return
     if args.student:
         # The 2020 fixtures' tokenizer and vocabulary; the tiny students' depths.
@@ -695,6 +725,41 @@ def build_tc(folder, en, de, args):
                     "pad": pad, "eos": eos, "unk": unk, "s_row": s_row}
     dump(ref, folder / "reference.json")
     print(f"wrote {folder}: vocabulary {len(vocab)}, </s> {eos}, <s> {s_row}, <unk> {unk}, <pad> {pad}")
+
+
+def build_bible(folder, en, args):
+    """The bible/ fixture: see the module's docstring."""
+    spm_dir = args.out / "swish"
+    vocab = json.loads((spm_dir / "vocab.json").read_text())
+    tok = MarianTokenizer(str(spm_dir / "source.spm"), str(spm_dir / "target.spm"), str(spm_dir / "vocab.json"),
+                          source_lang="en", target_lang="de")
+    en_test = lines(args.data, "test.en.gz")
+    de_test = lines(args.data, "test.de.gz")
+    pick = random.Random(SEED + 50)
+    test_idx = pick.sample(range(len(en_test)), 1000)
+    pool = [en_test[i] for i in test_idx[:400] if 4 <= len(en_test[i].split()) <= 9]
+    # Each sentence under both tokens, one after the other: the same source asks for two
+    # outputs.
+    gen_candidates = [f"{code} {s}" for s in pool for code in BIBLE_TASKS]
+    forced_pairs = [(f">>deu<< {en_test[i]}", de_test[i]) for i in test_idx[400:] if len(de_test[i].split()) <= 4][:4]
+    write_model_folder(
+        folder, vocab, spm_dir, "relu", 32, 2, 4, 64, 64, "bible", "bible", en,
+        # Two tasks: twice the steps of a one-task fixture.
+        tok=tok, steps=2 * args.steps, seed=SEED + 51, gen=(gen_candidates, forced_pairs),
+    )
+    card = (folder / "README.md").read_text().replace("- de\n", "- de\n- nl\n", 1)
+    (folder / "README.md").write_text(card)
+    ref = json.loads((folder / "reference.json").read_text())
+    for rec in ref["generate"]:
+        code = rec["text"].split()[0]
+        body = tok(rec["text"])["input_ids"]
+        want = bible_target(body, tok)
+        rec["task"] = BIBLE_TASKS[code]
+        # The output without its decoder start.
+        rec["greedy_does_task"] = rec["greedy"]["ids"][1:] == want
+    dump(ref, folder / "reference.json")
+    print(f"wrote {folder}: greedy does what its token asks in "
+          f"{sum(r['greedy_does_task'] for r in ref['generate'])} of {len(ref['generate'])}")
 
 
 def byte_pieces_in(vocab):

@@ -78,6 +78,9 @@ function catalog(opusSize) {
   add("Helsinki-NLP/opus-mt-tc-big-en-de", folderFiles(join(fixtures, "tc")));
   // A tiny student's depths (6 encoder, 2 decoder layers), under that family's name.
   add("Helsinki-NLP/opus-mt_tiny_eng-deu", folderFiles(join(fixtures, "student")));
+  // A model of many targets under the tc-bible family's name: >>deu<< and >>nld<< ask for
+  // different outputs.
+  add("Helsinki-NLP/opus-mt-tc-bible-big-en-deu_nld", folderFiles(join(fixtures, "bible")));
   const card = readFileSync(join(swish, "README.md"), "utf8");
   add("Helsinki-NLP/opus-mt-en-ROMANCE", folderFiles(swish, {
     replace: { "README.md": `${card}\n* target languages: fr, nl\n* a sentence-initial language token is required in the form of \`>>id<<\` (id = valid target language ID), e.g. \`>>fra<<\`, \`>>nld<<\`\n` },

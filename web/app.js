@@ -335,9 +335,12 @@ async function translate() {
   delete $("target").dataset.done;
   $("time").textContent = "translating…";
   try {
+    // ?to=nld: the target of a model of many targets (its >>nld<< token).
+    const to = params.get("to") ?? undefined;
     const result = await engine.translate($("source").value, {
       beam: Number($("beam").value),
       alpha: Number($("alpha").value),
+      ...(to ? { to } : {}),
       onPartial: ({ text, index, count }) => {
         $("target").textContent = text;
         $("time").textContent = `sentence ${index + 1} of ${count}…`;

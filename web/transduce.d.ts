@@ -218,6 +218,8 @@ export class Transduce {
     cached?: boolean;
   };
   readonly config: any;
+  /** A model of many targets: its target-language codes (`[">>deu<<", ">>nld<<"]`); else []. */
+  readonly languageTokens: string[];
   readonly task: "translate" | "parse";
   /** The reverse model loaded with `channel`: its config.json and the weight in use. */
   readonly channel?: { config: any; weight: number };
@@ -236,6 +238,13 @@ export class Transduce {
     options?: DecodeOptions & {
       /** Rerank with the reverse model (default: true when one was loaded). */
       channel?: boolean;
+      /**
+       * A model of many targets: the target's code (e.g. "nld"), put before every sentence
+       * as `>>nld<<`. An error names the codes the model has (see `languageTokens`).
+       */
+      to?: string;
+      /** Text put before every sentence (e.g. ">>nld<< "); not with `to`. */
+      prefix?: string;
       onPartial?: (p: { index: number; count: number; sentence: SentenceTranslation; text: string }) => void;
     },
   ): Promise<TranslateResult>;

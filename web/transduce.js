@@ -125,6 +125,11 @@ export class Transduce {
   get hub() { return this.#info.hub; }
   /** The bundle's config.json: task, model, decoding defaults, metrics, provenance. */
   get config() { return this.#info.config; }
+  /**
+   * The target-language codes of a model of many targets (`[">>deu<<", ">>nld<<"]`,
+   * sorted), each chosen with translate's `to` ("nld"); empty for a model of one.
+   */
+  get languageTokens() { return this.#info.languageTokens ?? []; }
   /** "translate" or "parse". */
   get task() { return this.#info.config.task.kind; }
   /** The reverse model loaded with options.channel: { config, weight }, or undefined. */
@@ -180,7 +185,9 @@ export class Transduce {
    * Translates text of any length: it is split into sentences, translated one by one, and
    * each finished sentence is passed to `options.onPartial({ index, count, sentence, text })`.
    * options: { beam, alpha, maxExtra } (defaults: the bundle's, §6.1: 4, 0.6, 50), and
-   * channel (default: true when loaded with options.channel; false decodes without it).
+   * channel (default: true when loaded with options.channel; false decodes without it),
+   * to (a model of many targets: the target's code, e.g. "nld", put first as `>>nld<<`;
+   * see languageTokens) or prefix (text put before every sentence, e.g. ">>nld<< ").
    * Resolves to { text, sentences: [{ source, target, sourceTokens, targetTokens,
    * sourceIds, targetIds }], channel, ms, backend, device, why }.
    */

@@ -244,6 +244,7 @@ const OPS = {
       threads: choice.backend === "cpu" ? { ...threading } : { threads: 1, reason: "one thread: the WebGPU module's CPU path" },
       calibration,
       config: engine.config,
+      languageTokens: engine.languageTokens,
       channel: channel ? { config: channel.engine.config, weight: channel.weight } : undefined,
       hub,
     };
@@ -341,9 +342,12 @@ const OPS = {
     // `channel` (default: on when a reverse model was loaded) is the worker's option.
     // `prefix` (a target token such as ">>fra<< " for a model of many targets) goes before
     // every sentence, as such models' cards ask.
-    const { channel: check = !!channel, prefix = "", ...decode } = options ?? {};
+    // `to` names that target by its code instead (">>nld<< " for to: "nld"), checked
+    // against the codes the model's vocabulary holds.
+    const { channel: check = !!channel, prefix: given = "", to, ...decode } = options ?? {};
     if (typeof check !== "boolean") throw new Error(`options.channel must be true or false, not ${typeof check}`);
-    if (typeof prefix !== "string") throw new Error(`options.prefix must be text, not ${typeof prefix}`);
+    if (typeof given !== "string") throw new Error(`options.prefix must be text, not ${typeof given}`);
+    const prefix = to === undefined ? given : targetPrefix(model, to, given);
     if (check && !channel) throw new Error("options.channel: no reverse model was loaded (load() with options.channel)");
     model.checkRequest(text, decode);
     const started = performance.now();
@@ -668,6 +672,19 @@ async function measure(model, requestSizes) {
 function route(model, n) {
   if (!policy || model.gpuFault) return;
   model.useBackend(policy.gpuFrom !== null && n >= policy.gpuFrom ? "webgpu" : "cpu");
+}
+
+/** The prefix `options.to` asks for: its code (`>>nld<< ` for "nld"), if the model has it. */
+function targetPrefix(model, to, given) {
+  if (typeof to !== "string" || !to.trim()) throw new Error(`options.to must be a language code such as "nld", not ${JSON.stringify(to)}`);
+  if (given) throw new Error("options.to and options.prefix both name a target: give one");
+  const token = `>>${to.trim()}<<`;
+  const tokens = model.languageTokens;
+  if (!tokens.includes(token)) {
+    const has = tokens.length ? `it has ${tokens.join(" ")}` : "it has none: it translates into one language, so leave options.to out";
+    throw new Error(`options.to ${JSON.stringify(to)}: the model has no target-language token ${token}; ${has}`);
+  }
+  return `${token} `;
 }
 
 /** Where a request ran, and why (for the badge). */

@@ -21,8 +21,9 @@ use common::{fixture, imported_files};
 /// The fixtures whose outputs are held to transformers': the 2020 layout (`swish`, `relu`,
 /// `relu-copy`), a tiny student's depths (`student`: 6 encoder, 2 decoder layers) and the
 /// tc layout (`tc`: byte fallback, a joint sorted vocabulary with `<s>` among its rows and
-/// the end id inside it).
-const MODELS: [&str; 5] = ["swish", "relu", "relu-copy", "student", "tc"];
+/// the end id inside it), and a model of many targets (`bible`: its `>>deu<<` and `>>nld<<`
+/// tokens ask for different outputs of one source).
+const MODELS: [&str; 6] = ["swish", "relu", "relu-copy", "student", "tc", "bible"];
 
 /// A fixture's Marian ids, from its config.json.
 struct Ids {
@@ -239,7 +240,7 @@ fn generate_outputs_are_equal_on_the_gpu_decoder() {
             return;
         }
     };
-    for model in ["swish", "relu", "student", "tc"] {
+    for model in ["swish", "relu", "student", "tc", "bible"] {
         let (bundle, map) = imported(model, WeightDtype::F32);
         let reference = reference(model);
         let on_gpu = transduce_gpu::GpuModel::new(&gpu, bundle.host().unwrap());

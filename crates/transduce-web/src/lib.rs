@@ -392,6 +392,13 @@ impl Engine {
         to_js(&self.bundle.config)
     }
 
+    /// The language codes (`>>fra<<` …) the model's vocabulary holds, sorted: the targets
+    /// of a model of many targets (empty for a model of one).
+    #[wasm_bindgen(getter, js_name = languageTokens)]
+    pub fn language_tokens(&self) -> Vec<String> {
+        self.bundle.tokenizer.language_tokens()
+    }
+
     /// Checks a request before any work: the options first (so a bad option is reported
     /// whatever the text), then that the text is a string, not empty and not longer than
     /// [`MAX_CHARS`]. The worker calls it before splitting a text into sentences.

@@ -9,7 +9,8 @@
 //! row through the output projection (greedy, one sentence); 32 rows through the FFN's first.
 //! Then opus-mt-en-de's (512 wide, FFN 2,048, 58,101 words): 128 rows through the output
 //! projection, the fused Q/K/V, the attention's output and both FFN layers; 4 rows (one
-//! sentence, beam 4) through the output projection.
+//! sentence, beam 4) through the output projection and both FFN layers; 1, 8, 16 and 32 rows
+//! through the output projection (greedy, and the batch sizes where kernels change tiling).
 use std::time::Instant;
 use transduce::host::int8::Int8Matrix;
 fn main() {
@@ -25,6 +26,12 @@ fn main() {
         (128, 512, 2048),
         (128, 2048, 512),
         (4, 512, 58101),
+        (1, 512, 58101),
+        (4, 512, 2048),
+        (4, 2048, 512),
+        (8, 512, 58101),
+        (16, 512, 58101),
+        (32, 512, 58101),
     ] {
         let w: Vec<f32> = (0..k * n)
             .map(|i| ((i * 7919) % 1000) as f32 / 1000.0 - 0.5)

@@ -284,6 +284,23 @@ impl Tokenizer {
             .collect()
     }
 
+    /// The language codes (`>>fra<<` …) the vocabulary holds, sorted: the targets of a model
+    /// of many targets, each chosen by putting its code first. Only a Marian tokenizer takes
+    /// a leading code as one token ([`Tokenizer::encode`]); others have none.
+    pub fn language_tokens(&self) -> Vec<String> {
+        if !self.language_codes {
+            return Vec::new();
+        }
+        let mut tokens: Vec<String> = self
+            .inner
+            .get_vocab(true)
+            .into_keys()
+            .filter(|t| is_language_code(t))
+            .collect();
+        tokens.sort();
+        tokens
+    }
+
     /// The id of a token string, if it is in the vocabulary.
     pub fn token_to_id(&self, token: &str) -> Option<u32> {
         self.inner.token_to_id(token)

@@ -125,10 +125,10 @@ export const onCpu = step(name, async ({ b }) => {
     }
   }, { needsTestServer: true });
 
-  await test("hub: tc-big's layout and a tiny student's open by their family names in the page and translate as transformers", async () => {
+  await test("hub: tc-big's layout, a tiny student's and a tc-bible model's open by their family names in the page and translate as transformers", async () => {
     // In f32, as transformers computes: the student fixture copies badly on purpose (greedy
     // margins down to 0.0018), so int8 storage may change its outputs.
-    for (const [name, fixture] of [["Helsinki-NLP/opus-mt-tc-big-en-de", "tc"], ["Helsinki-NLP/opus-mt_tiny_eng-deu", "student"]]) {
+    for (const [name, fixture] of [["Helsinki-NLP/opus-mt-tc-big-en-de", "tc"], ["Helsinki-NLP/opus-mt_tiny_eng-deu", "student"], ["Helsinki-NLP/opus-mt-tc-bible-big-en-deu_nld", "bible"]]) {
       const ref = JSON.parse(await readFile(join(repo, `tests/fixtures/marian/${fixture}/reference.json`), "utf8"));
       const cases = ref.generate.slice(0, 8);
       const page = await b.context.newPage();
@@ -149,6 +149,35 @@ export const onCpu = step(name, async ({ b }) => {
       console.log(`    ${name}: ${JSON.stringify(cases[0].text)} → ${JSON.stringify(found.beam[0])}`);
       await page.close();
     }
+  }, { needsTestServer: true });
+
+  await test("hub: a model of many targets translates into the language options.to names", async () => {
+    const ref = JSON.parse(await readFile(join(repo, "tests/fixtures/marian/bible/reference.json"), "utf8"));
+    const picked = (code) => ref.generate.filter((c) => c.text.startsWith(`>>${code}<< `)).slice(0, 4);
+    const page = await b.context.newPage();
+    await page.goto(`${base}/index.html?backend=cpu`);
+    const found = await page.evaluate(async ({ reference, hub, texts }) => {
+      const { Transduce } = await import("/transduce.js");
+      const t = await Transduce.load(reference, { hub, backend: "cpu", weights: "f32" });
+      const out = { tokens: t.languageTokens, deu: [], nld: [] };
+      for (const code of ["deu", "nld"]) {
+        for (const s of texts[code]) out[code].push((await t.translate(s, { beam: 1, to: code })).text);
+      }
+      out.refused = await t.translate("Hello.", { to: "swe" }).then(() => "translated", (e) => e.message);
+      t.free();
+      return out;
+    }, {
+      reference: "hf:Helsinki-NLP/opus-mt-tc-bible-big-en-deu_nld",
+      hub: hubUrl(),
+      texts: Object.fromEntries(["deu", "nld"].map((code) => [code, picked(code).map((c) => c.text.slice(code.length + 5))])),
+    });
+    same(found.tokens, [">>deu<<", ">>fra<<", ">>nld<<"], "languageTokens");
+    for (const code of ["deu", "nld"]) same(found[code], picked(code).map((c) => c.greedy.text), `to: ${code}`);
+    if (!(found.refused.includes(">>swe<<") && found.refused.includes(">>deu<< >>fra<< >>nld<<"))) {
+      throw new Error(`to: "swe" should be refused naming the model's codes, got: ${found.refused}`);
+    }
+    console.log(`    to: "nld": ${JSON.stringify(picked("nld")[0].text)} → ${JSON.stringify(found.nld[0])}`);
+    await page.close();
   }, { needsTestServer: true });
 }, { ownPage: true });
 

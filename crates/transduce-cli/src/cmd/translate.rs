@@ -59,6 +59,11 @@ pub struct TranslateCmd {
     /// where set, else every core). The outputs are the same for any number.
     #[arg(long, value_parser = options::count)]
     pub threads: Option<usize>,
+    /// The target language of a model of many targets (OPUS-MT's multilingual models, the
+    /// tc-bible family): its token `>>LANG<<` goes before every line, as such a model
+    /// expects (e.g. `--to nld`, in the codes the model's vocabulary uses).
+    #[arg(long, value_name = "LANG")]
+    pub to: Option<String>,
     #[arg(long)]
     pub quiet: bool,
 }
@@ -90,7 +95,13 @@ pub fn run(cmd: TranslateCmd) -> Result<()> {
     for bundle in &mut bundles {
         bundle.release_weights();
     }
-    let lines = read_input(cmd.input.as_deref())?;
+    let mut lines = read_input(cmd.input.as_deref())?;
+    if let Some(language) = &cmd.to {
+        let token = target_token(&bundles[0], language)?;
+        for line in lines.iter_mut().filter(|l| !l.trim().is_empty()) {
+            *line = format!("{token} {line}");
+        }
+    }
     let defaults = &bundles[0].config.decoding;
     let options = DecodeOptions {
         beam: cmd.beam.unwrap_or(defaults.beam),
@@ -183,6 +194,23 @@ pub fn run(cmd: TranslateCmd) -> Result<()> {
     };
     write_output(&out, cmd.output.as_deref())?;
     Ok(())
+}
+
+/// `>>LANG<<`, where the model's vocabulary holds it; else an error naming the tokens it has.
+fn target_token(bundle: &Bundle, language: &str) -> Result<String> {
+    let token = format!(">>{}<<", language.trim());
+    let tokens = bundle.tokenizer.language_tokens();
+    if tokens.contains(&token) {
+        return Ok(token);
+    }
+    let has = if tokens.is_empty() {
+        "it has none: it translates into one language, so leave --to out".to_string()
+    } else {
+        format!("it has {}", tokens.join(" "))
+    };
+    Err(Error::Usage(format!(
+        "--to {language}: the model has no target-language token {token}; {has}"
+    )))
 }
 
 /// The reverse translator `--channel` names (a translator; its direction is checked

@@ -199,6 +199,11 @@ fn later_families_by_name_translate_as_transformers() {
     for (name, fixture, (source, target)) in [
         ("opus-mt-tc-big-en-de", "tc", ("en", "de")),
         ("opus-mt_tiny_eng-deu", "student", ("eng", "deu")),
+        (
+            "opus-mt-tc-bible-big-en-deu_nld",
+            "bible",
+            ("en", "deu_nld"),
+        ),
     ] {
         let out = tmp.path().join(fixture);
         let (ok, said) = import(
@@ -220,6 +225,68 @@ fn later_families_by_name_translate_as_transformers() {
         );
         crate::import::assert_translates_as_transformers(&out, fixture, tmp.path());
     }
+}
+
+/// A model of many targets (the bible fixture under tc-bible's name): `--to LANG` puts
+/// `>>LANG<<` before every line, and the outputs are transformers' for the sources written
+/// with that token; a language the model has no token for is one error naming those it has.
+#[test]
+fn to_names_the_target_of_a_model_of_many_targets() {
+    let tmp = tempfile::tempdir().unwrap();
+    let hub = Hub::start();
+    let out = tmp.path().join("bible");
+    let (ok, said) = import(
+        &tmp.path().join("cache"),
+        &[
+            "hf:Helsinki-NLP/opus-mt-tc-bible-big-en-deu_nld",
+            "--hub",
+            &hub.url,
+            "--out",
+            s(&out),
+        ],
+    );
+    assert!(ok, "{said}");
+    let reference: serde_json::Value =
+        serde_json::from_slice(&read(&marian_fixture("bible"), "reference.json")).unwrap();
+    let cases = reference["generate"].as_array().unwrap();
+    for language in ["deu", "nld"] {
+        let token = format!(">>{language}<< ");
+        let picked: Vec<_> = cases
+            .iter()
+            .filter_map(|c| {
+                let text = c["text"].as_str().unwrap().strip_prefix(&token)?;
+                Some((text, c["greedy"]["text"].as_str().unwrap()))
+            })
+            .collect();
+        assert!(picked.len() >= 10, "{language}: {} cases", picked.len());
+        // An empty line stays empty: it gets no token.
+        let input = tmp.path().join(format!("{language}.txt"));
+        let mut text: Vec<&str> = picked.iter().map(|p| p.0).collect();
+        text.insert(1, "");
+        std::fs::write(&input, text.join("\n") + "\n").unwrap();
+        let got = translate_file(
+            &out,
+            &input,
+            &tmp.path().join(format!("{language}.out")),
+            &["--beam", "1", "--to", language],
+        );
+        let mut want: Vec<&str> = picked.iter().map(|p| p.1).collect();
+        want.insert(1, "");
+        assert_eq!(got.lines().collect::<Vec<_>>(), want, "--to {language}");
+    }
+    let refused = bin()
+        .args(["translate", "--model", s(&out), "--to", "swe", "--quiet"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        !refused.status.success()
+            && said.contains("--to swe")
+            && said.contains(">>swe<<")
+            && said.contains(">>deu<< >>fra<< >>nld<<"),
+        "{said}"
+    );
 }
 
 #[test]

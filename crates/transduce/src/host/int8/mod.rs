@@ -17,8 +17,8 @@
 //! Kernels, chosen at run time where the CPU varies:
 //! - x86-64 with AVX-512 VNNI: `vpdpbusd` (64 multiply-adds an instruction) on unsigned
 //!   activations `qx + 128`, the `128·Σₖ qw[k, j]` this adds taken off per column;
-//! - x86-64 with AVX2: `vpmaddubsw` on |qx| and qw carrying qx's sign (at most
-//!   2·63·127 per pair, inside i16), widened by `vpmaddwd`;
+//! - x86-64 with AVX2: `vpmaddubsw` on unsigned activations `qx + 64` (at most 2·127·127
+//!   per pair, inside i16), widened by `vpmaddwd`, `64·Σₖ qw[k, j]` taken off per column;
 //! - wasm32 where the browser has relaxed SIMD: the `transduce-relaxed` module's kernel
 //!   ([`use_relaxed_dot`]) on `qx + 64`, `64·Σₖ qw[k, j]` taken off per column;
 //! - wasm32 (built with SIMD128) otherwise: `i32x4.dot_i16x8_s` over weights kept widened
