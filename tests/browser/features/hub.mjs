@@ -12,7 +12,7 @@ import { promisify } from "node:util";
 import { createHash } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
-import { TIMEOUT, arg, assertEqual, base, openPage, repo, step, test, waitReady } from "../harness.mjs";
+import { TIMEOUT, arg, assertEqual, base, openPage, repo, step, test, translateWith, waitReady } from "../harness.mjs";
 import { startHub } from "../../../scripts/test-hub.mjs";
 
 export const name = "hub";
@@ -178,6 +178,13 @@ export const onCpu = step(name, async ({ b }) => {
     }
     console.log(`    to: "nld": ${JSON.stringify(picked("nld")[0].text)} → ${JSON.stringify(found.nld[0])}`);
     await page.close();
+    // The page: ?model=hf:…&to=nld.
+    const reference = "hf:Helsinki-NLP/opus-mt-tc-bible-big-en-deu_nld";
+    const shown = await openPage(b.context, `backend=cpu&model=${encodeURIComponent(reference)}&hub=${encodeURIComponent(hubUrl())}&to=nld`);
+    await waitReady(shown, "cpu");
+    const [first] = picked("nld");
+    assertEqual(await translateWith(shown, first.text.slice(">>nld<< ".length), 1), first.greedy.text, "the page with ?to=nld");
+    await shown.close();
   }, { needsTestServer: true });
 }, { ownPage: true });
 
