@@ -31,7 +31,8 @@ What it writes (tests/fixtures/marian/README.md describes every file):
   source's pieces after `>>deu<<` and to reverse them after `>>nld<<`, its card naming en,
   de and nl; `generate` outputs for sentences under each token. `--bible` writes only this
   folder.
-With --opus-size DIR it writes, instead, a random model with opus-mt-en-de's shapes (d 512,
+With --opus-size DIR it writes, instead (--size tiny or big: the tiny students' shapes or
+tc-big's, the same vocabulary), a random model with opus-mt-en-de's shapes (d 512,
 6+6 layers, 8 heads, FFN 2048, vocab 58,101, swish, tied) to DIR, for benchmarks (not
 committed).
 
@@ -211,7 +212,7 @@ def write_folder(model, tok, folder, name, activation, task, steps):
         what = (f"A tiny random MarianMTModel ({activation}), trained {steps} steps to copy its source's pieces "
                 f"after >>deu<< and to reverse them after >>nld<<")
     elif task is None:
-        what = f"A random, untrained MarianMTModel with opus-mt-en-de's shapes ({activation})"
+        what = f"A random, untrained MarianMTModel of OPUS-MT's shapes: {name}, {activation}"
     else:
         what = f"A tiny random MarianMTModel ({activation}), trained {steps} steps to {task} its source's pieces"
     (folder / "README.md").write_text(README_HEADER.format(name=name, what=what))
@@ -520,6 +521,9 @@ def main():
     ap.add_argument("--bible", action="store_true",
                     help="write only bible/ (one model, two targets chosen by >>deu<< / >>nld<<, as opus-mt-tc-bible-*)")
     ap.add_argument("--opus-size", type=Path, metavar="DIR", help="write only the opus-mt-en-de-shaped random model to DIR")
+    ap.add_argument("--size", choices=["base", "tiny", "big"], default="base",
+                    help="with --opus-size: base (opus-mt-en-de), tiny (opus-mt_tiny_*: d 256, 6 + 2 layers, "
+                         "FFN 1536, 8 heads) or big (opus-mt-tc-big-*: d 1024, 6 + 6 layers, FFN 4096, 16 heads, relu)")
     ap.add_argument("--pytorch-bins", action="store_true",
                     help="write only relu's state dict in torch.save's two forms: relu.pytorch_model.bin "
                          "(zip, PyTorch >= 1.6) and relu.legacy.pytorch_model.bin (the pickle stream of PyTorch <= 1.5)")
@@ -586,7 +590,13 @@ def main():
         base = build_vocab(src_sp, tgt_sp, en, de)
         vocab = build_vocab(src_sp, tgt_sp, en, de, extra=OPUS_VOCAB - len(base))
         assert len(vocab) == OPUS_VOCAB
-        write_model_folder(args.opus_size, vocab, spm_dir, "swish", 512, 6, 8, 2048, 512, "opus-size", None, [])
+        activation, d, layers, heads, ffn, decoder_layers = {
+            "base": ("swish", 512, 6, 8, 2048, None),
+            "tiny": ("swish", 256, 6, 8, 1536, 2),
+            "big": ("relu", 1024, 6, 16, 4096, None),
+        }[args.size]
+        write_model_folder(args.opus_size, vocab, spm_dir, activation, d, layers, heads, ffn, 512,
+                           f"opus-size ({args.size})", None, [], decoder_layers=decoder_layers)
         print(f"wrote {args.opus_size}")
         return
 

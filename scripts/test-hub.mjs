@@ -20,6 +20,22 @@
 //   ~short    Content-Length 100 bytes more than sent     ~corrupt  one byte flipped
 //   ~html     the listing is an HTML page (status 200)   ~moved    resolve answers come from
 //   ~noapi    no listing (404): files are asked one by one           another commit
+//   ~real     huggingface.co as its own clients record it (below); ~real+MODE: with the
+//             CDN misbehaving as MODE (~real+cut, ~real+corrupt, …)
+//
+// ~real, as huggingface_hub (file_download.py: the relative redirect, the linked ETag and
+// size on the first answer only, X-Xet-Hash; _http.py: 401 without an error code for a
+// repository that does not exist) and huggingface.js (the CORS lists, Xet's ETags) show:
+//   - small files: a relative 307 to /api/resolve-cache/models/ORG/NAME/COMMIT/FILE?etag=…,
+//     X-Repo-Commit and X-Linked-Etag on both hops, the text gzipped (where the client
+//     accepts it) and sent without Content-Length;
+//   - large files: a 302 to a CDN on another origin (a second port of this loopback),
+//     `{cdn}/xet-bridge-us/…`, with X-Linked-Etag (the sha256), X-Linked-Size and
+//     X-Xet-Hash on the 302 only; the CDN's own ETag is the Xet hash (another 64-hex sum
+//     than the sha256), it answers Range and If-Range against that ETag, CORS `*`;
+//   - the hub echoes the page's Origin and exposes exactly the hub's list;
+//   - a repository that does not exist: 401 "Invalid username or password.", no
+//     X-Error-Code.
 //
 // Models (ORG/NAME → fixture):
 //   Helsinki-NLP/opus-mt-en-de       swish (model.safetensors)
@@ -33,6 +49,7 @@
 //   opus-size/opus-mt-en-de             --opus-size DIR (scripts/marian-fixtures.py --opus-size)
 import { createHash } from "node:crypto";
 import { createServer } from "node:http";
+import { gzipSync } from "node:zlib";
 import { readFileSync, readdirSync, existsSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -96,34 +113,59 @@ function catalog(opusSize) {
   return models;
 }
 
-const MODES = ["slow", "cut", "short", "corrupt", "html", "moved", "noapi"];
+const MODES = ["slow", "cut", "short", "corrupt", "html", "moved", "noapi", "real"];
 
 /** Starts the hub; resolves to { url, port, close() }. */
-export function startHub({ port = 0, host = "127.0.0.1", opusSize } = {}) {
+export async function startHub({ port = 0, host = "127.0.0.1", opusSize } = {}) {
   const models = catalog(opusSize);
-  const server = createServer((req, res) => handle(models, req, res).catch((e) => {
-    if (!res.headersSent) res.writeHead(500, { "content-type": "text/plain" });
-    res.end(String(e));
-  }));
   const sockets = new Set();
-  server.on("connection", (s) => {
-    sockets.add(s);
-    s.on("close", () => sockets.delete(s));
-  });
-  return new Promise((resolve) => {
-    server.listen(port, host, () => {
-      const { port } = server.address();
-      resolve({
-        url: `http://${host}:${port}`,
-        port,
-        models,
-        close: () => new Promise((done) => {
-          for (const s of sockets) s.destroy();
-          server.close(() => done());
-        }),
-      });
+  const serve = (handler) => {
+    const server = createServer((req, res) => handler(req, res).catch((e) => {
+      if (!res.headersSent) res.writeHead(500, { "content-type": "text/plain" });
+      res.end(String(e));
+    }));
+    server.on("connection", (s) => {
+      sockets.add(s);
+      s.on("close", () => sockets.delete(s));
     });
-  });
+    return server;
+  };
+  const listen = (server, at) => new Promise((done) => server.listen(at, host, () => done(server.address().port)));
+  // ~real's CDN: another origin (another port), as the hub's large files come from one.
+  const cdn = { url: null };
+  const cdnServer = serve((req, res) => handleCdn(models, req, res));
+  cdn.url = `http://${host}:${await listen(cdnServer, 0)}`;
+  const server = serve((req, res) => handle(models, cdn, req, res));
+  const bound = await listen(server, port);
+  return {
+    url: `http://${host}:${bound}`,
+    port: bound,
+    cdnUrl: cdn.url,
+    models,
+    close: () => new Promise((done) => {
+      for (const s of sockets) s.destroy();
+      cdnServer.close(() => server.close(() => done()));
+    }),
+  };
+}
+
+// The hub's exposed headers (huggingface.js's and the hub's CORS answers).
+const REAL_EXPOSED = "X-Repo-Commit, X-Request-Id, X-Error-Code, X-Error-Message, X-Total-Count, ETag, Link, Accept-Ranges, Content-Range, X-Linked-Size, X-Linked-ETag, X-Xet-Hash";
+// A Xet hash: 64 hex digits as a sha256 is, of another thing (what the CDN gives as ETag).
+const xetHash = (bytes) => sha("sha256", Buffer.concat([Buffer.from("xet merkle "), bytes]));
+
+/** ~real's CDN: `/xet-bridge-us/ORG/NAME/COMMIT/FILE`, ETag the Xet hash, CORS `*`. */
+async function handleCdn(models, req, res) {
+  if (req.method === "OPTIONS") return send(res, 204, {});
+  const whole = decodeURIComponent(new URL(req.url, "http://cdn").pathname);
+  const misbehaviour = whole.match(/^\/~([a-z]+)(\/.*)$/);
+  const mode = misbehaviour && MODES.includes(misbehaviour[1]) ? misbehaviour[1] : null;
+  const path = mode ? misbehaviour[2] : whole;
+  const m = path.match(/^\/xet-bridge-us\/([^/]+\/[^/]+)\/([0-9a-f]{40})\/(.+)$/);
+  const model = m && models.get(m[1]);
+  const bytes = model && m[2] === model.commit ? model.files.get(m[3]) : undefined;
+  if (!bytes) return notFound(res, "no such object");
+  return serveBytes(req, res, bytes, mode, { etag: `"${xetHash(bytes)}"` });
 }
 
 const CORS = {
@@ -139,21 +181,29 @@ function send(res, status, headers, body = "") {
 
 const notFound = (res, what) => send(res, 404, { "content-type": "application/json", "x-error-code": "EntryNotFound" }, JSON.stringify({ error: what }));
 
-async function handle(models, req, res) {
+async function handle(models, cdn, req, res) {
   if (req.method === "OPTIONS") return send(res, 204, {});
   if (req.method !== "GET" && req.method !== "HEAD") return send(res, 405, {});
   const url = new URL(req.url, "http://hub");
   let path = decodeURIComponent(url.pathname);
+  // ~MODE, or ~real+MODE: the real hub's answers with a CDN that misbehaves.
   let mode = null;
-  const m = path.match(/^\/~([a-z]+)(\/.*)$/);
-  if (m && MODES.includes(m[1])) [, mode, path] = m;
-  const base = mode ? `/~${mode}` : "";
+  let real = false;
+  const m = path.match(/^\/~([a-z+]+)(\/.*)$/);
+  if (m && m[1].split("+").every((x) => MODES.includes(x))) {
+    const modes = m[1].split("+");
+    real = modes.includes("real");
+    mode = modes.find((x) => x !== "real") ?? null;
+    path = m[2];
+  }
+  const base = m && (mode || real) ? `/~${m[1]}` : "";
 
   // The listing.
   let api = path.match(/^\/api\/models\/([^/]+\/[^/]+?)(?:\/revision\/(.+))?$/);
   if (api) {
     if (mode === "noapi") return notFound(res, "no listing here");
     const model = models.get(api[1]);
+    if (!model && real) return realMissing(req, res);
     if (!model) return send(res, 404, { "content-type": "application/json" }, JSON.stringify({ error: "Repository not found" }));
     const rev = api[2] ?? "main";
     if (rev !== "main" && rev !== model.commit) return send(res, 404, { "content-type": "application/json" }, JSON.stringify({ error: "Invalid rev id" }));
@@ -168,17 +218,27 @@ async function handle(models, req, res) {
   }
 
   // The CDN a large file is redirected to.
-  const cdn = path.match(/^\/cdn\/([^/]+\/[^/]+)\/([0-9a-f]{40})\/(.+)$/);
-  if (cdn) {
-    const model = models.get(cdn[1]);
-    const bytes = model && cdn[2] === model.commit ? model.files.get(cdn[3]) : undefined;
+  const blob = path.match(/^\/cdn\/([^/]+\/[^/]+)\/([0-9a-f]{40})\/(.+)$/);
+  if (blob) {
+    const model = models.get(blob[1]);
+    const bytes = model && blob[2] === model.commit ? model.files.get(blob[3]) : undefined;
     if (!bytes) return notFound(res, "no such blob");
     return serveBytes(req, res, bytes, mode, { etag: `"${sha("sha256", bytes)}"` });
+  }
+
+  // ~real's second hop for small files.
+  const cached = path.match(/^\/api\/resolve-cache\/models\/([^/]+\/[^/]+)\/([0-9a-f]{40})\/(.+)$/);
+  if (cached && real) {
+    const model = models.get(cached[1]);
+    const bytes = model && cached[2] === model.commit ? model.files.get(cached[3]) : undefined;
+    if (!bytes) return notFound(res, "no such file");
+    return serveText(req, res, bytes, { etag: `"${gitBlob(bytes)}"`, "x-linked-etag": `"${gitBlob(bytes)}"`, "x-repo-commit": model.commit });
   }
 
   const resolve = path.match(/^\/([^/]+\/[^/]+)\/resolve\/([^/]+)\/(.+)$/);
   if (!resolve) return notFound(res, "not a hub path");
   const model = models.get(resolve[1]);
+  if (!model && real) return realMissing(req, res);
   if (!model) return send(res, 404, { "x-error-code": "RepoNotFound" }, "Repository not found");
   const rev = resolve[2];
   if (rev !== "main" && rev !== model.commit) return send(res, 404, { "x-error-code": "RevisionNotFound" }, "Revision not found");
@@ -187,6 +247,7 @@ async function handle(models, req, res) {
   // Another commit's answers, as when the branch moves between the listing and a download.
   const commit = mode === "moved" ? sha("sha1", `${model.commit} moved`) : model.commit;
   if (!bytes) return send(res, 404, { "x-error-code": "EntryNotFound", "x-repo-commit": commit }, "Entry not found");
+  if (real) return realResolve(req, res, model, name, bytes, cdn, mode, base);
   if (LFS(name)) {
     return send(res, 302, {
       location: `${base}/cdn/${model.id}/${model.commit}/${name}`,
@@ -197,6 +258,55 @@ async function handle(models, req, res) {
   }
   // The transfer misbehaviours are the CDN's (where the large files come from).
   return serveBytes(req, res, bytes, null, { etag: `"${gitBlob(bytes)}"`, "x-repo-commit": commit });
+}
+
+/** The hub's CORS answer: the page's Origin echoed, exactly its exposed list. */
+function realCors(req) {
+  return {
+    "access-control-allow-origin": req.headers.origin ?? "*",
+    "access-control-allow-credentials": "true",
+    "access-control-expose-headers": REAL_EXPOSED,
+    vary: "Origin",
+  };
+}
+
+function realSend(req, res, status, headers, body = "") {
+  res.writeHead(status, { ...realCors(req), ...headers });
+  res.end(body);
+}
+
+/** A repository the hub does not have: 401, as to a caller without the rights to it. */
+function realMissing(req, res) {
+  return realSend(req, res, 401, { "content-type": "application/json", "x-request-id": "Root=1-test" }, JSON.stringify({ error: "Invalid username or password." }));
+}
+
+/** ~real's first hop: a relative 307 for small files, a 302 to the CDN for large ones. */
+function realResolve(req, res, model, name, bytes, cdn, mode, base) {
+  if (LFS(name)) {
+    return realSend(req, res, 302, {
+      location: `${cdn.url}${mode ? `/~${mode}` : ""}/xet-bridge-us/${model.id}/${model.commit}/${name}`,
+      "x-repo-commit": model.commit,
+      "x-linked-etag": `"${sha("sha256", bytes)}"`,
+      "x-linked-size": String(bytes.length),
+      "x-xet-hash": xetHash(bytes),
+    });
+  }
+  return realSend(req, res, 307, {
+    location: `${base}/api/resolve-cache/models/${model.id}/${model.commit}/${encodeURIComponent(name)}?etag=${gitBlob(bytes)}`,
+    "x-repo-commit": model.commit,
+    "x-linked-etag": `"${gitBlob(bytes)}"`,
+  });
+}
+
+/** A small file as the hub's resolve-cache sends it: gzipped where accepted, no length. */
+function serveText(req, res, bytes, headers) {
+  const gzip = /\bgzip\b/.test(req.headers["accept-encoding"] ?? "");
+  res.writeHead(200, { ...realCors(req), ...headers, "content-type": "text/plain; charset=utf-8", ...(gzip ? { "content-encoding": "gzip" } : {}) });
+  if (req.method === "HEAD") return res.end();
+  // Written in pieces, so the answer is chunked: no Content-Length.
+  const body = gzip ? gzipSync(bytes) : bytes;
+  res.write(body.subarray(0, body.length >> 1));
+  res.end(body.subarray(body.length >> 1));
 }
 
 function serveBytes(req, res, bytes, mode, headers) {

@@ -132,12 +132,6 @@ async function sha256(bytes) {
   return [...new Uint8Array(digest)].map((b) => b.toString(16).padStart(2, "0")).join("");
 }
 
-/** The ETag's sha256 where it is one (the hub's ETag of a large file is its content's sum). */
-function etagSum(etag) {
-  const tag = (etag ?? "").replace(/^W\//, "").replace(/"/g, "");
-  return /^[0-9a-f]{64}$/i.test(tag) ? tag.toLowerCase() : null;
-}
-
 /**
  * Downloads the model's files (no cache): `{ commit, files: Map(name → Uint8Array), etags }`.
  * `progress({ loaded, total })` over all files (the total is the listing's sizes, else grows
@@ -160,7 +154,8 @@ async function download(ref, hub, listing, progress) {
   const etags = {};
   for (const [file, required] of wanted) {
     if (file === "pytorch_model.bin" && files.has("model.safetensors")) continue;
-    const url = resolveUrl(ref, hub, file);
+    // At the listing's commit: a push to the branch mid-download cannot mix commits.
+    const url = resolveUrl(commit ? { ...ref, revision: commit } : ref, hub, file);
     let response;
     try {
       response = await fetch(url, { cache: "no-store" });
@@ -180,8 +175,11 @@ async function download(ref, hub, listing, progress) {
       throw new HubError("moved", `${referenceText(ref)}: revision ${ref.revision ?? "main"} moved during the download: the listing said commit ${commit}, ${file} came from ${served}; load it again`, file);
     }
     commit ??= served;
+    // Content-Length is for progress only: the hub sends text gzipped (the length then is
+    // the encoded one, or absent), and a page cannot see Content-Encoding across origins.
+    // A transfer is checked against the listing's size and sha256.
     const length = Number(response.headers.get("content-length")) || null;
-    const expected = listed?.get(file)?.size ?? length;
+    const expected = listed?.get(file)?.size ?? null;
     if (!listed && length) total += length;
     const chunks = [];
     let got = 0;
@@ -198,8 +196,8 @@ async function download(ref, hub, listing, progress) {
     } catch (e) {
       throw new HubError("truncated", `${url}: the download broke off after ${got} bytes (${message(e)}); load it again`, file);
     }
-    if ((expected !== null && got !== expected) || (length !== null && got !== length)) {
-      throw new HubError("truncated", `${url}: ${got} bytes arrived where the hub said ${expected ?? length}; load it again`, file);
+    if (expected !== null && got !== expected) {
+      throw new HubError("truncated", `${url}: ${got} bytes arrived where the hub lists ${expected}; load it again`, file);
     }
     const bytes = new Uint8Array(got);
     let at = 0;
@@ -207,7 +205,9 @@ async function download(ref, hub, listing, progress) {
       bytes.set(c, at);
       at += c.length;
     }
-    const sum = listed?.get(file)?.sha256 ?? etagSum(response.headers.get("etag"));
+    // Never from the ETag: after the hub's redirect to its CDN that is a Xet hash, which a
+    // page cannot tell from a sha256.
+    const sum = listed?.get(file)?.sha256 ?? null;
     if (sum) {
       const found = await sha256(bytes);
       if (found !== null && found !== sum) {

@@ -3,10 +3,13 @@
 //!
 //! Layout of the cache, per model: `refs/REVISION` holds the commit the revision last
 //! resolved to, `COMMIT/FILE` each complete file, `COMMIT/FILE.part` a download under way
-//! (with `FILE.part.etag`, so a resumed download continues only the same content). A file
-//! is renamed into place only once its length matches `Content-Length` and, where the hub
-//! gives the content's sha256 as its ETag (large files), its sum: a partial file is never
-//! read. With the hub unreachable, a revision whose files are all cached is read from there.
+//! (with `FILE.part.etag`, the ETag of the answer that served it, so a resumed download
+//! continues only the same content). Files are fetched at the listing's commit. A file is
+//! renamed into place only once its length matches `Content-Length` and its sha256 the
+//! listing's (`lfs.sha256`; else the hub's `X-Linked-Etag` where that is a sha256, never a
+//! CDN's ETag, which is a Xet hash): a partial file is never read. The token (`HF_TOKEN`)
+//! goes to the hub's origin only, its redirects there included. With the hub unreachable,
+//! a revision whose files are all cached is read from there.
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -67,8 +70,10 @@ impl Client {
         }
     }
 
-    /// GET `url`, following up to 5 redirects; the final response and the first one's
-    /// headers that matter (`X-Repo-Commit`, the linked ETag).
+    /// GET `url`, following up to 5 redirects; the final response and the headers that
+    /// matter: the first answer's `X-Repo-Commit` and linked ETag (the hub's, which a
+    /// redirect to its CDN does not repeat) and the final answer's own ETag (what a
+    /// `Range` request to the same URL is conditioned on).
     fn get(
         &self,
         url: &str,
@@ -76,6 +81,7 @@ impl Client {
     ) -> std::result::Result<(ureq::http::Response<ureq::Body>, Headers), Failure> {
         let mut url = url.to_string();
         let mut first = Headers::default();
+        let hub_origin = origin(&self.hub).to_string();
         for hop in 0..6 {
             let mut request = self.agent.get(&url);
             if let Some((from, etag)) = range {
@@ -83,8 +89,12 @@ impl Client {
                     .header("Range", &format!("bytes={from}-"))
                     .header("If-Range", etag);
             }
-            // The token goes to the hub only, never to where it redirects.
-            if let (Some(token), 0) = (&self.token, hop) {
+            // The token goes to the hub's own origin only (its relative redirects
+            // included), never to another origin it redirects to (its CDN), as
+            // huggingface_hub and browsers do.
+            if let Some(token) = &self.token
+                && origin(&url) == hub_origin
+            {
                 request = request.header("Authorization", &format!("Bearer {token}"));
             }
             let response = request
@@ -100,7 +110,8 @@ impl Client {
             if hop == 0 {
                 first = Headers {
                     commit: header("x-repo-commit"),
-                    etag: header("x-linked-etag").or_else(|| header("etag")),
+                    linked: header("x-linked-etag").or_else(|| header("etag")),
+                    own: None,
                 };
             }
             let status = response.status().as_u16();
@@ -114,6 +125,7 @@ impl Client {
             if !(200..300).contains(&status) {
                 return Err(Failure::Status(status, format!("{url}: HTTP {status}")));
             }
+            first.own = header("etag");
             return Ok((response, first));
         }
         Err(Failure::Status(
@@ -126,7 +138,16 @@ impl Client {
 #[derive(Default)]
 struct Headers {
     commit: Option<String>,
-    etag: Option<String>,
+    /// The first answer's `X-Linked-Etag` (else its ETag): a large file's sha256.
+    linked: Option<String>,
+    /// The final answer's ETag (after a redirect to a CDN: a Xet hash).
+    own: Option<String>,
+}
+
+/// `scheme://host:port` of a URL.
+fn origin(url: &str) -> &str {
+    let start = url.find("://").map_or(0, |i| i + 3);
+    url[start..].find('/').map_or(url, |j| &url[..start + j])
 }
 
 /// `location` against the URL it answered (absolute, or a path on the same host).
@@ -272,7 +293,8 @@ fn fetch_files(
         if name == PYTORCH && files.get(SAFETENSORS).is_some() {
             continue;
         }
-        match download(reference, client, dir, name, &mut commit)? {
+        let sum = listing.as_ref().and_then(|l| l.sha256_of(name));
+        match download(reference, client, dir, name, &mut commit, sum)? {
             Some(bytes) => files.insert(name, bytes),
             None if required => {
                 return Err(hub_error(
@@ -308,14 +330,17 @@ fn fetch_files(
     Ok(Fetched { files, commit })
 }
 
-/// One file of the revision: from the cache when complete there, else downloaded (resumed
-/// where a partial download of the same content is). `None` for a 404.
+/// One file of the revision: from the cache when complete there, else downloaded (at the
+/// listing's commit where known, so a push mid-download cannot mix commits; resumed where a
+/// partial download of the same content is). Checked against `listed_sum` (the listing's
+/// sha256), else the hub's linked ETag where that is a sha256. `None` for a 404.
 fn download(
     reference: &Reference,
     client: &Client,
     dir: &Path,
     name: &str,
     commit: &mut Option<String>,
+    listed_sum: Option<&str>,
 ) -> Result<Option<Vec<u8>>> {
     if let Some(c) = commit.as_deref() {
         let cached = dir.join(c).join(name);
@@ -323,8 +348,12 @@ fn download(
             return std::fs::read(&cached).map(Some).map_err(io(&cached));
         }
     }
-    let url = reference.resolve_url(&client.hub, name);
-    // A partial download is kept per commit; resumed only when the commit is known.
+    let url = match commit.as_deref() {
+        Some(c) => reference.at(c).resolve_url(&client.hub, name),
+        None => reference.resolve_url(&client.hub, name),
+    };
+    // A partial download is kept per commit; resumed only when the commit is known, with
+    // `If-Range` on the ETag the answer that served it gave (a CDN's own).
     let part = commit
         .as_deref()
         .map(|c| dir.join(c).join(format!("{name}.part")));
@@ -375,7 +404,7 @@ fn download(
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok())
         .map(|n| n + bytes.len() as u64);
-    if let Some(etag) = &headers.etag {
+    if let Some(etag) = &headers.own {
         std::fs::write(&etag_path, etag).map_err(io(&etag_path))?;
     }
     let mut out = std::fs::OpenOptions::new()
@@ -420,7 +449,10 @@ fn download(
             ),
         ));
     }
-    if let Some(sum) = headers.etag.as_deref().and_then(sha256_etag) {
+    let sum = listed_sum
+        .map(str::to_string)
+        .or_else(|| headers.linked.as_deref().and_then(sha256_etag));
+    if let Some(sum) = sum {
         let found = transduce::bundle::sha256_hex(&bytes);
         if found != sum {
             let _ = std::fs::remove_file(&part);
@@ -428,8 +460,8 @@ fn download(
             return Err(hub_error(
                 reference,
                 format!(
-                    "{url}: the download is damaged (sha256 {found}, the hub's ETag says \
-                     {sum}); it was deleted, run the same command again"
+                    "{url}: the download is damaged (sha256 {found}, the hub says {sum}); \
+                     it was deleted, run the same command again"
                 ),
             ));
         }

@@ -94,7 +94,8 @@ impl Reference {
         )
     }
 
-    /// Where the hub lists the model's files and the commit of its revision.
+    /// Where the hub lists the model's files and the commit of its revision (`blobs=true`:
+    /// with each large file's sha256 and size).
     pub fn api_url(&self, hub: &str) -> String {
         let base = format!(
             "{}/api/models/{}/{}",
@@ -103,8 +104,8 @@ impl Reference {
             self.name
         );
         match &self.revision {
-            Some(rev) => format!("{base}/revision/{}", rev.replace('/', "%2F")),
-            None => base,
+            Some(rev) => format!("{base}/revision/{}?blobs=true", rev.replace('/', "%2F")),
+            None => format!("{base}?blobs=true"),
         }
     }
 
@@ -143,12 +144,27 @@ pub fn command(reference: &Reference, hub: &str, weights: WeightDtype) -> String
     }
 }
 
-/// What the hub's listing (`/api/models/ORG/NAME`) says: the commit of the revision and
-/// its files. Hubs and mirrors that leave fields out give `None` / an empty list.
+/// What the hub's listing (`/api/models/ORG/NAME?blobs=true`) says: the commit of the
+/// revision, its files, and the sha256 of each large (LFS or Xet) file: what a download is
+/// checked against, since after the hub's redirect to its CDN the answer's own ETag is a
+/// Xet hash, not the content's sha256. Hubs and mirrors that leave fields out give `None`
+/// / empty lists.
 #[derive(Debug, Default, PartialEq)]
 pub struct Listing {
     pub commit: Option<String>,
     pub files: Vec<String>,
+    /// (file, sha256 in lowercase hex) for the files the listing gives `lfs.sha256` of.
+    pub sha256: Vec<(String, String)>,
+}
+
+impl Listing {
+    /// The listed sha256 of `file`, if the listing gives one.
+    pub fn sha256_of(&self, file: &str) -> Option<&str> {
+        self.sha256
+            .iter()
+            .find(|(name, _)| name == file)
+            .map(|(_, sum)| sum.as_str())
+    }
 }
 
 /// Reads a listing's JSON; anything else (an HTML error page, say) is an error that says
@@ -163,17 +179,29 @@ pub fn parse_listing(bytes: &[u8]) -> Result<Listing, String> {
         .get("sha")
         .and_then(|v| v.as_str())
         .map(str::to_string);
-    let files = object
+    let siblings = object
         .get("siblings")
         .and_then(|v| v.as_array())
-        .map(|list| {
-            list.iter()
-                .filter_map(|f| f.get("rfilename").and_then(|n| n.as_str()))
-                .map(str::to_string)
-                .collect()
-        })
+        .map(Vec::as_slice)
         .unwrap_or_default();
-    Ok(Listing { commit, files })
+    let mut files = Vec::new();
+    let mut sha256 = Vec::new();
+    for f in siblings {
+        let Some(name) = f.get("rfilename").and_then(|n| n.as_str()) else {
+            continue;
+        };
+        files.push(name.to_string());
+        let sum = f.pointer("/lfs/sha256").and_then(|v| v.as_str());
+        if let Some(sum) = sum.filter(|s| s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit()))
+        {
+            sha256.push((name.to_string(), sum.to_ascii_lowercase()));
+        }
+    }
+    Ok(Listing {
+        commit,
+        files,
+        sha256,
+    })
 }
 
 #[cfg(test)]
@@ -193,7 +221,7 @@ mod tests {
         );
         assert_eq!(
             r.api_url("http://127.0.0.1:9"),
-            "http://127.0.0.1:9/api/models/Helsinki-NLP/opus-mt-en-fr"
+            "http://127.0.0.1:9/api/models/Helsinki-NLP/opus-mt-en-fr?blobs=true"
         );
         let pinned = Reference::parse("hf:a/b@refs/pr/1").unwrap().unwrap();
         assert_eq!(
@@ -202,7 +230,7 @@ mod tests {
         );
         assert_eq!(
             pinned.api_url("h"),
-            "h/api/models/a/b/revision/refs%2Fpr%2F1"
+            "h/api/models/a/b/revision/refs%2Fpr%2F1?blobs=true"
         );
         assert_eq!(pinned.to_string(), "hf:a/b@refs/pr/1");
         for bad in [
@@ -230,6 +258,20 @@ mod tests {
             parse_listing(br#"{"sha":"abc","siblings":[{"rfilename":"config.json"}]}"#).unwrap();
         assert_eq!(l.commit.as_deref(), Some("abc"));
         assert_eq!(l.files, ["config.json"]);
+        assert_eq!(l.sha256_of("config.json"), None);
+        let sum = "AB".repeat(32);
+        let l = parse_listing(
+            format!(
+                r#"{{"sha":"abc","siblings":[{{"rfilename":"model.safetensors","lfs":{{"sha256":"{sum}","size":3}}}},{{"rfilename":"x","lfs":{{"sha256":"not-hex"}}}}]}}"#
+            )
+            .as_bytes(),
+        )
+        .unwrap();
+        assert_eq!(
+            l.sha256_of("model.safetensors"),
+            Some("ab".repeat(32).as_str())
+        );
+        assert_eq!(l.sha256_of("x"), None);
         let e = parse_listing(b"<!doctype html><title>404</title>").unwrap_err();
         assert!(e.contains("not JSON") && e.contains("<!doctype"), "{e}");
     }

@@ -97,6 +97,21 @@ export const onCpu = step(name, async ({ b }) => {
     if (!card.includes("credit the source")) throw new Error(`card text: ${card.slice(0, 200)}`);
   }, { needsTestServer: true });
 
+  await test("hub: from the hub as huggingface.co answers (relative 307s, gzip without a length, a CDN on another origin with Xet ETags) the page loads by name and translates as the native import", async () => {
+    const real = await b.context.newPage();
+    await real.goto(`${base}/index.html?backend=cpu`);
+    const found = await real.evaluate(async ({ reference, hub, sentences }) => {
+      const { Transduce } = await import("/transduce.js");
+      const t = await Transduce.load(reference, { hub, backend: "cpu", cache: false });
+      const texts = [];
+      for (const s of sentences) texts.push((await t.translate(s, { beam: 1 })).text);
+      t.free();
+      return texts;
+    }, { reference: EN_DE, hub: hubUrl("real"), sentences: native.sentences.slice(0, 4) });
+    same(found, native.enDe.greedy.slice(0, 4), "greedy from the real hub's answers");
+    await real.close();
+  }, { needsTestServer: true });
+
   await test("hub: the bundle converted in the browser is byte for byte the CLI's (config, tokenizer, int8 weights)", async () => {
     const sums = await page.evaluate(async ({ reference, hub }) => {
       const { readCachedBundle } = await import("/hub.js");
@@ -323,6 +338,11 @@ export const badInput = step(name, async ({ b }) => {
       ["hf:Helsinki-NLP/opus-mt-de-en", "html", "bad-listing", "listing"],
       ["hf:Helsinki-NLP/opus-mt-de-en", "moved", "moved", "config.json"],
       ["hf:Helsinki-NLP/opus-mt-de-en@v9", "", "not-found", "config.json"],
+      // The real hub's answers: 401 for a repository it does not have, a CDN on another
+      // origin whose ETag is a Xet hash (so the check is the listing's sha256).
+      ["hf:Helsinki-NLP/opus-mt-xx-yy", "real", "not-found", null],
+      ["hf:Helsinki-NLP/opus-mt-de-en", "real+corrupt", "corrupt", "source.spm"],
+      ["hf:Helsinki-NLP/opus-mt-de-en", "real+cut", "truncated", "source.spm"],
       ["hf:not-a-name", "", "bad-name", null],
     ].map(([reference, mode, code, file]) => ({ reference, hub: hubUrl(mode), code, file }));
     const found = await page.evaluate(async ({ cases, good, hub, sentence }) => {

@@ -394,6 +394,82 @@ fn a_broken_download_resumes_and_a_damaged_one_is_never_used() {
     assert!(!ok && said.contains("broke off"), "{said}");
 }
 
+/// The hub as huggingface.co answers (the test hub's `~real`): relative 307s for small
+/// files, large files from a CDN on another origin whose ETag is a Xet hash, not the
+/// sha256; 401 for a repository that does not exist. The import is the same bundle as from
+/// the plain hub; a cut download resumes (If-Range on the CDN's own ETag); a damaged one is
+/// refused by the listing's sha256.
+#[test]
+fn the_real_hubs_redirects_cdn_and_errors_hold() {
+    let tmp = tempfile::tempdir().unwrap();
+    let hub = Hub::start();
+    let name = "hf:Helsinki-NLP/opus-mt-en-de";
+    let plain = tmp.path().join("plain");
+    let (ok, said) = import(
+        &tmp.path().join("cache0"),
+        &[name, "--hub", &hub.url, "--out", s(&plain)],
+    );
+    assert!(ok, "{said}");
+    let cache = tmp.path().join("cache");
+    let out = tmp.path().join("real");
+    let (ok, said) = import(
+        &cache,
+        &[
+            name,
+            "--hub",
+            &format!("{}/~real+cut", hub.url),
+            "--out",
+            s(&out),
+        ],
+    );
+    assert!(!ok && said.contains("broke off after"), "{said}");
+    let (ok, said) = import(
+        &cache,
+        &[
+            name,
+            "--hub",
+            &format!("{}/~real", hub.url),
+            "--out",
+            s(&out),
+        ],
+    );
+    assert!(ok && said.contains("(resumed at"), "{said}");
+    assert_eq!(
+        read(&out, "model.safetensors"),
+        read(&plain, "model.safetensors")
+    );
+    assert_eq!(read(&out, "tokenizer.json"), read(&plain, "tokenizer.json"));
+
+    let (ok, said) = import(
+        &tmp.path().join("cache2"),
+        &[
+            name,
+            "--hub",
+            &format!("{}/~real+corrupt", hub.url),
+            "--out",
+            s(&tmp.path().join("b2")),
+        ],
+    );
+    assert!(
+        !ok && said.contains("is damaged") && said.contains("deleted"),
+        "{said}"
+    );
+    let (ok, said) = import(
+        &tmp.path().join("cache3"),
+        &[
+            "hf:nobody/nothing",
+            "--hub",
+            &format!("{}/~real", hub.url),
+            "--out",
+            s(&tmp.path().join("b3")),
+        ],
+    );
+    assert!(
+        !ok && said.contains("HTTP 401") && said.contains("no such model"),
+        "{said}"
+    );
+}
+
 #[test]
 fn bad_answers_are_one_error_each() {
     let tmp = tempfile::tempdir().unwrap();
