@@ -10,13 +10,13 @@
 // Prints, per setting, source words per second (best and median of the rounds, browser and
 // native interleaved) and the browser/native ratio, plus load + first translation with
 // the bundle in the Cache API. Sentences: the first N of Multi30k test2016 (English).
-import { chromium } from "playwright-core";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { spawnSync } from "node:child_process";
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import { gunzipSync } from "node:zlib";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import { launchChromium } from "./chromium.mjs";
 import { serve } from "./serve.mjs";
 
 const arg = (name, fallback) => {
@@ -42,14 +42,8 @@ await writeFile(input, sentences.join("\n") + "\n");
 const server = await serve({ mounts: { "/": repo, "/bench/": scratch }, port: 0 });
 const base = `http://127.0.0.1:${server.address().port}`;
 
-const userDataDir = await mkdtemp(join(tmpdir(), "transduce-chromium-"));
-const context = await chromium.launchPersistentContext(userDataDir, {
-  executablePath: process.env.CHROMIUM ?? "/usr/bin/chromium",
-  headless: true,
-  args: ["--headless=new", "--no-sandbox", "--disable-background-networking", "--disable-component-update",
-    "--disable-sync", "--no-first-run", "--disable-quic"],
-});
-context.setDefaultTimeout(600_000);
+const chromium = await launchChromium({ timeout: 600_000 });
+const { context, userDataDir } = chromium;
 
 /** Opens a page with the package loaded on the CPU; returns the load + first translation time. */
 async function open() {
@@ -154,7 +148,6 @@ const l = stats(loads);
 console.log(`\nload + first translation (bundle in the Cache API): best ${l.best.toFixed(0)} ms, median ${l.median.toFixed(0)} ms`);
 console.log("(native times include process start and model load)");
 
-await context.close();
+await chromium.close();
 server.close();
-await rm(userDataDir, { recursive: true, force: true });
 await rm(scratch, { recursive: true, force: true });

@@ -12,11 +12,9 @@
 //   peak wasm memory of the conversion (its own module) against the f32 weights;
 //   wasm memory afterwards (the translating module) against the bundle;
 //   second load (a new page, the hub stopped): from the cache to the first translation.
-import { chromium } from "playwright-core";
-import { mkdtemp, rm } from "node:fs/promises";
 import { statSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import { launchChromium } from "./chromium.mjs";
 import { serve } from "./serve.mjs";
 import { startHub } from "./test-hub.mjs";
 
@@ -38,14 +36,8 @@ const MB = (b) => (b / 1e6).toFixed(1);
 
 for (let round = 1; round <= rounds; round++) {
   const hub = await startHub({ opusSize });
-  const userDataDir = await mkdtemp(join(tmpdir(), "transduce-chromium-"));
-  const context = await chromium.launchPersistentContext(userDataDir, {
-    executablePath: process.env.CHROMIUM ?? "/usr/bin/chromium",
-    headless: true,
-    args: ["--headless=new", "--no-sandbox", "--disable-background-networking", "--disable-component-update",
-      "--disable-sync", "--no-first-run", "--disable-quic", ...(webgpu ? ["--enable-unsafe-webgpu"] : [])],
-  });
-  context.setDefaultTimeout(600_000);
+  const chromium = await launchChromium({ extraFlags: webgpu ? ["--enable-unsafe-webgpu"] : [], timeout: 600_000 });
+  const { context } = chromium;
   const load = async (backend = "cpu") => {
     const page = await context.newPage();
     await page.goto(`${base}/index.html?backend=cpu`);
@@ -76,7 +68,6 @@ for (let round = 1; round <= rounds; round++) {
       `conversion ${(first.hub.conversion?.ms / 1000).toFixed(2)} s, peak wasm ${MB(peak)} MB = ${(peak / f32Bytes).toFixed(2)} × the f32 weights (${MB(f32Bytes)} MB); ` +
       `wasm afterwards ${MB(first.wasmBytes)} MB for a ${MB(first.bundleBytes)} MB bundle (${((first.wasmBytes - 64e6) / first.bundleBytes).toFixed(2)} × bundle + 64 MB); second load (hub stopped, ${second.backend}) ${(second.total / 1000).toFixed(2)} s, offline ${second.hub.offline}, wasm ${MB(second.wasmBytes)} MB (${((second.wasmBytes - 64e6) / first.bundleBytes).toFixed(2)} × bundle + 64 MB)`,
   );
-  await context.close();
-  await rm(userDataDir, { recursive: true, force: true });
+  await chromium.close();
 }
 server.close();

@@ -20,6 +20,7 @@
 //   ~short    Content-Length 100 bytes more than sent     ~corrupt  one byte flipped
 //   ~html     the listing is an HTML page (status 200)   ~moved    resolve answers come from
 //   ~noapi    no listing (404): files are asked one by one           another commit
+//   ~limited  every answer 429 (rate-limited)            ~down     every answer 503
 //   ~real     huggingface.co as its own clients record it (below); ~real+MODE: with the
 //             CDN misbehaving as MODE (~real+cut, ~real+corrupt, …)
 //
@@ -36,6 +37,8 @@
 //   - the hub echoes the page's Origin and exposes exactly the hub's list;
 //   - a repository that does not exist: 401 "Invalid username or password.", no
 //     X-Error-Code.
+// `startHub(…).limit(429 | 503 | null)` makes every hub answer a rate limit (RateLimit,
+// Retry-After) or an outage, the CDN aside.
 //
 // Models (ORG/NAME → fixture):
 //   Helsinki-NLP/opus-mt-en-de       swish (model.safetensors)
@@ -113,14 +116,18 @@ function catalog(opusSize) {
   return models;
 }
 
-const MODES = ["slow", "cut", "short", "corrupt", "html", "moved", "noapi", "real"];
+const MODES = ["slow", "cut", "short", "corrupt", "html", "moved", "noapi", "real", "limited", "down"];
 
 /** Starts the hub; resolves to { url, port, close() }. */
 export async function startHub({ port = 0, host = "127.0.0.1", opusSize } = {}) {
   const models = catalog(opusSize);
+  // `limit(429)` / `limit(503)`: every answer of the hub (not its CDN) is that status from
+  // then on, until `limit(null)`: the real hub's rate limit and outages, for a model that
+  // may already be cached.
+  const state = { status: null };
   const sockets = new Set();
   const serve = (handler) => {
-    const server = createServer((req, res) => handler(req, res).catch((e) => {
+    const server = createServer((req, res) => Promise.resolve(handler(req, res)).catch((e) => {
       if (!res.headersSent) res.writeHead(500, { "content-type": "text/plain" });
       res.end(String(e));
     }));
@@ -135,13 +142,16 @@ export async function startHub({ port = 0, host = "127.0.0.1", opusSize } = {}) 
   const cdn = { url: null };
   const cdnServer = serve((req, res) => handleCdn(models, req, res));
   cdn.url = `http://${host}:${await listen(cdnServer, 0)}`;
-  const server = serve((req, res) => handle(models, cdn, req, res));
+  const server = serve(async (req, res) => (state.status ? limited(req, res, state.status) : handle(models, cdn, req, res)));
   const bound = await listen(server, port);
   return {
     url: `http://${host}:${bound}`,
     port: bound,
     cdnUrl: cdn.url,
     models,
+    limit: (status) => {
+      state.status = status;
+    },
     close: () => new Promise((done) => {
       for (const s of sockets) s.destroy();
       cdnServer.close(() => server.close(() => done()));
@@ -197,6 +207,8 @@ async function handle(models, cdn, req, res) {
     path = m[2];
   }
   const base = m && (mode || real) ? `/~${m[1]}` : "";
+  if (mode === "limited") return limited(req, res, 429);
+  if (mode === "down") return limited(req, res, 503);
 
   // The listing.
   let api = path.match(/^\/api\/models\/([^/]+\/[^/]+?)(?:\/revision\/(.+))?$/);
@@ -258,6 +270,18 @@ async function handle(models, cdn, req, res) {
   }
   // The transfer misbehaviours are the CDN's (where the large files come from).
   return serveBytes(req, res, bytes, null, { etag: `"${gitBlob(bytes)}"`, "x-repo-commit": commit });
+}
+
+/**
+ * The hub rate-limiting (429, with `RateLimit` and `Retry-After` as the hub sends them:
+ * huggingface_hub's `_http.py` reads both) or down (503).
+ */
+function limited(req, res, status) {
+  if (req.method === "OPTIONS") return send(res, 204, {});
+  const headers = status === 429
+    ? { "retry-after": "42", ratelimit: '"api";r=0;t=42', "ratelimit-policy": '"fixed window";"api";q=500;w=300', "x-error-message": "You have exceeded our rate limit" }
+    : {};
+  return realSend(req, res, status, { "content-type": "text/plain", ...headers }, status === 429 ? "Too Many Requests" : "Service Unavailable");
 }
 
 /** The hub's CORS answer: the page's Origin echoed, exactly its exposed list. */

@@ -10,7 +10,9 @@
 //   missing-file    the model lacks a file the import needs
 //   unreachable     the hub cannot be reached and the model is not cached
 //   bad-listing     the listing is not the hub's JSON (an HTML page, say)
-//   http            another HTTP error
+//   rate-limited    the hub answered 429 and the model is not cached (`retryAfter`: the
+//                   seconds it asks to wait, where its CORS list lets a page read them)
+//   http            another HTTP error (`status`); after a 5xx a cached bundle is used
 //   truncated       a download ended early, or its size is not what the hub said
 //   corrupt         a download's sha256 is not the one the hub lists
 //   moved           the revision moved to another commit during the download
@@ -69,6 +71,35 @@ export function listingUrl(ref, hub) {
 const message = (e) => (e instanceof Error ? e.message : String(e));
 
 /**
+ * The seconds a rate-limited caller should wait: `Retry-After`, else the `t=` of the
+ * `RateLimit` header (the hub sends both; huggingface_hub's `_http.py` reads them), else null.
+ */
+export function retryAfter(headers) {
+  const after = Number(headers.get("retry-after"));
+  if (Number.isFinite(after) && after >= 0 && headers.get("retry-after") !== null) return after;
+  const t = /(?:^|;)\s*t=(\d+)/.exec(headers.get("ratelimit") ?? "");
+  return t ? Number(t[1]) : null;
+}
+
+/** A hub answer that is neither a file nor a listing: 429 (with its wait), or another HTTP error. */
+function statusError(response, url, file = null) {
+  if (response.status === 429) {
+    const wait = retryAfter(response.headers);
+    // A page sees the wait only where the hub exposes the headers (huggingface.co's CORS
+    // list does not name them).
+    const error = new HubError("rate-limited", `${url}: the hub limits how often it is asked (HTTP 429); try again ${wait !== null ? `in ${wait} s` : "later"}`, file);
+    error.retryAfter = wait;
+    return error;
+  }
+  const error = new HubError("http", `${url}: HTTP ${response.status} ${response.statusText}`, file);
+  error.status = response.status;
+  return error;
+}
+
+/** Errors after which a cached bundle is used: the hub unreachable, limiting, or failing (5xx). */
+const canFallBack = (e) => e?.code === "unreachable" || e?.code === "rate-limited" || (e?.code === "http" && e.status >= 500);
+
+/**
  * The hub's listing of the model: `{ commit, files: Map(name → { size, sha256 }) }`, or
  * null where the hub has no listing for it (404: a hub without the API, or no such model —
  * the files then tell). Throws "unreachable" when nothing answers.
@@ -86,7 +117,7 @@ export async function fetchListing(ref, hub, { signal } = {}) {
   if (response.status === 401) {
     throw new HubError("not-found", `${referenceText(ref)}: no such model on ${trimHub(hub)} (HTTP 401: or it needs a login)`);
   }
-  if (!response.ok) throw new HubError("http", `${url}: HTTP ${response.status} ${response.statusText}`);
+  if (!response.ok) throw statusError(response, url);
   const text = await response.text();
   let json;
   try {
@@ -107,13 +138,19 @@ export async function fetchListing(ref, hub, { signal } = {}) {
   return { commit: typeof json.sha === "string" ? json.sha : null, files };
 }
 
-/** Whether the hub has `hf:ORG/NAME` (its listing answers); remembered for the page's life. */
+/**
+ * Whether the hub has `hf:ORG/NAME` (its listing answers). Answers, "no" included (a 404,
+ * or the 401 the hub gives a repository that does not exist), are remembered for the page's
+ * life, so a name is asked once; errors (unreachable, 429 with its wait) are not, and
+ * reject.
+ */
 const known = new Map();
 export function exists(repo, hub) {
   const key = `${trimHub(hub)} ${repo}`;
   if (!known.has(key)) {
     const [org, name] = repo.split("/");
     known.set(key, fetchListing({ org, name, revision: null }, hub).then((l) => l !== null, (e) => {
+      if (e.code === "not-found") return false;
       known.delete(key);
       throw e;
     }));
@@ -169,7 +206,7 @@ async function download(ref, hub, listing, progress) {
       }
       throw new HubError("missing-file", `${referenceText(ref)}: the model has no ${file} (${url} answered 404)`, file);
     }
-    if (!response.ok) throw new HubError("http", `${url}: HTTP ${response.status} ${response.statusText}`, file);
+    if (!response.ok) throw statusError(response, url, file);
     const served = response.headers.get("x-repo-commit");
     if (served && commit && served !== commit) {
       throw new HubError("moved", `${referenceText(ref)}: revision ${ref.revision ?? "main"} moved during the download: the listing said commit ${commit}, ${file} came from ${served}; load it again`, file);
@@ -333,9 +370,13 @@ export async function hubBundle({ reference, hub = DEFAULT_HUB, weights = "int8"
   try {
     listing = await fetchListing(ref, hub);
   } catch (e) {
-    if (e.code !== "unreachable") throw e;
+    if (!canFallBack(e)) throw e;
     const cached = await readCached(store, ref, hub, weights);
-    if (!cached) throw new HubError("unreachable", `${e.message}, and ${referenceText(ref)} is not cached in this browser`);
+    if (!cached) {
+      const error = new HubError(e.code, `${e.message}, and ${referenceText(ref)} is not cached in this browser`, e.file);
+      Object.assign(error, { retryAfter: e.retryAfter, status: e.status });
+      throw error;
+    }
     emit({ file: repoOf(ref), loaded: cached.weights.length, total: cached.weights.length, cached: true });
     return { ...cached, reference: referenceText({ ...ref, revision: cached.commit }), cached: true, offline: true };
   }

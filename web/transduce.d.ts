@@ -192,6 +192,11 @@ export class TransduceError extends Error {
   readonly code: ErrorCode | null;
   /** The model's file at fault (e.g. "config.json"), or null. */
   readonly file: string | null;
+  /**
+   * With code "rate-limited": the seconds the hub asks to wait, where its CORS answer lets a
+   * page read them (huggingface.co's does not: null there).
+   */
+  readonly retryAfter?: number | null;
 }
 
 export class Transduce {

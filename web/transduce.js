@@ -14,11 +14,13 @@ const DEFAULT_WORKER = new URL("./worker.js", import.meta.url);
 
 export class TransduceError extends Error {
   /** `code` and `file` say what went wrong and where, where known (a model by name). */
-  constructor(message, { code = null, file = null } = {}) {
+  constructor(message, { code = null, file = null, retryAfter = null } = {}) {
     super(message);
     this.name = "TransduceError";
     this.code = code;
     this.file = file;
+    // A hub's 429: the seconds it asks to wait.
+    if (retryAfter !== null) this.retryAfter = retryAfter;
   }
 }
 

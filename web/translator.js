@@ -138,7 +138,11 @@ async function route(sourceLanguage, targetLanguage) {
   const t = canonical(targetLanguage).split("-")[0];
   if (s === t) return null;
   const name = (a, b) => `Helsinki-NLP/opus-mt-${a}-${b}`;
-  const has = (repo) => exists(repo, settings.hub).catch(() => false);
+  // A hub that limits us (429) is not a "no": availability() rejects with the wait.
+  const has = (repo) => exists(repo, settings.hub).catch((e) => {
+    if (e?.code === "rate-limited") throw error("NetworkError", `${e.message}: Translator.availability cannot tell now`);
+    return false;
+  });
   if (await has(name(s, t))) return { parts: [{ reference: `hf:${name(s, t)}` }], source: s, target: t };
   if (s !== "en" && t !== "en") {
     const [a, b] = await Promise.all([has(name(s, "en")), has(name("en", t))]);

@@ -136,7 +136,7 @@ self.onmessage = async ({ data: { id, op, args } }) => {
     self.postMessage({ id, kind: "ok", value });
   } catch (e) {
     // `code` and `file` where the error has them (a model by name: hub.js, the import).
-    self.postMessage({ id, kind: "error", value: { message: message(e), code: e?.code ?? null, file: e?.file ?? null } });
+    self.postMessage({ id, kind: "error", value: { message: message(e), code: e?.code ?? null, file: e?.file ?? null, retryAfter: e?.retryAfter ?? null } });
   }
 };
 

@@ -2,11 +2,9 @@
 // (Debian's, driven by playwright-core), the page helpers, and the count of passes and
 // failures that run.mjs prints at the end ("browser: N passed, N failed", which
 // scripts/test.sh reads).
-import { chromium } from "playwright-core";
 import { existsSync } from "node:fs";
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import { CHROMIUM_PATH, launchChromium } from "../../scripts/chromium.mjs";
 import { serve } from "../../scripts/serve.mjs";
 
 /** The value after `--name` on the command line, or `fallback`. */
@@ -19,7 +17,7 @@ export const dist = resolve(arg("dist", join(repo, "dist")));
 export const artifacts = resolve(arg("artifacts", join(repo, "test-artifacts", "browser")));
 /** A page someone already serves (--url), or undefined: then the tests serve dist/ themselves. */
 export const external = arg("url");
-export const chromiumPath = process.env.CHROMIUM ?? "/usr/bin/chromium";
+export const chromiumPath = CHROMIUM_PATH;
 export const TIMEOUT = 480_000;
 
 /**
@@ -61,32 +59,9 @@ export const step = (feature, run, { ownPage = false } = {}) => ({ feature, run,
 let passed = 0;
 let failed = 0;
 
-/** Chromium with a fresh profile; `close()` removes the profile. */
-export async function browser(extraFlags = []) {
-  const userDataDir = await mkdtemp(join(tmpdir(), "transduce-chromium-"));
-  const context = await chromium.launchPersistentContext(userDataDir, {
-    executablePath: chromiumPath,
-    headless: true,
-    args: [
-      "--headless=new",
-      "--no-sandbox",
-      "--disable-background-networking",
-      "--disable-component-update",
-      "--disable-sync",
-      "--no-first-run",
-      "--disable-quic",
-      ...extraFlags,
-    ],
-    viewport: { width: 1100, height: 1400 },
-  });
-  context.setDefaultTimeout(TIMEOUT);
-  return {
-    context,
-    async close() {
-      await context.close();
-      await rm(userDataDir, { recursive: true, force: true });
-    },
-  };
+/** Chromium with a fresh profile (scripts/chromium.mjs's flags); `close()` removes the profile. */
+export function browser(extraFlags = []) {
+  return launchChromium({ extraFlags, timeout: TIMEOUT, viewport: { width: 1100, height: 1400 } });
 }
 
 /** Runs one test: prints "ok - NAME (T s)" or "not ok - NAME: why" and counts it. */

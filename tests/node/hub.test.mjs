@@ -1,7 +1,7 @@
 // The hub's names and addresses (web/hub.js): pure functions, no browser needed.
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { HubError, listingUrl, parseReference, referenceText, resolveUrl } from "../../web/hub.js";
+import { HubError, listingUrl, parseReference, referenceText, resolveUrl, retryAfter } from "../../web/hub.js";
 
 test("an hf: name is an organisation, a name and an optional revision", () => {
   assert.deepEqual(parseReference("hf:Helsinki-NLP/opus-mt-en-de"), { org: "Helsinki-NLP", name: "opus-mt-en-de", revision: null });
@@ -35,4 +35,13 @@ test("files resolve at the revision (main by default), listings ask for blobs", 
   const pr = parseReference("hf:Helsinki-NLP/opus-mt-en-de@refs/pr/3");
   assert.equal(resolveUrl(pr, "https://hub.example", "vocab.json"), "https://hub.example/Helsinki-NLP/opus-mt-en-de/resolve/refs%2Fpr%2F3/vocab.json");
   assert.equal(listingUrl(pr, "https://hub.example"), "https://hub.example/api/models/Helsinki-NLP/opus-mt-en-de/revision/refs%2Fpr%2F3?blobs=true");
+});
+
+test("a 429's wait comes from Retry-After, else the RateLimit header's t=", () => {
+  const h = (o) => new Headers(o);
+  assert.equal(retryAfter(h({ "retry-after": "42", ratelimit: '"api";r=0;t=7' })), 42);
+  assert.equal(retryAfter(h({ ratelimit: '"api";r=0;t=7' })), 7);
+  assert.equal(retryAfter(h({ "retry-after": "0" })), 0);
+  assert.equal(retryAfter(h({ "retry-after": "soon" })), null);
+  assert.equal(retryAfter(h({})), null);
 });

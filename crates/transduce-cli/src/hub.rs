@@ -208,16 +208,36 @@ pub fn fetch(reference: &Reference, hub: &str, cache: &Path) -> Result<Fetched> 
                 format!("{what}: no such model on {hub}, or it needs a token (set HF_TOKEN)"),
             ));
         }
+        // Rate-limited or failing: as unreachable, the cached revision serves.
+        Err(Failure::Status(status, what)) if status == 429 || status >= 500 => {
+            let limit = if status == 429 {
+                " (the hub limits how often it is asked; try again later)"
+            } else {
+                ""
+            };
+            return offline(
+                reference,
+                &dir,
+                &refs,
+                &format!("the hub answered {what}{limit}"),
+            );
+        }
         Err(Failure::Status(_, what)) => return Err(hub_error(reference, what)),
         Err(Failure::Unreachable(why)) => {
-            return offline(reference, &dir, &refs, &why);
+            return offline(
+                reference,
+                &dir,
+                &refs,
+                &format!("the hub is unreachable ({why})"),
+            );
         }
     };
     let commit = listing.as_ref().and_then(|l| l.commit.clone());
     fetch_files(reference, &client, &dir, &refs, listing, commit)
 }
 
-/// The hub is unreachable: the revision's files from the cache, if all are there.
+/// The hub is unreachable, rate-limiting or failing (`why` says which): the revision's
+/// files from the cache, if all are there.
 fn offline(reference: &Reference, dir: &Path, refs: &Path, why: &str) -> Result<Fetched> {
     let commit = std::fs::read_to_string(refs)
         .ok()
@@ -225,7 +245,7 @@ fn offline(reference: &Reference, dir: &Path, refs: &Path, why: &str) -> Result<
     let Some(commit) = commit.filter(|c| !c.is_empty()) else {
         return Err(hub_error(
             reference,
-            format!("the hub is unreachable ({why}), and this revision is not cached"),
+            format!("{why}, and this revision is not cached"),
         ));
     };
     let snapshot = dir.join(&commit);
@@ -245,12 +265,10 @@ fn offline(reference: &Reference, dir: &Path, refs: &Path, why: &str) -> Result<
     if !complete {
         return Err(hub_error(
             reference,
-            format!(
-                "the hub is unreachable ({why}), and the cache holds only part of commit {commit}"
-            ),
+            format!("{why}, and the cache holds only part of commit {commit}"),
         ));
     }
-    eprintln!("the hub is unreachable ({why}); using the cached commit {commit}");
+    eprintln!("{why}; using the cached commit {commit}");
     Ok(Fetched { files, commit })
 }
 

@@ -376,6 +376,54 @@ export const badInput = step(name, async ({ b }) => {
     await page.close();
   }, { needsTestServer: true });
 
+  await test("hub: a hub that rate-limits (429) or fails (503) gives the cached bundle; an uncached model is one rate-limited error; availability() rejects naming the limit", async () => {
+    const page = await b.context.newPage();
+    await page.goto(`${base}/index.html?backend=cpu`);
+    const run = (status) => {
+      hub.limit(status);
+      return page.evaluate(async ({ reference, hub, sentence }) => {
+        const { Transduce } = await import("/transduce.js");
+        const polyfill = await import("/translator.js");
+        const out = {};
+        // Cached by the tests before this one (from the same hub URL).
+        const t = await Transduce.load(reference, { hub, backend: "cpu" });
+        out.cached = { text: (await t.translate(sentence, { beam: 1 })).text, offline: t.hub.offline };
+        t.free();
+        try {
+          await Transduce.load("hf:Helsinki-NLP/opus-mt-sv-fi", { hub, backend: "cpu" });
+          out.uncached = "loaded";
+        } catch (e) {
+          out.uncached = { code: e.code, retryAfter: e.retryAfter ?? null, message: e.message };
+        }
+        polyfill.configure({ hub, opusMt: true, backend: "cpu" });
+        out.availability = await polyfill.Translator.availability({ sourceLanguage: "sv", targetLanguage: "fi" }).then(
+          (a) => a,
+          (e) => `${e.name}: ${e.message}`,
+        );
+        return out;
+      }, { reference: EN_DE, hub: hubUrl(), sentence: native.sentences[0] });
+    };
+    let limited, down;
+    try {
+      limited = await run(429);
+      down = await run(503);
+    } finally {
+      hub.limit(null);
+    }
+    for (const [what, found] of [["429", limited], ["503", down]]) {
+      assertEqual(found.cached.text, native.enDe.greedy[0], `${what}: the cached model translates`);
+      assertEqual(found.cached.offline, true, `${what}: the card says offline`);
+    }
+    assertEqual(limited.uncached.code, "rate-limited", "429, not cached: the code");
+    // The hub exposes neither Retry-After nor RateLimit to pages (its CORS list), so the
+    // page cannot know the wait, and does not make one up.
+    assertEqual(limited.uncached.retryAfter, null, "429, not cached: the wait a page cannot see");
+    if (!limited.uncached.message.includes("HTTP 429")) throw new Error(limited.uncached.message);
+    if (!limited.availability.startsWith("NetworkError") || !limited.availability.includes("429")) throw new Error(`availability under 429: ${limited.availability}`);
+    assertEqual(down.uncached.code, "http", "503, not cached: the code");
+    await page.close();
+  }, { needsTestServer: true });
+
   await test("hub: the page's name field shows a bad name's error and keeps the model it had", async () => {
     const page = await openPage(b.context, `backend=cpu&model=${encodeURIComponent(EN_DE)}&hub=${encodeURIComponent(hubUrl())}`);
     await waitReady(page, "cpu");

@@ -398,7 +398,8 @@ fn a_broken_download_resumes_and_a_damaged_one_is_never_used() {
 /// files, large files from a CDN on another origin whose ETag is a Xet hash, not the
 /// sha256; 401 for a repository that does not exist. The import is the same bundle as from
 /// the plain hub; a cut download resumes (If-Range on the CDN's own ETag); a damaged one is
-/// refused by the listing's sha256.
+/// refused by the listing's sha256. A hub that rate-limits or fails leaves the cached
+/// revision usable.
 #[test]
 fn the_real_hubs_redirects_cdn_and_errors_hold() {
     let tmp = tempfile::tempdir().unwrap();
@@ -452,6 +453,43 @@ fn the_real_hubs_redirects_cdn_and_errors_hold() {
     );
     assert!(
         !ok && said.contains("is damaged") && said.contains("deleted"),
+        "{said}"
+    );
+    // Rate-limited (429) or failing (503): the cached revision serves; a model not cached
+    // is one error naming the status.
+    for mode in ["limited", "down"] {
+        let again = tmp.path().join(format!("again-{mode}"));
+        let (ok, said) = import(
+            &cache,
+            &[
+                name,
+                "--hub",
+                &format!("{}/~{mode}", hub.url),
+                "--out",
+                s(&again),
+            ],
+        );
+        assert!(
+            ok && said.contains("using the cached commit"),
+            "{mode}: {said}"
+        );
+        assert_eq!(
+            read(&again, "model.safetensors"),
+            read(&plain, "model.safetensors")
+        );
+    }
+    let (ok, said) = import(
+        &tmp.path().join("cache4"),
+        &[
+            name,
+            "--hub",
+            &format!("{}/~limited", hub.url),
+            "--out",
+            s(&tmp.path().join("b4")),
+        ],
+    );
+    assert!(
+        !ok && said.contains("HTTP 429") && said.contains("not cached"),
         "{said}"
     );
     let (ok, said) = import(

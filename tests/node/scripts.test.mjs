@@ -1,0 +1,37 @@
+// @ts-check
+// DEVELOPING's table of scripts names every file of scripts/: a script added without a row,
+// or a row left for a script that is gone, fails here.
+
+import assert from "node:assert/strict";
+import { readdirSync, readFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { test } from "node:test";
+import { fileURLToPath } from "node:url";
+
+const repo = join(dirname(fileURLToPath(import.meta.url)), "../..");
+
+/** The script names a Markdown table row's first cell gives (`scripts/a.sh`, `b.sh`, …). */
+export function namedScripts(markdown) {
+  const section = markdown.split(/^## Scripts$/m)[1]?.split(/^## /m)[0] ?? "";
+  const names = new Set();
+  for (const line of section.split("\n")) {
+    if (!line.startsWith("| `")) continue;
+    const cell = line.split("|")[1];
+    for (const [, code] of cell.matchAll(/`([^`]+)`/g)) names.add(code.replace(/^scripts\//, ""));
+  }
+  return names;
+}
+
+test("a row's first cell gives its scripts, with or without the folder", () => {
+  const md = "# X\n## Scripts\n| script | what |\n|---|---|\n| `scripts/a.sh`, `b.py` | two |\n| `c.mjs` | `d.sh` is not a name here |\n## Next\n| `e.sh` | elsewhere |\n";
+  assert.deepEqual([...namedScripts(md)].sort(), ["a.sh", "b.py", "c.mjs"]);
+});
+
+test("DEVELOPING's table of scripts names every file of scripts/ and no other", () => {
+  const named = namedScripts(readFileSync(join(repo, "docs/DEVELOPING.md"), "utf8"));
+  const files = readdirSync(join(repo, "scripts"), { withFileTypes: true })
+    .filter((e) => e.isFile())
+    .map((e) => e.name);
+  assert.deepEqual(files.filter((f) => !named.has(f)), [], "scripts without a row in docs/DEVELOPING.md");
+  assert.deepEqual([...named].filter((n) => !files.includes(n)), [], "rows for scripts that do not exist");
+});
