@@ -558,13 +558,8 @@ def main():
     if args.student:
         # The 2020 fixtures' tokenizer and vocabulary; the tiny students' depths.
         spm_dir = out / "swish"
-        vocab = json.loads((spm_dir / "vocab.json").read_text())
-        tok = MarianTokenizer(str(spm_dir / "source.spm"), str(spm_dir / "target.spm"), str(spm_dir / "vocab.json"),
-                              source_lang="en", target_lang="de")
-        en_test = lines(args.data, "test.en.gz")
-        de_test = lines(args.data, "test.de.gz")
-        pick = random.Random(SEED + 2)
-        test_idx = pick.sample(range(len(en_test)), 1000)
+        vocab, tok = swish_tokenizer(spm_dir)
+        en_test, de_test, test_idx = test_sample(args, SEED + 2)
         gen_pool = [en_test[i] for i in test_idx[:400] if 4 <= len(en_test[i].split()) <= 9]
         gen_candidates = [">>deu<< " + gen_pool[0], "Tom 😀 Mary", "Fußball ist toll."] + gen_pool[1:]
         forced_pairs = [(en_test[i], de_test[i]) for i in test_idx[400:] if len(de_test[i].split()) <= 4][:4]
@@ -737,16 +732,27 @@ def build_tc(folder, en, de, args):
     print(f"wrote {folder}: vocabulary {len(vocab)}, </s> {eos}, <s> {s_row}, <unk> {unk}, <pad> {pad}")
 
 
-def build_bible(folder, en, args):
-    """The bible/ fixture: see the module's docstring."""
-    spm_dir = args.out / "swish"
+def swish_tokenizer(spm_dir):
+    """The 2020 fixtures' vocabulary and MarianTokenizer (swish/'s files)."""
     vocab = json.loads((spm_dir / "vocab.json").read_text())
     tok = MarianTokenizer(str(spm_dir / "source.spm"), str(spm_dir / "target.spm"), str(spm_dir / "vocab.json"),
                           source_lang="en", target_lang="de")
+    return vocab, tok
+
+
+def test_sample(args, seed):
+    """The Tatoeba test sides and 1,000 of their indices drawn with `seed`."""
     en_test = lines(args.data, "test.en.gz")
     de_test = lines(args.data, "test.de.gz")
-    pick = random.Random(SEED + 50)
-    test_idx = pick.sample(range(len(en_test)), 1000)
+    test_idx = random.Random(seed).sample(range(len(en_test)), 1000)
+    return en_test, de_test, test_idx
+
+
+def build_bible(folder, en, args):
+    """The bible/ fixture: see the module's docstring."""
+    spm_dir = args.out / "swish"
+    vocab, tok = swish_tokenizer(spm_dir)
+    en_test, de_test, test_idx = test_sample(args, SEED + 50)
     pool = [en_test[i] for i in test_idx[:400] if 4 <= len(en_test[i].split()) <= 9]
     # Each sentence under both tokens, one after the other: the same source asks for two
     # outputs.

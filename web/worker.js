@@ -674,12 +674,16 @@ function route(model, n) {
   model.useBackend(policy.gpuFrom !== null && n >= policy.gpuFrom ? "webgpu" : "cpu");
 }
 
+/** Each engine's language codes, read once: the getter walks the whole vocabulary. */
+const languageTokens = new WeakMap();
+
 /** The prefix `options.to` asks for: its code (`>>nld<< ` for "nld"), if the model has it. */
 function targetPrefix(model, to, given) {
   if (typeof to !== "string" || !to.trim()) throw new Error(`options.to must be a language code such as "nld", not ${JSON.stringify(to)}`);
   if (given) throw new Error("options.to and options.prefix both name a target: give one");
   const token = `>>${to.trim()}<<`;
-  const tokens = model.languageTokens;
+  if (!languageTokens.has(model)) languageTokens.set(model, model.languageTokens);
+  const tokens = languageTokens.get(model);
   if (!tokens.includes(token)) {
     const has = tokens.length ? `it has ${tokens.join(" ")}` : "it has none: it translates into one language, so leave options.to out";
     throw new Error(`options.to ${JSON.stringify(to)}: the model has no target-language token ${token}; ${has}`);
