@@ -12,7 +12,7 @@ source scripts/common.sh
 out=${TRUNK_STAGING_DIR:?run by trunk as a post_build hook (see Trunk.toml)}
 
 log "building the adaptation wasm module (transduce-adapt-web)"
-cargo build --locked --profile web --target wasm32-unknown-unknown -p transduce-adapt-web
+wasm_cargo_adapt
 wasm-bindgen --target web --typescript --out-name transduce-adapt --out-dir "$out" \
     "$CARGO_TARGET_DIR/wasm32-unknown-unknown/web/transduce_adapt_web.wasm"
 log "wasm-opt -Os on the adaptation module"

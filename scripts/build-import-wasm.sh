@@ -10,7 +10,7 @@ source scripts/common.sh
 out=${TRUNK_STAGING_DIR:?run by trunk as a post_build hook (see Trunk.toml)}
 
 log "building the import wasm module (transduce-import-web)"
-cargo build --locked --profile web --target wasm32-unknown-unknown -p transduce-import-web
+wasm_cargo_import
 wasm-bindgen --target web --typescript --out-name transduce-import --out-dir "$out" \
     "$CARGO_TARGET_DIR/wasm32-unknown-unknown/web/transduce_import_web.wasm"
 log "wasm-opt -Os on the import module"

@@ -10,8 +10,6 @@ source scripts/common.sh
 out=${TRUNK_STAGING_DIR:-${1:?usage: scripts/build-relaxed-wasm.sh OUT_DIR (trunk passes TRUNK_STAGING_DIR)}}
 
 log "building the relaxed-SIMD kernel module"
-RUSTFLAGS="-C target-feature=+simd128,+relaxed-simd -C link-arg=--import-memory -C link-arg=-zstack-size=0 -C link-arg=--initial-memory=65536" \
-    cargo build --locked --release --target wasm32-unknown-unknown \
-    --manifest-path crates/transduce-relaxed/Cargo.toml --target-dir "$CARGO_TARGET_DIR/relaxed"
+wasm_cargo_relaxed
 cp "$CARGO_TARGET_DIR/relaxed/wasm32-unknown-unknown/release/transduce_relaxed.wasm" \
     "$out/transduce-relaxed.wasm"

@@ -18,19 +18,8 @@ if ! has_nightly_src; then
     exit 0
 fi
 
-# The page module's flags (.cargo/config.toml) plus atomics, a shared memory imported (each
-# thread's instance takes the same one) and the TLS symbols wasm-bindgen's thread set-up
-# needs. 4 GiB: the whole wasm32 address space, reserved, not committed. Its own target
-# folder: other flags, another std.
-threads_flags="--cfg getrandom_backend=\"wasm_js\" -C target-feature=+simd128,+atomics,+bulk-memory,+mutable-globals"
-for arg in --shared-memory --import-memory --max-memory=4294967296 \
-    --export=__wasm_init_tls --export=__tls_size --export=__tls_align --export=__tls_base; do
-    threads_flags+=" -C link-arg=$arg"
-done
 log "building the threaded wasm module (cargo +$nightly -Z build-std, --features threads)"
-RUSTFLAGS="$threads_flags" cargo "+$nightly" build --locked --profile web \
-    --target wasm32-unknown-unknown -Z build-std=std,panic_abort \
-    -p transduce-web --features threads --target-dir "$CARGO_TARGET_DIR/threads"
+wasm_cargo_threads
 wasm-bindgen --target web --typescript --out-name transduce-web-threads --out-dir "$out" \
     "$CARGO_TARGET_DIR/threads/wasm32-unknown-unknown/web/transduce_web.wasm"
 log "wasm-opt -Os on the threaded module"
@@ -41,8 +30,6 @@ wasm-opt -Os --enable-simd --enable-bulk-memory --enable-nontrapping-float-to-in
 # The relaxed kernel importing that shared memory (a memory import must match the memory's
 # kind): the same code, with atomics, so the linker declares the import shared.
 log "building the relaxed-SIMD kernel module over a shared memory"
-RUSTFLAGS="-C target-feature=+simd128,+relaxed-simd,+atomics,+bulk-memory -C link-arg=--import-memory -C link-arg=--shared-memory -C link-arg=--max-memory=4294967296 -C link-arg=-zstack-size=0 -C link-arg=--initial-memory=65536" \
-    cargo "+$nightly" build --locked --release --target wasm32-unknown-unknown -Z build-std=core \
-    --manifest-path crates/transduce-relaxed/Cargo.toml --target-dir "$CARGO_TARGET_DIR/relaxed-threads"
+wasm_cargo_relaxed_threads
 cp "$CARGO_TARGET_DIR/relaxed-threads/wasm32-unknown-unknown/release/transduce_relaxed.wasm" \
     "$out/transduce-relaxed-threads.wasm"

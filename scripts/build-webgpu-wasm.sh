@@ -14,7 +14,7 @@ source scripts/common.sh
 out=${TRUNK_STAGING_DIR:?run by trunk as a post_build hook (see Trunk.toml)}
 
 log "building the WebGPU wasm module (cargo --features webgpu)"
-cargo build --locked --profile web --target wasm32-unknown-unknown -p transduce-web --features webgpu
+wasm_cargo_webgpu
 wasm-bindgen --target web --typescript --out-name transduce-web-webgpu --out-dir "$out" \
     "$CARGO_TARGET_DIR/wasm32-unknown-unknown/web/transduce_web.wasm"
 log "wasm-opt -Os on the WebGPU module"

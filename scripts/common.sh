@@ -63,26 +63,33 @@ wasm_bindgen_version() {
     awk '/^name = "wasm-bindgen"$/ { getline; gsub(/version = |"/, ""); print; exit }' Cargo.lock
 }
 
+# cargo install for the page's tools, into their own build cache. trunk's release profile is
+# fat LTO in one codegen unit: 6.6 minutes on 2 cores for a tool whose own work (running
+# cargo, wasm-bindgen and wasm-opt, copying files) is light. Without LTO, in 16 units at
+# opt-level 0: 2.35 minutes (opt-level 1: 4.5; measured 2026-11-28).
+tool_install() {
+    CARGO_TARGET_DIR="$TOOLS_TARGET_DIR" CARGO_PROFILE_RELEASE_LTO=off \
+        CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 CARGO_PROFILE_RELEASE_OPT_LEVEL=0 \
+        cargo install "$@"
+}
+
 ensure_wasm_bindgen() {
     local want
     want=$(wasm_bindgen_version)
     if ! wasm-bindgen --version 2>/dev/null | grep -qx "wasm-bindgen $want"; then
-        log "installing wasm-bindgen-cli $want (about 3 minutes)"
-        # No --locked: with it this version's install fails to resolve.
-        CARGO_TARGET_DIR="$TOOLS_TARGET_DIR" cargo install wasm-bindgen-cli --version "$want" --force
+        log "installing wasm-bindgen-cli $want (about a minute)"
+        # No --locked: with it this version's install fails to resolve. Built as trunk is
+        # (below), which also lets the two share their common dependencies' builds: 57 s on
+        # 2 cores instead of about 3 minutes at the release profile's opt-level 3; it then
+        # takes 2.7 s per wasm module instead of 0.8 (measured 2026-12-07).
+        tool_install wasm-bindgen-cli --version "$want" --force
     fi
 }
 
 ensure_trunk() {
     if ! trunk --version 2>/dev/null | grep -q "trunk $TRUNK_VERSION"; then
         log "installing trunk $TRUNK_VERSION (about 2.5 minutes; 0.22 needs a newer rustc)"
-        # trunk's release profile is fat LTO in one codegen unit: 6.6 minutes on 2 cores for a
-        # tool whose own work (running cargo, wasm-bindgen and wasm-opt, copying files) is
-        # light. Without LTO, in 16 units at opt-level 0: 2.35 minutes (opt-level 1: 4.5;
-        # measured 2026-11-28).
-        CARGO_TARGET_DIR="$TOOLS_TARGET_DIR" CARGO_PROFILE_RELEASE_LTO=off \
-            CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 CARGO_PROFILE_RELEASE_OPT_LEVEL=0 \
-            cargo install trunk --version "$TRUNK_VERSION" --locked --force
+        tool_install trunk --version "$TRUNK_VERSION" --locked --force
     fi
 }
 
@@ -134,6 +141,59 @@ ensure_nightly_src() {
     log "adding rust-src to the $nightly toolchain (the threaded page module rebuilds std)"
     rustup component add rust-src --toolchain "$nightly" \
         || log "SKIP: rust-src for $nightly could not be added: the page decodes on one thread"
+}
+
+# The page's wasm builds, one function each: the trunk hooks (scripts/build-*-wasm.sh, which
+# add wasm-bindgen and wasm-opt) and scripts/test.sh (which compiles them before the page's
+# tools are installed: `wasm_cargo_all`) run the same commands, so cargo's fingerprint sees
+# the same flags and trunk later finds them built.
+wasm_cargo_cpu() {
+    cargo build --locked --profile web --target wasm32-unknown-unknown -p transduce-web
+}
+wasm_cargo_webgpu() {
+    cargo build --locked --profile web --target wasm32-unknown-unknown -p transduce-web --features webgpu
+}
+wasm_cargo_adapt() {
+    cargo build --locked --profile web --target wasm32-unknown-unknown -p transduce-adapt-web
+}
+wasm_cargo_import() {
+    cargo build --locked --profile web --target wasm32-unknown-unknown -p transduce-import-web
+}
+# The relaxed-SIMD kernel: its own target folder, since these flags must not touch the page
+# module's build cache.
+wasm_cargo_relaxed() {
+    RUSTFLAGS="-C target-feature=+simd128,+relaxed-simd -C link-arg=--import-memory -C link-arg=-zstack-size=0 -C link-arg=--initial-memory=65536" \
+        cargo build --locked --release --target wasm32-unknown-unknown \
+        --manifest-path crates/transduce-relaxed/Cargo.toml --target-dir "$CARGO_TARGET_DIR/relaxed"
+}
+# The threaded CPU module: std rebuilt with atomics by the nightly toolchain (has_nightly_src
+# says whether it can be). The page module's flags (.cargo/config.toml) plus atomics, a
+# shared memory imported (each thread's instance takes the same one) and the TLS symbols
+# wasm-bindgen's thread set-up needs. 4 GiB: the whole wasm32 address space, reserved, not
+# committed. Its own target folder: other flags, another std.
+wasm_cargo_threads() {
+    local flags="--cfg getrandom_backend=\"wasm_js\" -C target-feature=+simd128,+atomics,+bulk-memory,+mutable-globals"
+    for arg in --shared-memory --import-memory --max-memory=4294967296 \
+        --export=__wasm_init_tls --export=__tls_size --export=__tls_align --export=__tls_base; do
+        flags+=" -C link-arg=$arg"
+    done
+    RUSTFLAGS="$flags" cargo "+$NIGHTLY" build --locked --profile web \
+        --target wasm32-unknown-unknown -Z build-std=std,panic_abort \
+        -p transduce-web --features threads --target-dir "$CARGO_TARGET_DIR/threads"
+}
+# The relaxed-SIMD kernel over a shared memory, for the threaded module.
+wasm_cargo_relaxed_threads() {
+    RUSTFLAGS="-C target-feature=+simd128,+relaxed-simd,+atomics,+bulk-memory -C link-arg=--import-memory -C link-arg=--shared-memory -C link-arg=--max-memory=4294967296 -C link-arg=-zstack-size=0 -C link-arg=--initial-memory=65536" \
+        cargo "+$NIGHTLY" build --locked --release --target wasm32-unknown-unknown -Z build-std=core \
+        --manifest-path crates/transduce-relaxed/Cargo.toml --target-dir "$CARGO_TARGET_DIR/relaxed-threads"
+}
+# Every wasm build the page has, one after another.
+wasm_cargo_all() {
+    wasm_cargo_cpu && wasm_cargo_webgpu && wasm_cargo_adapt && wasm_cargo_import \
+        && wasm_cargo_relaxed || return 1
+    if has_nightly_src; then
+        wasm_cargo_threads && wasm_cargo_relaxed_threads
+    fi
 }
 
 # Everything the page's build needs.
