@@ -318,6 +318,9 @@ step "Trunk.toml pins Cargo.lock's wasm-bindgen ($(wasm_bindgen_version))" \
 step "page tools installed (wasm-bindgen-cli, trunk, node packages)" test "$page_status" -ne 1
 step "trunk build of the page (wasm32)" test "$page_status" -ne 2 -a "$page_status" -ne 1
 step "npm package (scripts/build-npm.sh)" test "$page_status" -eq 0
+# The page's and the package's JavaScript against its .d.ts files and the wasm modules'
+# (web/tsconfig.json finds those in dist/, so this comes after the page's build): a second.
+step "the JavaScript type-checks (tsc -p web)" tsc -p web
 
 phase "browser end-to-end tests"
 log "browser end-to-end tests (Chromium, playwright-core)"

@@ -1,8 +1,15 @@
+// @ts-check
 // The demo page: plain JavaScript over the same API an embedding site uses.
 import { Transduce } from "./transduce.js";
 import { Translator, configure as configureTranslators } from "./translator.js";
 
-const $ = (id) => document.getElementById(id);
+/**
+ * The page's element with this id. The page asks only for ids index.html has, mostly form
+ * controls: typed as one, so that reading `.value` or setting `.disabled` is checked.
+ * @typedef {HTMLElement & { value: string, checked: boolean, disabled: boolean }} Control
+ * @type {(id: string) => Control}
+ */
+const $ = (id) => /** @type {Control} */ (document.getElementById(id));
 const params = new URLSearchParams(location.search);
 const SVG = "http://www.w3.org/2000/svg";
 
@@ -35,7 +42,8 @@ const HUB = params.get("hub") ?? undefined;
 
 const state = {
   models: [],
-  backend: params.get("backend") ?? "auto",
+  /** @type {import("./transduce.js").Backend} */
+  backend: /** @type {any} */ (params.get("backend") ?? "auto"),
   // Rerank with the reverse translator the bundle names (`channel.model` in its config.json).
   channel: params.get("channel") === "1",
   translator: null, // { id, backend, channel, engine }
@@ -44,7 +52,7 @@ const state = {
   lastSentences: [],
   adapting: null, // the AbortController of an adaptation under way
 };
-window.transduceDemo = state; // for tests and the console
+/** @type {any} */ (window).transduceDemo = state; // for tests and the console
 
 function showError(message) {
   const box = $("error");
@@ -159,9 +167,9 @@ async function pairEngine(source, target, onProgress) {
     backend: "cpu",
     device: models.length > 1 ? `two models through English: ${models.map((m) => m.reference).join(" → ")}` : models[0].reference,
     config: { ...last.config, task: { kind: "translate", source, target } },
-    hub: { card: models.map((m) => m.card).join("\n\n---\n\n"), reference: models.map((m) => m.reference).join(" → ") },
+    hub: { card: models.map((m) => m.card).join("\n\n---\n\n"), reference: models.map((m) => m.reference).join(" → "), warning: undefined },
     pivot: models.length > 1,
-    async translate(text, { onPartial } = {}) {
+    async translate(text, { onPartial = undefined } = {}) {
       const started = performance.now();
       let done = "";
       const stream = translator.translateStreaming(text);
@@ -411,7 +419,7 @@ async function adapt() {
   adaptCount();
   $("adapt-cancel").hidden = false;
   $("adapt-reset").disabled = true;
-  const bar = $("adapt-progress");
+  const bar = /** @type {HTMLProgressElement} */ (document.getElementById("adapt-progress"));
   bar.hidden = false;
   bar.value = 0;
   $("adapt-status").textContent = "Loading the training module…";
@@ -473,8 +481,8 @@ async function showAttention() {
     sel.replaceChildren(...options);
     if ([...sel.options].some((o) => o.value === old)) sel.value = old;
   };
-  keep($("att-layer"), Array.from({ length: layers }, (_, i) => new Option(`${i + 1}`, i)));
-  keep($("att-head"), [new Option("mean", "mean"), ...Array.from({ length: heads }, (_, i) => new Option(`${i + 1}`, i))]);
+  keep($("att-layer"), Array.from({ length: layers }, (_, i) => new Option(`${i + 1}`, String(i))));
+  keep($("att-head"), [new Option("mean", "mean"), ...Array.from({ length: heads }, (_, i) => new Option(`${i + 1}`, String(i)))]);
   drawHeatmap();
 }
 
@@ -498,13 +506,13 @@ function drawHeatmap() {
   };
   const cell = 22, left = 110, top = 90;
   const svg = document.createElementNS(SVG, "svg");
-  svg.setAttribute("width", left + cols * cell + 10);
-  svg.setAttribute("height", top + rows * cell + 10);
+  svg.setAttribute("width", String(left + cols * cell + 10));
+  svg.setAttribute("height", String(top + rows * cell + 10));
   svg.setAttribute("class", "heat");
   const text = (x, y, label, anchor, rotate) => {
     const t = document.createElementNS(SVG, "text");
-    t.setAttribute("x", x);
-    t.setAttribute("y", y);
+    t.setAttribute("x", String(x));
+    t.setAttribute("y", String(y));
     t.setAttribute("text-anchor", anchor);
     if (rotate) t.setAttribute("transform", `rotate(-60 ${x} ${y})`);
     t.textContent = label.replace(/^▁/, "");
@@ -516,10 +524,10 @@ function drawHeatmap() {
     for (let c = 0; c < cols; c++) {
       const v = value(r, c);
       const rect = document.createElementNS(SVG, "rect");
-      rect.setAttribute("x", left + c * cell);
-      rect.setAttribute("y", top + r * cell);
-      rect.setAttribute("width", cell - 1);
-      rect.setAttribute("height", cell - 1);
+      rect.setAttribute("x", String(left + c * cell));
+      rect.setAttribute("y", String(top + r * cell));
+      rect.setAttribute("width", String(cell - 1));
+      rect.setAttribute("height", String(cell - 1));
       rect.setAttribute("fill", `rgba(37, 99, 235, ${Math.max(0.03, v).toFixed(3)})`);
       const title = document.createElementNS(SVG, "title");
       title.textContent = `${rowsLabels[r]} → ${colLabels[c]}: ${v.toFixed(3)}`;
@@ -552,8 +560,8 @@ function drawTree(tree) {
   const depth = Math.max(...nodes.map((n) => n.depth)) + 1;
   const dx = 70, dy = 46, pad = 30;
   const svg = document.createElementNS(SVG, "svg");
-  svg.setAttribute("width", pad * 2 + Math.max(1, nextLeaf) * dx);
-  svg.setAttribute("height", pad * 2 + (depth + 1) * dy);
+  svg.setAttribute("width", String(pad * 2 + Math.max(1, nextLeaf) * dx));
+  svg.setAttribute("height", String(pad * 2 + (depth + 1) * dy));
   svg.setAttribute("class", "parse-tree");
   const X = (e) => pad + e.x * dx + dx / 2;
   const Y = (e) => pad + e.depth * dy;
@@ -564,8 +572,8 @@ function drawTree(tree) {
   };
   const label = (g, x, y, text, cls) => {
     const t = document.createElementNS(SVG, "text");
-    t.setAttribute("x", x);
-    t.setAttribute("y", y);
+    t.setAttribute("x", String(x));
+    t.setAttribute("y", String(y));
     t.setAttribute("text-anchor", "middle");
     t.setAttribute("class", cls);
     t.textContent = text;
@@ -640,7 +648,8 @@ async function main() {
     if (entry && !state.loading) load(entry).catch(() => {});
   });
   $("backend").addEventListener("change", () => {
-    state.backend = $("backend").value;
+    // The select's options are the three backends (index.html).
+    state.backend = /** @type {import("./transduce.js").Backend} */ ($("backend").value);
     const ids = [state.translator?.id, state.parser?.id].filter(Boolean);
     state.translator?.engine.free();
     state.parser?.engine.free();

@@ -1,3 +1,4 @@
+// @ts-check
 // The conversion worker: a Marian (OPUS-MT) model's files in, a bundle out, through the
 // import module (transduce-import.js: crates/transduce-import, the same code as
 // `transduce import`). hub.js starts one per conversion and ends it afterwards, so the
@@ -15,7 +16,7 @@ self.onmessage = async ({ data: { names, buffers, options } }) => {
       const out = conversion.run(options);
       const stats = { ms: performance.now() - started, peakWasmBytes: exports.memory.buffer.byteLength };
       const value = { config: out.config, tokenizer: out.tokenizer, weights: out.weights, card: out.card, name: out.name, stats };
-      self.postMessage({ ok: true, value }, [out.config.buffer, out.tokenizer.buffer, out.weights.buffer]);
+      self.postMessage({ ok: true, value }, { transfer: [out.config.buffer, out.tokenizer.buffer, out.weights.buffer] });
     } finally {
       conversion.free();
     }

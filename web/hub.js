@@ -1,3 +1,4 @@
+// @ts-check
 // Models by name from the Hugging Face hub: `hf:ORG/NAME[@REVISION]`, as
 // crates/transduce-import/src/hub.rs names them. The worker (worker.js) fetches a model's
 // files with progress, checks them, has them converted into a bundle (in a short-lived worker
@@ -19,16 +20,28 @@
 //   unsupported, no-licence, no-languages, …   the import's own (crates/transduce-import)
 //   quota           (a warning, not an error) the bundle could not be stored
 
+import { errorMessage, frame, readBody, sha256, unframe } from "./bytes.js";
+import { openCache } from "./store.js";
+
 export const DEFAULT_HUB = "https://huggingface.co";
 /** The Cache API store of converted bundles. */
 export const HUB_CACHE = "transduce-hub-v1";
 
 export class HubError extends Error {
+  /**
+   * @param {string} code
+   * @param {string} message
+   * @param {string | null} [file]
+   */
   constructor(code, message, file = null) {
     super(message);
     this.name = "HubError";
     this.code = code;
     this.file = file;
+    /** Seconds to wait before asking again ("rate-limited"), where the answer said. @type {number | null | undefined} */
+    this.retryAfter = undefined;
+    /** The HTTP status ("http"). @type {number | undefined} */
+    this.status = undefined;
   }
 }
 
@@ -68,7 +81,7 @@ export function listingUrl(ref, hub) {
   return `${ref.revision ? `${base}/revision/${revisionPath(ref)}` : base}?blobs=true`;
 }
 
-const message = (e) => (e instanceof Error ? e.message : String(e));
+const message = errorMessage;
 
 /**
  * The seconds a rate-limited caller should wait: `Retry-After`, else the `t=` of the
@@ -104,7 +117,7 @@ const canFallBack = (e) => e?.code === "unreachable" || e?.code === "rate-limite
  * null where the hub has no listing for it (404: a hub without the API, or no such model —
  * the files then tell). Throws "unreachable" when nothing answers.
  */
-export async function fetchListing(ref, hub, { signal } = {}) {
+export async function fetchListing(ref, hub, { signal = undefined } = {}) {
   const url = listingUrl(ref, hub);
   let response;
   try {
@@ -163,12 +176,6 @@ const REQUIRED = ["config.json", "vocab.json", "source.spm"];
 const OPTIONAL = ["generation_config.json", "README.md"];
 const WEIGHTS = ["model.safetensors", "pytorch_model.bin"];
 
-async function sha256(bytes) {
-  if (!self.crypto?.subtle) return null;
-  const digest = await self.crypto.subtle.digest("SHA-256", bytes);
-  return [...new Uint8Array(digest)].map((b) => b.toString(16).padStart(2, "0")).join("");
-}
-
 /**
  * Downloads the model's files (no cache): `{ commit, files: Map(name → Uint8Array), etags }`.
  * `progress({ loaded, total })` over all files (the total is the listing's sizes, else grows
@@ -177,13 +184,15 @@ async function sha256(bytes) {
 async function download(ref, hub, listing, progress) {
   let commit = listing?.commit ?? null;
   const listed = listing?.files;
-  const wanted = [...REQUIRED.map((f) => [f, true]), ...OPTIONAL.filter((f) => !listed || listed.has(f)).map((f) => [f, false])];
+  /** @type {(required: boolean) => (file: string) => [string, boolean]} */
+  const want = (required) => (file) => [file, required];
+  const wanted = [...REQUIRED.map(want(true)), ...OPTIONAL.filter((f) => !listed || listed.has(f)).map(want(false))];
   if (listed) {
     const weights = WEIGHTS.find((f) => listed.has(f));
     if (!weights) throw new HubError("missing-file", `${referenceText(ref)}: the model lists neither model.safetensors nor pytorch_model.bin`, "model.safetensors");
     wanted.push([weights, true]);
   } else {
-    wanted.push(...WEIGHTS.map((f) => [f, false]));
+    wanted.push(...WEIGHTS.map(want(false)));
   }
   let total = listed ? wanted.reduce((sum, [f]) => sum + (listed.get(f)?.size ?? 0), 0) : 0;
   let loaded = 0;
@@ -218,29 +227,20 @@ async function download(ref, hub, listing, progress) {
     const length = Number(response.headers.get("content-length")) || null;
     const expected = listed?.get(file)?.size ?? null;
     if (!listed && length) total += length;
-    const chunks = [];
     let got = 0;
-    const reader = response.body.getReader();
+    const before = loaded;
+    let bytes;
     try {
-      for (;;) {
-        const { done, value } = await reader.read();
-        if (done) break;
-        chunks.push(value);
-        got += value.length;
-        loaded += value.length;
+      bytes = await readBody(response, (received) => {
+        got = received;
+        loaded = before + received;
         progress({ file, loaded, total: Math.max(total, loaded) });
-      }
+      });
     } catch (e) {
       throw new HubError("truncated", `${url}: the download broke off after ${got} bytes (${message(e)}); load it again`, file);
     }
     if (expected !== null && got !== expected) {
       throw new HubError("truncated", `${url}: ${got} bytes arrived where the hub lists ${expected}; load it again`, file);
-    }
-    const bytes = new Uint8Array(got);
-    let at = 0;
-    for (const c of chunks) {
-      bytes.set(c, at);
-      at += c.length;
     }
     // Never from the ETag: after the hub's redirect to its CDN that is a Xet hash, which a
     // page cannot tell from a sha256.
@@ -283,42 +283,29 @@ const indexKey = (ref, hub, weights) =>
 const bundleKey = (ref, hub, weights, commit) =>
   `https://hub.transduce.invalid/v1/bundle/${encodeURIComponent(trimHub(hub))}/${repoOf(ref)}/${commit}/${weights}`;
 
-async function openStore(useCache) {
-  if (!useCache || typeof caches === "undefined") return null;
-  try {
-    return await caches.open(HUB_CACHE);
-  } catch {
-    return null;
-  }
-}
+const openStore = (useCache) => openCache(HUB_CACHE, useCache);
 
-/** One entry: a JSON header's length (4 bytes), the header, the three files. */
+/** One entry, framed (bytes.js): a JSON header as the head, then the three files. */
 function pack(bundle, meta) {
   const header = new TextEncoder().encode(JSON.stringify({ ...meta, sizes: [bundle.config.length, bundle.tokenizer.length, bundle.weights.length], card: bundle.card }));
-  const out = new Uint8Array(4 + header.length + bundle.config.length + bundle.tokenizer.length + bundle.weights.length);
-  new DataView(out.buffer).setUint32(0, header.length, true);
-  let at = 4;
-  for (const part of [header, bundle.config, bundle.tokenizer, bundle.weights]) {
-    out.set(part, at);
-    at += part.length;
-  }
-  return out;
+  return frame(header, bundle.config, bundle.tokenizer, bundle.weights);
 }
 
 function unpack(bytes) {
-  if (bytes.length < 4) return null;
-  const n = new DataView(bytes.buffer, bytes.byteOffset).getUint32(0, true);
+  const framed = unframe(bytes);
+  if (!framed) return null;
   let meta;
   try {
-    meta = JSON.parse(new TextDecoder().decode(bytes.subarray(4, 4 + n)));
+    meta = JSON.parse(new TextDecoder().decode(framed.head));
   } catch {
     return null;
   }
   const [a, b, c] = meta.sizes ?? [];
-  if (4 + n + a + b + c !== bytes.length) return null;
-  let at = 4 + n;
+  if (a + b + c !== framed.rest.length) return null;
+  let at = 0;
+  const rest = framed.rest;
   // Views, not copies: the files are handed to the wasm module, which copies them once.
-  const take = (k) => bytes.subarray(at, (at += k));
+  const take = (k) => rest.subarray(at, (at += k));
   return { meta, bundle: { config: take(a), tokenizer: take(b), weights: take(c), card: meta.card } };
 }
 

@@ -1,3 +1,4 @@
+// @ts-check
 // One thread of the CPU decoder's pool (crates/transduce-web/src/threads.rs): a Web Worker
 // the main worker (worker.js) starts over the threaded module and its shared memory. It
 // instantiates the module over that memory, registers the relaxed-SIMD kernel where the
@@ -9,7 +10,8 @@ self.onmessage = async ({ data: { module, memory, relaxed } }) => {
   try {
     await init({ module_or_path: module, memory });
     if (relaxed) {
-      const instance = await WebAssembly.instantiate(relaxed, { env: { memory } });
+      // From a compiled module, instantiate gives the instance itself.
+      const instance = /** @type {WebAssembly.Instance} */ (/** @type {unknown} */ (await WebAssembly.instantiate(relaxed, { env: { memory } })));
       if (!useRelaxedSimd(instance.exports)) throw new Error("the relaxed-SIMD kernel failed its check on this thread");
     }
   } catch (e) {

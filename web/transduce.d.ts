@@ -14,8 +14,12 @@ export interface LoadOptions {
    * sentence and a paragraph); `[1]` measures fastest.
    */
   calibrate?: boolean | number[];
-  /** Download progress of each bundle file (`url`: the file's; a channel's files too). */
-  onProgress?: (p: { file: string; url: string; loaded: number; total: number; cached: boolean }) => void;
+  /**
+   * Download progress of each bundle file (`url`: the file's, for a bundle folder; a
+   * channel's files too). A model by name reports its files by name, without `url`, then
+   * `converting: true` while the browser converts it.
+   */
+  onProgress?: (p: { file: string; url?: string; loaded: number; total: number; cached: boolean; converting?: boolean }) => void;
   /** Keep bundle files in the Cache API (default true). */
   cache?: boolean;
   /**
@@ -42,10 +46,14 @@ export interface LoadOptions {
 }
 
 /**
- * What went wrong, where known (models by name): "not-found", "missing-file", "unsupported",
- * "truncated", "corrupt", "bad-listing", "moved", "unreachable", "bad-name", … (hub.js).
+ * What went wrong, where known (models by name; hub.js lists them): the hub's and the
+ * download's codes, then the import's own (crates/transduce-import), and "quota" as a
+ * warning. Any other string is a code a later version added.
  */
-export type ErrorCode = string;
+export type ErrorCode =
+  | "bad-name" | "options" | "not-found" | "missing-file" | "unreachable" | "rate-limited" | "http"
+  | "truncated" | "corrupt" | "bad-listing" | "moved" | "import" | "unsupported" | "no-licence"
+  | "no-languages" | "quota" | (string & {});
 
 /** A model loaded by name (`hf:ORG/NAME`). */
 export interface HubModel {

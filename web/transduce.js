@@ -1,3 +1,4 @@
+// @ts-check
 // transduce in the browser: the public JavaScript API.
 //
 //   import { Transduce } from "transduce";

@@ -1,3 +1,4 @@
+// @ts-check
 // The browser's Translator API (WICG translation-api, shipped in Chrome 138+), backed by
 // transduce bundles: a polyfill for browsers without it, with models you train yourself.
 //
@@ -13,9 +14,8 @@
 
 import { Transduce } from "./transduce.js";
 import { DEFAULT_HUB, exists, isCached } from "./hub.js";
+import { BUNDLE_CACHE, openCache } from "./store.js";
 
-/** The Cache API store the worker keeps bundle files in (worker.js). */
-const CACHE_NAME = "transduce-bundles-v1";
 /** The worker refuses longer texts in one call (crates/transduce-web MAX_CHARS). */
 const INPUT_QUOTA = 100_000;
 
@@ -169,7 +169,8 @@ async function cached(url) {
     const sums = (await response.json()).sha256 ?? {};
     const files = ["tokenizer.json", "model.safetensors"];
     if (!files.every((f) => sums[f])) return false;
-    const cache = await caches.open(CACHE_NAME);
+    const cache = await openCache(BUNDLE_CACHE);
+    if (!cache) return false;
     const hits = await Promise.all(files.map((f) => cache.match(`${new URL(f, url).href}#sha256=${sums[f]}`)));
     return hits.every(Boolean);
   } catch {

@@ -1,7 +1,9 @@
+// @ts-check
 // The Web Worker that owns the wasm module and the model (see transduce.js).
+import { errorMessage, frame, readBody, sha256, unframe } from "./bytes.js";
 import { hubBundle } from "./hub.js";
+import { BUNDLE_CACHE, openCache } from "./store.js";
 
-const CACHE_NAME = "transduce-bundles-v1";
 // Sentences decoded together: a paragraph costs about its longest sentence's steps, and the
 // first results still arrive soon.
 const BATCH = 16;
@@ -56,13 +58,15 @@ async function relaxedOver(kernel, memory) {
   if (!kernel) return null;
   try {
     // From a compiled module, instantiate gives the instance itself.
-    return (await WebAssembly.instantiate(kernel, { env: { memory } })).exports;
+    const instance = /** @type {WebAssembly.Instance} */ (/** @type {unknown} */ (await WebAssembly.instantiate(kernel, { env: { memory } })));
+    return instance.exports;
   } catch {
     return null;
   }
 }
 
 // How many threads the CPU decoder has, and why no more: { threads, reason }.
+/** @type {{ threads: number, reason?: string }} */
 let threading = { threads: 1, reason: "not loaded yet" };
 
 // The CPU module: the threaded build on navigator.hardwareConcurrency threads where the page
@@ -103,7 +107,7 @@ async function threadedModule(threads) {
   const relaxed = await relaxedOver(kernel, memory);
   module.startThreads(threads);
   await Promise.all(
-    Array.from({ length: threads }, () => new Promise((resolve, reject) => {
+    Array.from({ length: threads }, () => new Promise((/** @type {(v?: unknown) => void} */ resolve, reject) => {
       const thread = new Worker(new URL("./thread.js", import.meta.url), { type: "module" });
       thread.onmessage = ({ data }) => (data.ready ? resolve() : reject(new Error(data.error)));
       thread.onerror = (e) => reject(new Error(e.message || "a thread's worker failed to load"));
@@ -140,11 +144,7 @@ self.onmessage = async ({ data: { id, op, args } }) => {
   }
 };
 
-function message(e) {
-  if (e instanceof Error) return e.message;
-  if (typeof e === "string") return e;
-  return String(e);
-}
+const message = errorMessage;
 
 const OPS = {
   async load({ url, files, hf, backend, cache, calibrate = false, relaxedSimd = true, channel: reverse, channelWeight, adapted: adaptedStore }, emit) {
@@ -450,24 +450,13 @@ async function storeKey(shipped) {
   return new Request(`https://adapted.transduce.invalid/v1/${sum.toLowerCase()}`);
 }
 
-async function adaptedCache() {
-  if (typeof caches === "undefined") return null;
-  try {
-    return await caches.open(ADAPTED_CACHE);
-  } catch {
-    return null;
-  }
-}
+const adaptedCache = () => openCache(ADAPTED_CACHE);
 
-/** One entry: config.json's length (4 bytes, little-endian), config.json, the weights. */
+/** One entry, framed (bytes.js): config.json as the head, then the weights. */
 async function writeAdapted(key, files) {
   const store = await adaptedCache();
   if (!store) return false;
-  const packed = new Uint8Array(4 + files.config.length + files.weights.length);
-  new DataView(packed.buffer).setUint32(0, files.config.length, true);
-  packed.set(files.config, 4);
-  packed.set(files.weights, 4 + files.config.length);
-  await store.put(key, new Response(packed));
+  await store.put(key, new Response(frame(files.config, files.weights)));
   return true;
 }
 
@@ -476,11 +465,8 @@ async function readAdapted(key, shipped) {
   const store = await adaptedCache();
   const hit = store && (await store.match(key).catch(() => null));
   if (!hit) return null;
-  const packed = new Uint8Array(await hit.arrayBuffer());
-  if (packed.length < 4) return null;
-  const length = new DataView(packed.buffer).getUint32(0, true);
-  if (4 + length > packed.length) return null;
-  return { config: packed.slice(4, 4 + length), tokenizer: shipped.tokenizer, weights: packed.slice(4 + length) };
+  const framed = unframe(new Uint8Array(await hit.arrayBuffer()));
+  return framed && { config: framed.head, tokenizer: shipped.tokenizer, weights: framed.rest };
 }
 
 async function deleteAdapted(key) {
@@ -503,8 +489,24 @@ function need() {
 }
 
 /**
+ * A bundle's files, and for a model by name where it came from.
+ * @typedef {object} Shipped
+ * @property {Uint8Array} config
+ * @property {Uint8Array} tokenizer
+ * @property {Uint8Array} weights
+ * @property {boolean} [cached] the bundle came from this browser's store (sums checked when stored)
+ * @property {string} [reference] the `hf:` name at its commit
+ * @property {string} [card] the model card
+ * @property {boolean} [offline] the hub did not answer; the stored bundle serves
+ * @property {object} [conversion] the conversion's time and memory
+ * @property {() => Promise<{ code: string, message: string } | null>} [keep] stores a converted bundle
+ * @property {{ code: string, message: string } | null} [warning] what could not be stored
+ */
+
+/**
  * A bundle's three files: fetched from `url` (cached, checked), a model by name (`hf`:
  * downloaded, converted and cached by hub.js), or `files` as given.
+ * @returns {Promise<Shipped>}
  */
 function bundleBytes({ url, files, hf }, cache, emit) {
   if (hf) return hubBundle(hf, cache, emit);
@@ -600,10 +602,9 @@ async function calibrated(model, adapterKey, useCache, emit, sizes) {
   const m = config.model;
   const shape = `${config.task.kind}-${m.d_model}x${m.n_layers}${m.decoder_layers ? `+${m.decoder_layers}` : ""}-${m.vocab_size}-beam${config.decoding.beam}-n${sizes.join(",")}`;
   const key = new Request(`https://calibration.transduce.invalid/v1/${encodeURIComponent(adapterKey)}/${shape}`);
-  let store = null;
-  if (useCache && self.caches) {
+  let store = await openCache(BUNDLE_CACHE, useCache);
+  if (store) {
     try {
-      store = await caches.open(CACHE_NAME);
       const hit = await store.match(key);
       if (hit) return { ...(await hit.json()), cached: true };
     } catch {
@@ -716,24 +717,9 @@ async function fetchBundle(base, useCache, emit) {
   return { config: configBytes, tokenizer, weights };
 }
 
-async function sha256(bytes) {
-  if (!self.crypto?.subtle) return null; // not a secure context: the wasm loader checks anyway
-  const digest = await self.crypto.subtle.digest("SHA-256", bytes);
-  return [...new Uint8Array(digest)].map((b) => b.toString(16).padStart(2, "0")).join("");
-}
-
-async function openCache(useCache) {
-  if (!useCache || typeof caches === "undefined") return null;
-  try {
-    return await caches.open(CACHE_NAME);
-  } catch {
-    return null;
-  }
-}
-
 async function download(url, expected, useCache, emit) {
   const file = url.pathname.split("/").pop();
-  const cache = expected ? await openCache(useCache) : null;
+  const cache = expected ? await openCache(BUNDLE_CACHE, useCache) : null;
   const key = cache ? `${url.href}#sha256=${expected}` : null;
   if (cache) {
     const hit = await cache.match(key);
@@ -754,22 +740,7 @@ async function download(url, expected, useCache, emit) {
   }
   if (!response.ok) throw new Error(`cannot fetch ${url.href}: HTTP ${response.status} ${response.statusText}`);
   const total = Number(response.headers.get("content-length")) || 0;
-  const chunks = [];
-  let loaded = 0;
-  const reader = response.body.getReader();
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    chunks.push(value);
-    loaded += value.length;
-    emit({ file, url: url.href, loaded, total, cached: false });
-  }
-  const bytes = new Uint8Array(loaded);
-  let offset = 0;
-  for (const c of chunks) {
-    bytes.set(c, offset);
-    offset += c.length;
-  }
+  const bytes = await readBody(response, (loaded) => emit({ file, url: url.href, loaded, total, cached: false }));
   if (expected) {
     const found = await sha256(bytes);
     if (found !== null && found !== expected.toLowerCase()) {
