@@ -8,6 +8,8 @@
 // What it serves, as huggingface.co does:
 //   GET {hub}/api/models/ORG/NAME[/revision/REV][?blobs=true]  the listing: { id, sha,
 //       siblings: [{ rfilename, size, lfs?: { sha256, size } }] }
+//   GET {hub}/api/models?author=ORG&search=TEXT[&limit=N]  the search: [{ id, … }], further
+//       pages through a Link header (rel="next")
 //   GET {hub}/ORG/NAME/resolve/REV/FILE   small files directly (ETag: the git blob's sha1),
 //       large ones ("LFS": the weights and the .spm files) by a 302 to {hub}/cdn/…, with
 //       X-Linked-Etag (the content's sha256) and X-Linked-Size; every answer carries
@@ -181,7 +183,7 @@ async function handleCdn(models, req, res) {
 const CORS = {
   "access-control-allow-origin": "*",
   "access-control-allow-headers": "range, if-range, authorization",
-  "access-control-expose-headers": "X-Repo-Commit, X-Linked-Etag, X-Linked-Size, ETag, Content-Length, Content-Range, Accept-Ranges",
+  "access-control-expose-headers": "X-Repo-Commit, X-Linked-Etag, X-Linked-Size, ETag, Content-Length, Content-Range, Accept-Ranges, Link",
 };
 
 function send(res, status, headers, body = "") {
@@ -209,6 +211,26 @@ async function handle(models, cdn, req, res) {
   const base = m && (mode || real) ? `/~${m[1]}` : "";
   if (mode === "limited") return limited(req, res, 429);
   if (mode === "down") return limited(req, res, 503);
+
+  // The model search (huggingface_hub's list_models, huggingface.js's listModels): the
+  // author's models whose names contain the text, `limit` at a time, the next page named by
+  // a `Link: <…>; rel="next"` header with an opaque cursor, as the hub pages.
+  if (path === "/api/models") {
+    if (mode === "noapi") return notFound(res, "no search here");
+    const author = url.searchParams.get("author");
+    const text = (url.searchParams.get("search") ?? "").toLowerCase();
+    const limit = Math.max(1, Math.min(1000, Number(url.searchParams.get("limit")) || 1000));
+    const from = Number(url.searchParams.get("cursor") ?? 0) || 0;
+    const all = [...models.keys()]
+      .filter((id) => (!author || id.startsWith(`${author}/`)) && id.split("/")[1].toLowerCase().includes(text))
+      .sort();
+    const page = all.slice(from, from + limit).map((id) => ({ _id: sha("sha1", id).slice(0, 24), id, modelId: id, private: false, tags: ["marian", "translation"], pipeline_tag: "translation", library_name: "transformers" }));
+    const next = new URL(url);
+    next.searchParams.set("cursor", String(from + limit));
+    const link = from + limit < all.length ? { link: `<${base}${next.pathname}${next.search}>; rel="next"` } : {};
+    const headers = { "content-type": "application/json", ...link };
+    return real ? realSend(req, res, 200, headers, JSON.stringify(page)) : send(res, 200, headers, JSON.stringify(page));
+  }
 
   // The listing.
   let api = path.match(/^\/api\/models\/([^/]+\/[^/]+?)(?:\/revision\/(.+))?$/);

@@ -149,7 +149,9 @@ function showCard(engine) {
  * English), with the surface the page uses of a Transduce.
  */
 async function pairEngine(source, target, onProgress) {
-  configureTranslators({ hub: HUB, opusMt: true, backend: state.backend });
+  // ?prefer=quality: the best family first (tc-big); by default the fewest bytes.
+  const prefer = params.get("prefer") === "quality" ? "quality" : "small";
+  configureTranslators({ hub: HUB, opusMt: true, backend: state.backend, prefer });
   const availability = await Translator.availability({ sourceLanguage: source, targetLanguage: target });
   if (availability === "unavailable") {
     throw new Error(`the hub has no OPUS-MT model for ${source} → ${target}, direct or through English`);
@@ -169,6 +171,8 @@ async function pairEngine(source, target, onProgress) {
     config: { ...last.config, task: { kind: "translate", source, target } },
     hub: { card: models.map((m) => m.card).join("\n\n---\n\n"), reference: models.map((m) => m.reference).join(" → "), warning: undefined },
     pivot: models.length > 1,
+    // Which of the hub's models, and why (shown when it is ready).
+    choice: translator.model?.why,
     async translate(text, { onPartial = undefined } = {}) {
       const started = performance.now();
       let done = "";
@@ -224,7 +228,8 @@ async function load(entry) {
     state[slot] = { id: entry.id, backend: state.backend, channel: checker?.id ?? null, engine };
     const checked = checker ? `, checked by ${checker.title}` : "";
     const warning = engine.hub?.warning ? ` (${engine.hub.warning.message})` : "";
-    status(`${entry.title}${checked} ready in ${((performance.now() - started) / 1000).toFixed(1)} s${warning}`);
+    const choice = "choice" in engine && engine.choice ? `: ${engine.choice}` : "";
+    status(`${entry.title}${checked} ready in ${((performance.now() - started) / 1000).toFixed(1)} s${warning}${choice}`);
     badge(engine);
     showCard(engine);
     if (engine.task === "translate") {

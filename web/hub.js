@@ -171,6 +171,57 @@ export function exists(repo, hub) {
   return known.get(key);
 }
 
+/**
+ * The ids of an organisation's models whose names contain `text` ("Helsinki-NLP/…"), from
+ * the hub's model search (`/api/models?author=ORG&search=TEXT`, as huggingface_hub's
+ * `list_models` and huggingface.js's `listModels` ask it; further pages followed through
+ * the `Link` header), or null where the hub has no search (404). Answers are remembered
+ * for the page's life; errors are not, and reject as fetchListing's do.
+ * @param {string} org
+ * @param {string} text
+ * @param {string} hub
+ * @returns {Promise<string[] | null>}
+ */
+export function searchModels(org, text, hub) {
+  const key = `${trimHub(hub)} ${org} ${text}`;
+  if (!searched.has(key)) {
+    const found = (async () => {
+      const ids = [];
+      let url = `${trimHub(hub)}/api/models?author=${encodeURIComponent(org)}&search=${encodeURIComponent(text)}&limit=1000`;
+      for (let page = 0; url && page < 20; page++) {
+        let response;
+        try {
+          response = await fetch(url, { cache: "no-cache" });
+        } catch (e) {
+          throw new HubError("unreachable", `the hub at ${trimHub(hub)} cannot be reached (${message(e)})`);
+        }
+        if (response.status === 404) return null;
+        if (!response.ok) throw statusError(response, url);
+        let json;
+        try {
+          json = await response.json();
+        } catch {
+          throw new HubError("bad-listing", `${url}: the search's answer is not JSON`, "search");
+        }
+        if (!Array.isArray(json)) throw new HubError("bad-listing", `${url}: the search's answer is not a list`, "search");
+        for (const m of json) if (typeof m?.id === "string") ids.push(m.id);
+        url = nextPage(response.headers.get("link"), url);
+      }
+      return ids;
+    })();
+    searched.set(key, found);
+    found.catch(() => searched.delete(key));
+  }
+  return searched.get(key);
+}
+const searched = new Map();
+
+/** The `rel="next"` address of a `Link` header, resolved against `base`, or null. */
+export function nextPage(link, base) {
+  const m = link?.match(/<([^>]+)>\s*;\s*rel="?next"?/);
+  return m ? new URL(m[1], base).href : null;
+}
+
 // The files the import reads (crates/transduce-import: REQUIRED, OPTIONAL, the weights).
 const REQUIRED = ["config.json", "vocab.json", "source.spm"];
 const OPTIONAL = ["generation_config.json", "README.md"];

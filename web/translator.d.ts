@@ -55,6 +55,22 @@ export declare class Translator {
   readonly adaptation: Adaptation | null;
   /** Extension: the models it runs, in order (two for a pivot through English). */
   readonly models: { reference?: string; card?: string; token?: string; config: any }[];
+  /** Extension: which models were chosen for the pair, and why. */
+  readonly model: ModelChoice | null;
+}
+
+/** A Helsinki-NLP model family, by its names (web/routes.js). */
+export type OpusMtFamily = "tiny" | "base" | "tc-base" | "tc-big";
+
+export interface ModelChoice {
+  /** The models in order: "Helsinki-NLP/opus-mt-tc-big-en-fr", or a bundle URL of the site's table. */
+  names: string[];
+  /** Helsinki-NLP's models: each one's family. */
+  families?: OpusMtFamily[];
+  /** Helsinki-NLP's models: the int8 bundles' bytes together, estimated from the families' shapes. */
+  bytes?: number;
+  /** Why: "the smallest of the pair's models: …", "no direct model; through English: …". */
+  why: string;
 }
 
 export interface TranslatorModel extends TranslatorLanguages {
@@ -75,10 +91,18 @@ export interface ConfigureOptions {
   /** Where hf: names come from (default "https://huggingface.co"). */
   hub?: string;
   /**
-   * Any pair without an entry uses Helsinki-NLP's OPUS-MT models on the hub: opus-mt-SRC-TGT,
-   * else opus-mt-SRC-en then opus-mt-en-TGT (through English, sentence by sentence).
+   * Any pair without an entry uses Helsinki-NLP's OPUS-MT models on the hub: the 2020
+   * opus-mt-SRC-TGT, the Tatoeba-Challenge tc-base and tc-big, the 6/2 students
+   * (opus-mt_tiny_SRC-TGT, three-letter codes), else two through English (sentence by
+   * sentence), chosen by `prefer`.
    */
   opusMt?: boolean;
+  /**
+   * How the model of a pair is chosen: "small" (default), fewest bytes to download;
+   * "quality", the best family first (tc-big, tc-base, the 2020 model, the student), a
+   * direct model before two through English.
+   */
+  prefer?: "small" | "quality";
   backend?: "auto" | "webgpu" | "cpu";
   workerUrl?: string | URL;
   /**

@@ -13,14 +13,15 @@
 // README.md, "The Translator API".
 
 import { Transduce } from "./transduce.js";
-import { DEFAULT_HUB, exists, isCached } from "./hub.js";
+import { DEFAULT_HUB, exists, isCached, searchModels } from "./hub.js";
+import { FAMILIES, choose, direct, same, searches } from "./routes.js";
 import { BUNDLE_CACHE, openCache } from "./store.js";
 
 /** The worker refuses longer texts in one call (crates/transduce-web MAX_CHARS). */
 const INPUT_QUOTA = 100_000;
 
 /** Language pair → { url, languages } and loading options, set by configure()/install(). */
-const settings = { models: new Map(), backend: "auto", workerUrl: undefined, channel: false, hub: DEFAULT_HUB, opusMt: false };
+const settings = { models: new Map(), backend: "auto", workerUrl: undefined, channel: false, hub: DEFAULT_HUB, opusMt: false, prefer: "small" };
 /** Bundle URL → number of create() calls downloading it now. */
 const downloading = new Map();
 /** Bundle URLs a translator of this page has loaded. */
@@ -82,9 +83,12 @@ function checkLanguages(options) {
  *   every sentence, as the model's card asks.
  * Calling it again adds to the registry.
  */
-export function configure({ models = {}, backend, workerUrl, channel, hub, opusMt } = {}) {
+export function configure({ models = {}, backend, workerUrl, channel, hub, opusMt, prefer } = {}) {
   if (opusMt !== undefined && typeof opusMt !== "boolean") {
     throw new TypeError(`Translator: opusMt must be true or false, not ${typeof opusMt}`);
+  }
+  if (prefer !== undefined && prefer !== "small" && prefer !== "quality") {
+    throw new TypeError(`Translator: prefer must be "small" or "quality", not ${JSON.stringify(prefer)}`);
   }
   if (hub !== undefined && typeof hub !== "string") throw new TypeError("Translator: hub must be a URL (a string)");
   if (channel !== undefined && typeof channel !== "boolean") {
@@ -123,30 +127,75 @@ export function configure({ models = {}, backend, workerUrl, channel, hub, opusM
   if (channel !== undefined) settings.channel = channel;
   if (hub !== undefined) settings.hub = hub;
   if (opusMt !== undefined) settings.opusMt = opusMt;
+  if (prefer !== undefined) settings.prefer = prefer;
 }
 
+const ORG = "Helsinki-NLP";
+
 /**
- * The models that translate a pair: the site's entry, else (with opusMt) Helsinki-NLP's
- * direct model, else its two through English. `{ parts: [{ reference, token? } | { url }],
- * source, target }`, or null. The hub is asked (once per model and page) which exist.
+ * The models that translate a pair: the site's entry, else (with opusMt) the Helsinki-NLP
+ * model `prefer` picks among every family the hub has for the pair (routes.js), or two
+ * through English. `{ parts: [{ reference, token? } | { url }], source, target, model }`,
+ * or null. The hub is searched once per pair (two searches: two- and three-letter codes),
+ * and for the pairs through English only where they could win; each answer is kept for
+ * the page's life.
  */
 async function route(sourceLanguage, targetLanguage) {
   const entry = lookup(sourceLanguage, targetLanguage);
-  if (entry) return entry.parts ? entry : { ...entry, parts: [{ url: entry.url, token: entry.token }] };
+  if (entry) {
+    const model = { names: entry.parts ? entry.parts.map((p) => p.reference) : [String(entry.url)], why: "the site's table (configure or install)" };
+    return entry.parts ? { ...entry, model } : { ...entry, parts: [{ url: entry.url, token: entry.token }], model };
+  }
   if (!settings.opusMt) return null;
   const s = canonical(sourceLanguage).split("-")[0];
   const t = canonical(targetLanguage).split("-")[0];
-  if (s === t) return null;
-  const name = (a, b) => `Helsinki-NLP/opus-mt-${a}-${b}`;
+  if (same(s, t)) return null;
   // A hub that limits us (429) is not a "no": availability() rejects with the wait.
+  const limited = (e) => {
+    if (e?.code === "rate-limited") throw error("NetworkError", `${e.message}: Translator.availability cannot tell now`);
+    return [];
+  };
+  const found = new Map();
+  /** The pair's models, or null where the hub has no search (then the names are probed). */
+  const pair = async (a, b) => {
+    const lists = await Promise.all(searches(a, b).map((q) => searchModels(ORG, q, settings.hub).catch(limited)));
+    const models = lists.some((l) => l === null) ? null : direct(lists.flat(), a, b);
+    found.set(`${a}-${b}`, models ?? []);
+    return models;
+  };
+  const first = await pair(s, t);
+  if (first === null) return probe(s, t);
+  const smallest = Math.min(...first.map((m) => FAMILIES[m.family].params));
+  const english = same(s, "en") || same(t, "en");
+  // Through English can win only where nothing is direct, or (prefer "small") where two
+  // students would be smaller than the smallest direct model.
+  if (!english && (!first.length || (settings.prefer === "small" && smallest > 2 * FAMILIES.tiny.params))) {
+    await Promise.all([pair(s, "en"), pair("en", t)]);
+  }
+  const choice = choose((a, b) => found.get(`${a}-${b}`) ?? [], s, t, settings.prefer);
+  if (!choice) return null;
+  const parts = choice.ids.map((id) => ({ reference: `hf:${id}` }));
+  const model = { names: choice.ids, families: choice.families, bytes: choice.params, why: choice.why };
+  return { parts, source: s, target: t, ...(parts.length > 1 ? { pivot: "en" } : {}), model };
+}
+
+/** For a hub without the model search: the 2020 names, probed one by one. */
+async function probe(s, t) {
+  const name = (a, b) => `${ORG}/opus-mt-${a}-${b}`;
   const has = (repo) => exists(repo, settings.hub).catch((e) => {
     if (e?.code === "rate-limited") throw error("NetworkError", `${e.message}: Translator.availability cannot tell now`);
     return false;
   });
-  if (await has(name(s, t))) return { parts: [{ reference: `hf:${name(s, t)}` }], source: s, target: t };
+  const model = (ids, why) => ({ names: ids, families: ids.map(() => "base"), bytes: ids.length * FAMILIES.base.params, why });
+  if (await has(name(s, t))) {
+    return { parts: [{ reference: `hf:${name(s, t)}` }], source: s, target: t, model: model([name(s, t)], "the hub has no model search: the 2020 model of the pair") };
+  }
   if (s !== "en" && t !== "en") {
     const [a, b] = await Promise.all([has(name(s, "en")), has(name("en", t))]);
-    if (a && b) return { parts: [{ reference: `hf:${name(s, "en")}` }, { reference: `hf:${name("en", t)}` }], source: s, target: t, pivot: "en" };
+    if (a && b) {
+      const ids = [name(s, "en"), name("en", t)];
+      return { parts: ids.map((id) => ({ reference: `hf:${id}` })), source: s, target: t, pivot: "en", model: model(ids, "the hub has no model search: the 2020 models through English") };
+    }
   }
   return null;
 }
@@ -191,6 +240,8 @@ function monotonic(target) {
 export class Translator {
   /** The models in order, [{ engine, token }]: one, or two for a pivot. */
   #stages;
+  /** Why these models: the route's choice (see `model`). */
+  #choice = null;
   #destroyed = false;
   #signal;
   #pending = new Set();
@@ -276,7 +327,9 @@ export class Translator {
     }
     for (const url of urls) loadedUrls.add(url);
     progress(1);
-    return new Translator([{ engine, token: entry.token }], entry.source, entry.target, signal, CREATE);
+    const translator = new Translator([{ engine, token: entry.token }], entry.source, entry.target, signal, CREATE);
+    translator.#choice = entry.model ?? null;
+    return translator;
   }
 
   /**
@@ -325,7 +378,18 @@ export class Translator {
     for (const k of keys) loadedUrls.add(k);
     progress(1);
     const stages = engines.map((engine, i) => ({ engine, token: entry.parts[i].token }));
-    return new Translator(stages, entry.source, entry.target, signal, CREATE);
+    const translator = new Translator(stages, entry.source, entry.target, signal, CREATE);
+    translator.#choice = entry.model ?? null;
+    return translator;
+  }
+
+  /**
+   * Extension: which models were chosen and why: `{ names, families, bytes, why }` for
+   * Helsinki-NLP's (`bytes`: the int8 bundles' size, estimated from each family's shape),
+   * `{ names, why }` for the site's own table.
+   */
+  get model() {
+    return this.#choice;
   }
 
   /**

@@ -1,6 +1,6 @@
 // @ts-check
-// DEVELOPING's table of scripts names every file of scripts/: a script added without a row,
-// or a row left for a script that is gone, fails here.
+// DEVELOPING's tables name every file of scripts/ and every module of web/: a file added
+// without a row, or a row left for a file that is gone, fails here.
 
 import assert from "node:assert/strict";
 import { readdirSync, readFileSync } from "node:fs";
@@ -34,4 +34,17 @@ test("DEVELOPING's table of scripts names every file of scripts/ and no other", 
     .map((e) => e.name);
   assert.deepEqual(files.filter((f) => !named.has(f)), [], "scripts without a row in docs/DEVELOPING.md");
   assert.deepEqual([...named].filter((n) => !files.includes(n)), [], "rows for scripts that do not exist");
+});
+
+test("DEVELOPING's table of the page's JavaScript names every web/*.js and no other", () => {
+  const md = readFileSync(join(repo, "docs/DEVELOPING.md"), "utf8");
+  const section = md.split(/^## The page's JavaScript$/m)[1]?.split(/^## /m)[0] ?? "";
+  const named = new Set();
+  for (const line of section.split("\n")) {
+    if (!line.startsWith("| `")) continue;
+    for (const [, code] of line.split("|")[1].matchAll(/`([^`]+\.js)`/g)) named.add(code);
+  }
+  const files = readdirSync(join(repo, "web")).filter((f) => f.endsWith(".js"));
+  assert.deepEqual(files.filter((f) => !named.has(f)), [], "modules without a row in docs/DEVELOPING.md");
+  assert.deepEqual([...named].filter((n) => !files.includes(n)), [], "rows for modules that do not exist");
 });

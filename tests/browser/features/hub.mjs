@@ -45,13 +45,19 @@ export async function mount(scratch) {
   const frEn = await imported("hf:Helsinki-NLP/opus-mt-fr-en", "fr-en");
   const romance = await imported("hf:Helsinki-NLP/opus-mt-en-ROMANCE", "romance");
   const deEn = await imported("hf:Helsinki-NLP/opus-mt-de-en", "de-en");
+  // The pair's other families on the test hub: the 6/2 student (the smallest: what a
+  // route picks by default) and tc-big (what `prefer: "quality"` picks).
+  const tiny = await imported("hf:Helsinki-NLP/opus-mt_tiny_eng-deu", "tiny");
+  const tcBig = await imported("hf:Helsinki-NLP/opus-mt-tc-big-en-de", "tc-big");
   const sha = async (file) => createHash("sha256").update(await readFile(file)).digest("hex");
   native = {
     sentences,
     enDe: { beam: translate(enDe, sentences), greedy: translate(enDe, sentences, ["--beam", "1"]), f32: translate(enDe, sentences.slice(0, 3), ["--compute", "f32"]) },
     files: Object.fromEntries(await Promise.all(["config.json", "tokenizer.json", "model.safetensors"].map(async (f) => [f, await sha(join(enDe, f))]))),
-    // fr → en → de: each sentence through both models, as the pivot does.
-    pivot: translate(enDe, translate(frEn, sentences)),
+    // fr → en → de: each sentence through both models, as the pivot does (en → de by the
+    // smallest model of the pair, the student).
+    pivot: translate(tiny, translate(frEn, sentences)),
+    tcBig: translate(tcBig, sentences.slice(0, 2)),
     romance: translate(romance, sentences.map((s) => `>>fra<< ${s}`)),
     deEn: translate(deEn, sentences.slice(0, 2)),
   };
@@ -224,7 +230,7 @@ export const onWebgpu = step(name, async ({ b }) => {
 
 /** The Translator API for any pair: a pivot through English, a model of many targets. */
 export const translatorApi = step(name, async ({ b }) => {
-  await test("hub: Translator.availability answers any pair, and fr→de pivots through English as two chained native translations", async () => {
+  await test("hub: Translator.availability answers any pair; fr→de goes through English by the smallest models (two chained native translations), and prefer \"quality\" gives en→de tc-big", async () => {
     const page = await b.context.newPage();
     await page.goto(`${base}/index.html?backend=cpu`);
     const found = await page.evaluate(async ({ hub, sentences }) => {
@@ -247,19 +253,31 @@ export const translatorApi = step(name, async ({ b }) => {
       for await (const chunk of translator.translateStreaming(`${sentences[0]} ${sentences[1]}`)) streamed.push(chunk);
       const after = await Translator.availability({ sourceLanguage: "fr", targetLanguage: "de" });
       const models = translator.models.map((m) => m.reference);
+      const choice = translator.model;
       translator.destroy();
+      // The best family instead of the fewest bytes: tc-big for en → de.
+      configure({ prefer: "quality" });
+      const best = await Translator.create({ sourceLanguage: "en", targetLanguage: "de" });
+      const quality = { model: best.model, texts: [await best.translate(sentences[0]), await best.translate(sentences[1])] };
+      best.destroy();
+      configure({ prefer: "small" });
       let error;
       try {
         await Translator.create({ sourceLanguage: "fr", targetLanguage: "ja" });
       } catch (e) {
         error = e.name;
       }
-      return { before, after, progress, texts, streamed, models, error };
+      return { before, after, progress, texts, streamed, models, choice, quality, error };
     }, { hub: hubUrl(), sentences: native.sentences.slice(0, 4) });
     assertEqual(JSON.stringify(found.before), JSON.stringify({ pivot: "downloadable", direct: "downloadable", none: "unavailable" }), "availability before");
     assertEqual(found.after, "available", "availability after create");
     assertEqual(found.models.length, 2, "two models");
-    if (!found.models[0].startsWith("hf:Helsinki-NLP/opus-mt-fr-en@") || !found.models[1].startsWith("hf:Helsinki-NLP/opus-mt-en-de@")) throw new Error(`models: ${found.models}`);
+    if (!found.models[0].startsWith("hf:Helsinki-NLP/opus-mt-fr-en@") || !found.models[1].startsWith("hf:Helsinki-NLP/opus-mt_tiny_eng-deu@")) throw new Error(`models: ${found.models}`);
+    // Why: no fr → de model on the test hub; en → de's smallest of three families.
+    assertEqual(JSON.stringify(found.choice.names), JSON.stringify(["Helsinki-NLP/opus-mt-fr-en", "Helsinki-NLP/opus-mt_tiny_eng-deu"]), "translator.model.names");
+    if (!found.choice.why.startsWith("no direct model; through English")) throw new Error(`why: ${found.choice.why}`);
+    assertEqual(JSON.stringify(found.quality.model.names), JSON.stringify(["Helsinki-NLP/opus-mt-tc-big-en-de"]), "prefer quality: tc-big");
+    same(found.quality.texts, native.tcBig, "prefer quality: tc-big's translations");
     same(found.texts, native.pivot.slice(0, 4), "pivot");
     assertEqual(found.streamed.join(""), `${native.pivot[0]} ${native.pivot[1]}`, "streamed pivot");
     if (found.streamed.length !== 2) throw new Error(`streamed in ${found.streamed.length} chunks, expected one per sentence`);

@@ -1,0 +1,147 @@
+// @ts-check
+// Which Helsinki-NLP model translates a pair, chosen on purpose (pure: the hub is asked
+// elsewhere, translator.js). OPUS-MT names its models by family:
+//   opus-mt-{s}-{t}               the 2020 models (transformer base)
+//   opus-mt-tc-base-{s}-{t}       Tatoeba-Challenge, base
+//   opus-mt-tc-big-{s}-{t}        Tatoeba-Challenge, transformer-big: OPUS-MT's strongest
+//   opus-mt_tiny_{s3}-{t3}        the 6/2 students Firefox Translations' shape, three-letter codes
+// with two-letter codes where a language has one, three-letter ones (ISO 639-3) otherwise
+// (and always for the students). A pair with no direct model goes through English.
+import { THREE } from "./iso639.js";
+
+/** @typedef {"tiny" | "base" | "tc-base" | "tc-big"} Family */
+
+/**
+ * Each family's shape, and the parameters it gives (int8: about a byte each, so the bytes
+ * a visitor downloads). `quality` orders them: OPUS-MT's own scores put tc-big first and
+ * the students last.
+ * @type {Record<Family, { params: number, quality: number, shape: string }>}
+ */
+export const FAMILIES = {
+  // d_model 256, FFN 1536, 6 encoder and 2 decoder layers, ~32k vocabulary.
+  tiny: { params: 17e6, quality: 1, shape: "6/2 student, d_model 256" },
+  // d_model 512, FFN 2048, 6 and 6 layers, ~58k vocabulary (tied).
+  base: { params: 74e6, quality: 2, shape: "transformer base (2020)" },
+  "tc-base": { params: 74e6, quality: 3, shape: "transformer base (Tatoeba-Challenge)" },
+  // d_model 1024, FFN 4096, 16 heads, 6 and 6 layers, ~57k vocabulary.
+  "tc-big": { params: 234e6, quality: 4, shape: "transformer-big (Tatoeba-Challenge)" },
+};
+
+/** How a pair's model is chosen: fewest bytes to download (default), or the best first. */
+/** @typedef {"small" | "quality"} Prefer */
+
+/** The ISO 639-3 code of a primary language subtag (`de` → `deu`; `deu` stays). */
+export const threeLetter = (code) => (code.length === 2 ? THREE[code] ?? null : code);
+
+/** The ISO 639-1 code of a three-letter one where it has one (`deu` → `de`), else the code. */
+export function twoLetter(code) {
+  if (code.length !== 3) return code;
+  for (const [two, three] of Object.entries(THREE)) if (three === code) return two;
+  return code;
+}
+
+/**
+ * `{ family, source, target }` of a Helsinki-NLP model's name, codes as written, or null
+ * for a name of another shape (a multi-language model such as `opus-mt-en-ROMANCE`, or
+ * tc-bible's groups, is not a pair).
+ * @param {string} id "Helsinki-NLP/NAME" or NAME
+ * @returns {{ family: Family, source: string, target: string } | null}
+ */
+export function parseName(id) {
+  const name = id.includes("/") ? id.slice(id.indexOf("/") + 1) : id;
+  const code = "([a-z]{2,3})";
+  const forms = /** @type {[RegExp, Family][]} */ ([
+    [new RegExp(`^opus-mt_tiny_${code}-${code}$`), "tiny"],
+    [new RegExp(`^opus-mt-tc-base-${code}-${code}$`), "tc-base"],
+    [new RegExp(`^opus-mt-tc-big-${code}-${code}$`), "tc-big"],
+    [new RegExp(`^opus-mt-${code}-${code}$`), "base"],
+  ]);
+  for (const [re, family] of forms) {
+    const m = name.match(re);
+    if (m) return { family, source: m[1], target: m[2] };
+  }
+  return null;
+}
+
+/** Whether two codes (two- or three-letter) name one language. */
+export const same = (a, b) => a === b || threeLetter(a) === threeLetter(b);
+
+/**
+ * The searches (substrings of model names) that find every model of a pair in one family
+ * or another: `{s}-{t}` (the 2020 and tc models with two-letter codes) and `{s3}-{t3}`
+ * (the students, and tc models of languages without a two-letter code).
+ * @param {string} source @param {string} target
+ * @returns {string[]}
+ */
+export function searches(source, target) {
+  const out = [`${source}-${target}`];
+  const s3 = threeLetter(source);
+  const t3 = threeLetter(target);
+  if (s3 && t3 && `${s3}-${t3}` !== out[0]) out.push(`${s3}-${t3}`);
+  return out;
+}
+
+/**
+ * The models among `ids` that translate `source` → `target` directly, by family.
+ * @param {Iterable<string>} ids model ids ("Helsinki-NLP/NAME")
+ * @returns {{ id: string, family: Family }[]}
+ */
+export function direct(ids, source, target) {
+  const out = [];
+  for (const id of ids) {
+    const p = parseName(id);
+    if (p && same(p.source, source) && same(p.target, target)) out.push({ id, family: p.family });
+  }
+  return out;
+}
+
+/**
+ * @typedef {object} Choice
+ * @property {string[]} ids the models in order: one, or two through English
+ * @property {Family[]} families
+ * @property {number} params their parameters together (≈ int8 bytes)
+ * @property {string} why
+ */
+
+/**
+ * The route for a pair: among the direct models (`pairs(s, t)`) and, where the preference
+ * allows, two through English, the one `prefer` asks for. "small": fewest parameters (so
+ * fewest bytes), the better family on a tie; "quality": the best family, direct before
+ * through English. `pairs(a, b)` gives the models of a pair (`direct` over a hub's search).
+ * @param {(a: string, b: string) => { id: string, family: Family }[]} pairs
+ * @param {string} source @param {string} target
+ * @param {Prefer} [prefer]
+ * @returns {Choice | null}
+ */
+export function choose(pairs, source, target, prefer = "small") {
+  if (prefer !== "small" && prefer !== "quality") throw new RangeError(`prefer must be "small" or "quality", not ${JSON.stringify(prefer)}`);
+  const size = (family) => FAMILIES[family].params;
+  const rank = (family) => FAMILIES[family].quality;
+  const better = prefer === "small"
+    ? (a, b) => size(a.family) - size(b.family) || rank(b.family) - rank(a.family)
+    : (a, b) => rank(b.family) - rank(a.family) || size(a.family) - size(b.family);
+  const best = (models) => [...models].sort(better)[0] ?? null;
+  const one = best(pairs(source, target));
+  const viaEnglish = () => {
+    if (same(source, "en") || same(target, "en")) return null;
+    const a = best(pairs(source, "en"));
+    const b = a && best(pairs("en", target));
+    return a && b ? [a, b] : null;
+  };
+  const label = (m) => `${m.id.split("/").pop()} (${FAMILIES[m.family].shape})`;
+  if (one && prefer === "quality") {
+    return { ids: [one.id], families: [one.family], params: size(one.family), why: `the best of the pair's models: ${label(one)}` };
+  }
+  const two = one && prefer === "quality" ? null : viaEnglish();
+  const twoParams = two ? size(two[0].family) + size(two[1].family) : Infinity;
+  if (one && size(one.family) <= twoParams) {
+    return { ids: [one.id], families: [one.family], params: size(one.family), why: `the smallest of the pair's models: ${label(one)}` };
+  }
+  if (two) {
+    const why = one
+      ? `through English, smaller than ${label(one)}: ${two.map(label).join(" then ")}`
+      : `no direct model; through English: ${two.map(label).join(" then ")}`;
+    return { ids: two.map((m) => m.id), families: two.map((m) => m.family), params: twoParams, why };
+  }
+  return null;
+}
