@@ -51,6 +51,7 @@
 //   Helsinki-NLP/opus-mt-en-ROMANCE  swish, its card listing its >>xx<< target tokens
 //   test/opus-mt-en-xx-refused       swish with a config.json the import refuses
 //   test/opus-mt-en-xx-novocab       swish without vocab.json
+//   someone/marian-finetuned-news    swish, its card without languages
 //   opus-size/opus-mt-en-de             --opus-size DIR (scripts/marian-fixtures.py --opus-size)
 import { createHash } from "node:crypto";
 import { createServer } from "node:http";
@@ -110,6 +111,11 @@ function catalog(opusSize) {
   const config = JSON.parse(readFileSync(join(swish, "config.json"), "utf8"));
   add("test/opus-mt-en-xx-refused", folderFiles(swish, { replace: { "config.json": JSON.stringify({ ...config, normalize_before: true }, null, 2) } }));
   add("test/opus-mt-en-xx-novocab", folderFiles(swish, { without: ["vocab.json"] }));
+  // A fine-tuned model under its author's own name whose card gives a licence but no
+  // languages: the caller states them (options.languages, the page's ?from=&to=).
+  add("someone/marian-finetuned-news", folderFiles(swish, {
+    replace: { "README.md": card.replace(/^language:\n(- .*\n)+/m, "").replace("# transduce Marian fixture (swish)", "# A Marian model fine-tuned on news") },
+  }));
   if (opusSize) {
     const files = new Map();
     for (const name of readdirSync(opusSize)) if (SERVED.includes(name)) files.set(name, readFileSync(join(opusSize, name)));

@@ -218,6 +218,8 @@ async function load(entry) {
       calibrate: params.get("calibrate") === "1" && (params.get("calibrate-sizes")?.split(",").map(Number) ?? true),
       relaxedSimd: params.get("relaxed") !== "0",
       channel: checkerUrl,
+      // ?from=en&to=de: the languages of a model by name whose name and card do not say.
+      ...(params.get("from") && params.get("to") ? { languages: { source: params.get("from"), target: params.get("to") } } : {}),
       onProgress: ({ file, url, loaded, total, cached, converting }) => {
         const pct = total ? ` ${Math.round((100 * loaded) / total)}%` : ` ${(loaded / 1e6).toFixed(1)} MB`;
         const reverse = checkerBase && url?.startsWith(checkerBase);
@@ -348,8 +350,9 @@ async function translate() {
   delete $("target").dataset.done;
   $("time").textContent = "translating…";
   try {
-    // ?to=nld: the target of a model of many targets (its >>nld<< token).
-    const to = params.get("to") ?? undefined;
+    // ?to=nld: the target of a model of many targets (its >>nld<< token); a model of one
+    // target has none (there ?to= with ?from= named its languages).
+    const to = engine.task === "translate" && "languageTokens" in engine && engine.languageTokens.length ? params.get("to") ?? undefined : undefined;
     const result = await engine.translate($("source").value, {
       beam: Number($("beam").value),
       alpha: Number($("alpha").value),

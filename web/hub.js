@@ -399,7 +399,7 @@ async function writeCached(store, ref, hub, weights, bundle, meta) {
  * caller calls `keep()`, once it has loaded it, so that a bundle that does not load is never
  * kept; `keep()` answers null, or the warning of a store that failed (the quota).
  */
-export async function hubBundle({ reference, hub = DEFAULT_HUB, weights = "int8" }, useCache, emit) {
+export async function hubBundle({ reference, hub = DEFAULT_HUB, weights = "int8", source = undefined, target = undefined }, useCache, emit) {
   const ref = parseReference(reference);
   if (!ref) throw new HubError("bad-name", `${JSON.stringify(reference)} is not an hf: name`);
   if (!["int8", "f16", "f32"].includes(weights)) throw new HubError("options", `options.weights is ${JSON.stringify(weights)}; expected "int8", "f16" or "f32"`);
@@ -430,7 +430,9 @@ export async function hubBundle({ reference, hub = DEFAULT_HUB, weights = "int8"
   const got = await download(ref, hub, listing, ({ file, loaded, total }) => emit({ file: `${repoOf(ref)}: ${file}`, loaded, total, cached: false }));
   const pinned = { ...ref, revision: got.commit };
   emit({ file: `${repoOf(ref)}: converting`, loaded: 0, total: 0, cached: false, converting: true });
-  const converted = await convert(got.files, { reference: referenceText(pinned), hub: trimHub(hub), weights });
+  // Languages the caller stated (options.languages) win over the name's and the card's.
+  const stated = source && target ? { source, target } : {};
+  const converted = await convert(got.files, { reference: referenceText(pinned), hub: trimHub(hub), weights, ...stated });
   const bundle = { config: converted.config, tokenizer: converted.tokenizer, weights: converted.weights, card: converted.card };
   const keep = async () => (store ? writeCached(store, ref, hub, weights, bundle, { commit: got.commit, etags: got.etags }) : null);
   return { ...bundle, reference: referenceText(pinned), commit: got.commit, cached: false, offline: false, keep, conversion: converted.stats };

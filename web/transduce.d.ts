@@ -43,6 +43,11 @@ export interface LoadOptions {
   hub?: string;
   /** How a model loaded by name is converted: "int8" (default), "f16" or "f32". */
   weights?: "int8" | "f16" | "f32";
+  /**
+   * A model by name whose name and card do not give its languages (a fine-tuned model
+   * under its author's own name): state them. They win over the name's and the card's.
+   */
+  languages?: { source: string; target: string };
 }
 
 /**

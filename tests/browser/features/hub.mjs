@@ -207,6 +207,33 @@ export const onCpu = step(name, async ({ b }) => {
     assertEqual(await translateWith(shown, first.text.slice(">>nld<< ".length), 1), first.greedy.text, "the page with ?to=nld");
     await shown.close();
   }, { needsTestServer: true });
+
+  await test("hub: a model under its author's own name whose card gives no languages is refused until they are stated (options.languages, the page's ?from=&to=)", async () => {
+    const reference = "hf:someone/marian-finetuned-news";
+    const page = await b.context.newPage();
+    await page.goto(`${base}/index.html?backend=cpu`);
+    const found = await page.evaluate(async ({ reference, hub, sentences }) => {
+      const { Transduce } = await import("/transduce.js");
+      const refused = await Transduce.load(reference, { hub, backend: "cpu" }).then(() => null, (e) => ({ code: e.code, message: e.message }));
+      const badOption = await Transduce.load(reference, { hub, backend: "cpu", languages: { source: "en" } }).then(() => null, (e) => e.message);
+      const t = await Transduce.load(reference, { hub, backend: "cpu", languages: { source: "en", target: "de" } });
+      const out = { refused, badOption, task: t.config.task, texts: [] };
+      for (const s of sentences) out.texts.push((await t.translate(s)).text);
+      t.free();
+      return out;
+    }, { reference, hub: hubUrl(), sentences: native.sentences.slice(0, 2) });
+    assertEqual(found.refused?.code, "no-languages", "no languages: the import's code");
+    if (!found.refused.message.includes("name the source and target")) throw new Error(found.refused.message);
+    if (!found.badOption?.includes("options.languages")) throw new Error(`a half-stated option: ${found.badOption}`);
+    assertEqual(`${found.task.source}-${found.task.target}`, "en-de", "the stated languages in the bundle");
+    // The same files as opus-mt-en-de's fixture: the same translations.
+    same(found.texts, native.enDe.beam.slice(0, 2), "translations");
+    await page.close();
+    const shown = await openPage(b.context, `backend=cpu&model=${encodeURIComponent(reference)}&hub=${encodeURIComponent(hubUrl())}&from=en&to=de`);
+    await waitReady(shown, "cpu");
+    assertEqual(await translateWith(shown, native.sentences[0], 4), native.enDe.beam[0], "the page with ?from=en&to=de");
+    await shown.close();
+  }, { needsTestServer: true });
 }, { ownPage: true });
 
 /** The same on WebGPU (SwiftShader): the GPU decoder multiplies in f32 (native --compute f32). */
