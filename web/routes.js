@@ -5,11 +5,13 @@
 //   opus-mt-tc-base-{s}-{t}       Tatoeba-Challenge, base
 //   opus-mt-tc-big-{s}-{t}        Tatoeba-Challenge, transformer-big: OPUS-MT's strongest
 //   opus-mt_tiny_{s3}-{t3}        the 6/2 students Firefox Translations' shape, three-letter codes
+//   opus-mt-tc-bible-big-{S}-{T}  many languages a side (S, T: codes joined by "_", or an
+//                                 ISO 639-5 family), the target chosen by a >>xxx<< token
 // with two-letter codes where a language has one, three-letter ones (ISO 639-3) otherwise
 // (and always for the students). A pair with no direct model goes through English.
 import { THREE } from "./iso639.js";
 
-/** @typedef {"tiny" | "base" | "tc-base" | "tc-big"} Family */
+/** @typedef {"tiny" | "base" | "tc-base" | "tc-big" | "tc-bible"} Family */
 
 /**
  * Each family's shape, and the parameters it gives (int8: about a byte each, so the bytes
@@ -21,10 +23,13 @@ export const FAMILIES = {
   // d_model 256, FFN 1536, 6 encoder and 2 decoder layers, ~32k vocabulary.
   tiny: { params: 17e6, quality: 1, shape: "6/2 student, d_model 256" },
   // d_model 512, FFN 2048, 6 and 6 layers, ~58k vocabulary (tied).
-  base: { params: 74e6, quality: 2, shape: "transformer base (2020)" },
-  "tc-base": { params: 74e6, quality: 3, shape: "transformer base (Tatoeba-Challenge)" },
+  base: { params: 74e6, quality: 3, shape: "transformer base (2020)" },
+  "tc-base": { params: 74e6, quality: 4, shape: "transformer base (Tatoeba-Challenge)" },
   // d_model 1024, FFN 4096, 16 heads, 6 and 6 layers, ~57k vocabulary.
-  "tc-big": { params: 234e6, quality: 4, shape: "transformer-big (Tatoeba-Challenge)" },
+  "tc-big": { params: 234e6, quality: 5, shape: "transformer-big (Tatoeba-Challenge)" },
+  // tc-big's shape with a larger vocabulary, shared by many languages: below a model of
+  // the pair's own of any size but the student's.
+  "tc-bible": { params: 250e6, quality: 1.5, shape: "transformer-big of many languages (Tatoeba-Challenge)" },
 };
 
 /** How a pair's model is chosen: fewest bytes to download (default), or the best first. */
@@ -41,14 +46,16 @@ export function twoLetter(code) {
 }
 
 /**
- * `{ family, source, target }` of a Helsinki-NLP model's name, codes as written, or null
- * for a name of another shape (a multi-language model such as `opus-mt-en-ROMANCE`, or
- * tc-bible's groups, is not a pair).
+ * `{ family, source, target }` of a Helsinki-NLP model's name, codes as written (tc-bible:
+ * `sources` and `targets` too, its groups split), or null for a name of another shape (the
+ * 2020 models of many languages, such as `opus-mt-en-ROMANCE`, name no codes).
  * @param {string} id "Helsinki-NLP/NAME" or NAME
- * @returns {{ family: Family, source: string, target: string } | null}
+ * @returns {{ family: Family, source: string, target: string, sources?: string[], targets?: string[] } | null}
  */
 export function parseName(id) {
   const name = id.includes("/") ? id.slice(id.indexOf("/") + 1) : id;
+  const bible = name.match(/^opus-mt-tc-bible-big-([a-z]{2,3}(?:_[a-z]{2,3})*)-([a-z]{2,3}(?:_[a-z]{2,3})*)$/);
+  if (bible) return { family: "tc-bible", source: bible[1], target: bible[2], sources: bible[1].split("_"), targets: bible[2].split("_") };
   const code = "([a-z]{2,3})";
   const forms = /** @type {[RegExp, Family][]} */ ([
     [new RegExp(`^opus-mt_tiny_${code}-${code}$`), "tiny"],
@@ -78,19 +85,32 @@ export function searches(source, target) {
   const s3 = threeLetter(source);
   const t3 = threeLetter(target);
   if (s3 && t3 && `${s3}-${t3}` !== out[0]) out.push(`${s3}-${t3}`);
+  // The tc-bible models, all of them (one search for every pair: the answer is kept).
+  out.push("tc-bible-big");
   return out;
 }
 
 /**
- * The models among `ids` that translate `source` → `target` directly, by family.
+ * The models among `ids` that translate `source` → `target` directly, by family; a
+ * tc-bible model whose groups name both languages (an ISO 639-5 family such as `gem` is not
+ * looked into) with the target's token where it has several targets.
  * @param {Iterable<string>} ids model ids ("Helsinki-NLP/NAME")
- * @returns {{ id: string, family: Family }[]}
+ * @returns {{ id: string, family: Family, token?: string }[]}
  */
 export function direct(ids, source, target) {
   const out = [];
+  const seen = new Set();
   for (const id of ids) {
     const p = parseName(id);
-    if (p && same(p.source, source) && same(p.target, target)) out.push({ id, family: p.family });
+    if (!p || seen.has(id)) continue;
+    seen.add(id);
+    if (p.family === "tc-bible") {
+      if (!p.sources.some((c) => same(c, source)) || !p.targets.some((c) => same(c, target))) continue;
+      const token = p.targets.length > 1 ? `>>${p.targets.find((c) => same(c, target))}<<` : undefined;
+      out.push({ id, family: p.family, ...(token ? { token } : {}) });
+    } else if (same(p.source, source) && same(p.target, target)) {
+      out.push({ id, family: p.family });
+    }
   }
   return out;
 }
@@ -98,6 +118,7 @@ export function direct(ids, source, target) {
 /**
  * @typedef {object} Choice
  * @property {string[]} ids the models in order: one, or two through English
+ * @property {(string | undefined)[]} tokens each model's target token (tc-bible), or undefined
  * @property {Family[]} families
  * @property {number} params their parameters together (≈ int8 bytes)
  * @property {string} why
@@ -128,20 +149,20 @@ export function choose(pairs, source, target, prefer = "small") {
     const b = a && best(pairs("en", target));
     return a && b ? [a, b] : null;
   };
-  const label = (m) => `${m.id.split("/").pop()} (${FAMILIES[m.family].shape})`;
+  const label = (m) => `${m.id.split("/").pop()}${m.token ? ` with ${m.token}` : ""} (${FAMILIES[m.family].shape})`;
   if (one && prefer === "quality") {
-    return { ids: [one.id], families: [one.family], params: size(one.family), why: `the best of the pair's models: ${label(one)}` };
+    return { ids: [one.id], tokens: [one.token], families: [one.family], params: size(one.family), why: `the best of the pair's models: ${label(one)}` };
   }
   const two = one && prefer === "quality" ? null : viaEnglish();
   const twoParams = two ? size(two[0].family) + size(two[1].family) : Infinity;
   if (one && size(one.family) <= twoParams) {
-    return { ids: [one.id], families: [one.family], params: size(one.family), why: `the smallest of the pair's models: ${label(one)}` };
+    return { ids: [one.id], tokens: [one.token], families: [one.family], params: size(one.family), why: `the smallest of the pair's models: ${label(one)}` };
   }
   if (two) {
     const why = one
       ? `through English, smaller than ${label(one)}: ${two.map(label).join(" then ")}`
       : `no direct model; through English: ${two.map(label).join(" then ")}`;
-    return { ids: two.map((m) => m.id), families: two.map((m) => m.family), params: twoParams, why };
+    return { ids: two.map((m) => m.id), tokens: two.map((m) => m.token), families: two.map((m) => m.family), params: twoParams, why };
   }
   return null;
 }

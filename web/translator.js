@@ -174,7 +174,7 @@ async function route(sourceLanguage, targetLanguage) {
   }
   const choice = choose((a, b) => found.get(`${a}-${b}`) ?? [], s, t, settings.prefer);
   if (!choice) return null;
-  const parts = choice.ids.map((id) => ({ reference: `hf:${id}` }));
+  const parts = choice.ids.map((id, i) => ({ reference: `hf:${id}`, ...(choice.tokens[i] ? { token: choice.tokens[i] } : {}) }));
   const model = { names: choice.ids, families: choice.families, bytes: choice.params, why: choice.why };
   return { parts, source: s, target: t, ...(parts.length > 1 ? { pivot: "en" } : {}), model };
 }

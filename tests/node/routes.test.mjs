@@ -27,16 +27,35 @@ test("Helsinki-NLP's names parse by family; other shapes are not a pair", () => 
   assert.deepEqual(parseName("Helsinki-NLP/opus-mt-tc-big-en-fr"), { family: "tc-big", source: "en", target: "fr" });
   assert.deepEqual(parseName("opus-mt-tc-base-uk-fi"), { family: "tc-base", source: "uk", target: "fi" });
   assert.deepEqual(parseName("Helsinki-NLP/opus-mt_tiny_kor-eng"), { family: "tiny", source: "kor", target: "eng" });
-  for (const other of ["Helsinki-NLP/opus-mt-en-ROMANCE", "Helsinki-NLP/opus-mt-tc-bible-big-deu_eng_nld-gem", "Helsinki-NLP/opus-mt-en-de-fine-tuned", "x/y"]) {
+  assert.deepEqual(parseName("Helsinki-NLP/opus-mt-tc-bible-big-deu_eng_nld-gem"), {
+    family: "tc-bible", source: "deu_eng_nld", target: "gem", sources: ["deu", "eng", "nld"], targets: ["gem"],
+  });
+  for (const other of ["Helsinki-NLP/opus-mt-en-ROMANCE", "Helsinki-NLP/opus-mt-en-de-fine-tuned", "x/y"]) {
     assert.equal(parseName(other), null, other);
   }
 });
 
 test("a pair is searched by its two- and its three-letter codes", () => {
-  assert.deepEqual(searches("en", "de"), ["en-de", "eng-deu"]);
-  assert.deepEqual(searches("gsw", "en"), ["gsw-en", "gsw-eng"]);
+  assert.deepEqual(searches("en", "de"), ["en-de", "eng-deu", "tc-bible-big"]);
+  assert.deepEqual(searches("gsw", "en"), ["gsw-en", "gsw-eng", "tc-bible-big"]);
   const ids = ["Helsinki-NLP/opus-mt-en-de", "Helsinki-NLP/opus-mt_tiny_eng-deu", "Helsinki-NLP/opus-mt-tc-big-en-de", "Helsinki-NLP/opus-mt-de-en", "Helsinki-NLP/opus-mt-en-deu_nld"];
   assert.deepEqual(direct(ids, "en", "de").map((m) => m.family), ["base", "tiny", "tc-big"]);
+});
+
+test("a tc-bible model serves a pair its groups name, with the target's token where it has several", () => {
+  const ids = ["H/opus-mt-tc-bible-big-en-deu_nld", "H/opus-mt-tc-bible-big-deu_eng_nld-gem", "H/opus-mt-tc-bible-big-fra-eng"];
+  assert.deepEqual(direct(ids, "en", "nl"), [{ id: "H/opus-mt-tc-bible-big-en-deu_nld", family: "tc-bible", token: ">>nld<<" }]);
+  assert.deepEqual(direct(ids, "fr", "en"), [{ id: "H/opus-mt-tc-bible-big-fra-eng", family: "tc-bible" }]);
+  // An ISO 639-5 family (gem) is not looked into.
+  assert.deepEqual(direct(ids, "nl", "de"), []);
+  const only = (a, b) => direct(ids, a, b);
+  const enNl = choose(only, "en", "nl");
+  assert.deepEqual(enNl.ids, ["H/opus-mt-tc-bible-big-en-deu_nld"]);
+  assert.deepEqual(enNl.tokens, [">>nld<<"]);
+  assert.match(enNl.why, /with >>nld<</);
+  // Below a model of the pair's own when the best is asked for.
+  const withBig = (a, b) => [...direct(ids, a, b), ...(a === "en" && b === "nl" ? [{ id: "H/opus-mt-tc-big-en-nl", family: "tc-big" }] : [])];
+  assert.deepEqual(choose(withBig, "en", "nl", "quality").ids, ["H/opus-mt-tc-big-en-nl"]);
 });
 
 const HUB = {
@@ -84,6 +103,7 @@ test("the test hub's search answers as the hub's: the author's models whose name
     assert.deepEqual(ids.sort(), ["Helsinki-NLP/opus-mt-en-de", "Helsinki-NLP/opus-mt-tc-bible-big-en-deu_nld", "Helsinki-NLP/opus-mt-tc-big-en-de"]);
     assert.deepEqual(await searchModels("Helsinki-NLP", "eng-deu", hub.url), ["Helsinki-NLP/opus-mt_tiny_eng-deu"]);
     assert.deepEqual(await searchModels("Helsinki-NLP", "xx-yy", hub.url), []);
+    assert.deepEqual(await searchModels("Helsinki-NLP", "tc-bible-big", hub.url), ["Helsinki-NLP/opus-mt-tc-bible-big-en-deu_nld"]);
     // Two at a time: the Link header carries the rest.
     const response = await fetch(`${hub.url}/api/models?author=Helsinki-NLP&search=opus-mt&limit=2`);
     const first = await response.json();

@@ -49,6 +49,8 @@ export async function mount(scratch) {
   // route picks by default) and tc-big (what `prefer: "quality"` picks).
   const tiny = await imported("hf:Helsinki-NLP/opus-mt_tiny_eng-deu", "tiny");
   const tcBig = await imported("hf:Helsinki-NLP/opus-mt-tc-big-en-de", "tc-big");
+  // en → nl has only the tc-bible model of two targets: a route takes it with >>nld<<.
+  const bible = await imported("hf:Helsinki-NLP/opus-mt-tc-bible-big-en-deu_nld", "bible");
   const sha = async (file) => createHash("sha256").update(await readFile(file)).digest("hex");
   native = {
     sentences,
@@ -58,6 +60,7 @@ export async function mount(scratch) {
     // smallest model of the pair, the student).
     pivot: translate(tiny, translate(frEn, sentences)),
     tcBig: translate(tcBig, sentences.slice(0, 2)),
+    bibleNld: translate(bible, sentences.slice(0, 2).map((s) => `>>nld<< ${s}`)),
     romance: translate(romance, sentences.map((s) => `>>fra<< ${s}`)),
     deEn: translate(deEn, sentences.slice(0, 2)),
   };
@@ -288,13 +291,19 @@ export const translatorApi = step(name, async ({ b }) => {
       const quality = { model: best.model, texts: [await best.translate(sentences[0]), await best.translate(sentences[1])] };
       best.destroy();
       configure({ prefer: "small" });
+      // en → nl: the model of many targets, its token put first.
+      const nl = { availability: await Translator.availability({ sourceLanguage: "en", targetLanguage: "nl" }) };
+      const toNl = await Translator.create({ sourceLanguage: "en", targetLanguage: "nl" });
+      nl.model = toNl.model;
+      nl.texts = [await toNl.translate(sentences[0]), await toNl.translate(sentences[1])];
+      toNl.destroy();
       let error;
       try {
         await Translator.create({ sourceLanguage: "fr", targetLanguage: "ja" });
       } catch (e) {
         error = e.name;
       }
-      return { before, after, progress, texts, streamed, models, choice, quality, error };
+      return { before, after, progress, texts, streamed, models, choice, quality, nl, error };
     }, { hub: hubUrl(), sentences: native.sentences.slice(0, 4) });
     assertEqual(JSON.stringify(found.before), JSON.stringify({ pivot: "downloadable", direct: "downloadable", none: "unavailable" }), "availability before");
     assertEqual(found.after, "available", "availability after create");
@@ -305,6 +314,10 @@ export const translatorApi = step(name, async ({ b }) => {
     if (!found.choice.why.startsWith("no direct model; through English")) throw new Error(`why: ${found.choice.why}`);
     assertEqual(JSON.stringify(found.quality.model.names), JSON.stringify(["Helsinki-NLP/opus-mt-tc-big-en-de"]), "prefer quality: tc-big");
     same(found.quality.texts, native.tcBig, "prefer quality: tc-big's translations");
+    assertEqual(found.nl.availability, "downloadable", "en→nl by the tc-bible model");
+    assertEqual(JSON.stringify(found.nl.model.names), JSON.stringify(["Helsinki-NLP/opus-mt-tc-bible-big-en-deu_nld"]), "en→nl: the tc-bible model");
+    if (!found.nl.model.why.includes(">>nld<<")) throw new Error(`en→nl why: ${found.nl.model.why}`);
+    same(found.nl.texts, native.bibleNld, "en→nl with >>nld<< first");
     same(found.texts, native.pivot.slice(0, 4), "pivot");
     assertEqual(found.streamed.join(""), `${native.pivot[0]} ${native.pivot[1]}`, "streamed pivot");
     if (found.streamed.length !== 2) throw new Error(`streamed in ${found.streamed.length} chunks, expected one per sentence`);
