@@ -136,8 +136,8 @@ const ORG = "Helsinki-NLP";
  * The models that translate a pair: the site's entry, else (with opusMt) the Helsinki-NLP
  * model `prefer` picks among every family the hub has for the pair (routes.js), or two
  * through English. `{ parts: [{ reference, token? } | { url }], source, target, model }`,
- * or null. The hub is searched once per pair (two searches: two- and three-letter codes),
- * and for the pairs through English only where they could win; each answer is kept for
+ * or null. The hub is searched per pair (two- and three-letter codes, and once for all of
+ * tc-bible), the pairs through English only where they could win; each answer is kept for
  * the page's life.
  */
 async function route(sourceLanguage, targetLanguage) {
