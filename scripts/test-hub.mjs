@@ -111,6 +111,12 @@ function catalog(opusSize) {
   const config = JSON.parse(readFileSync(join(swish, "config.json"), "utf8"));
   add("test/opus-mt-en-xx-refused", folderFiles(swish, { replace: { "config.json": JSON.stringify({ ...config, normalize_before: true }, null, 2) } }));
   add("test/opus-mt-en-xx-novocab", folderFiles(swish, { without: ["vocab.json"] }));
+  // A pull request's revision (refs/pr/1) of opus-mt-en-de holding other weights (the
+  // relu-copy fixture's): `hf:…@refs/pr/1` must get these, `main` the others.
+  const pr = folderFiles(join(fixtures, "relu-copy"));
+  models.set("Helsinki-NLP/opus-mt-en-de@refs/pr/1", { id: "Helsinki-NLP/opus-mt-en-de", ref: "refs/pr/1", files: pr, commit: sha("sha1", Buffer.concat([Buffer.from("pr 1"), ...pr.values()])) });
+  // A gated repository: its files only for a token that accepted its conditions.
+  add("test/gated-en-de", folderFiles(swish));
   // A fine-tuned model under its author's own name whose card gives a licence but no
   // languages: the caller states them (options.languages, the page's ?from=&to=).
   add("someone/marian-finetuned-news", folderFiles(swish, {
@@ -125,6 +131,42 @@ function catalog(opusSize) {
 }
 
 const MODES = ["slow", "cut", "short", "corrupt", "html", "moved", "noapi", "real", "limited", "down"];
+
+// A renamed repository: its old name answers with a relative 307 to the new one, as the
+// hub does (huggingface_hub's _http.py follows relative redirects for this reason).
+const RENAMED = new Map([["Helsinki-NLP/opus-mt-en-de-renamed-from", "Helsinki-NLP/opus-mt-en-de"]]);
+// Gated repositories, and the token that accepted their conditions. Anonymous: 401 with
+// X-Error-Code GatedRepo; a token that did not accept: 403 with it (huggingface_hub's
+// _http.py raises GatedRepoError on that code, whatever the status).
+const GATED = new Set(["test/gated-en-de"]);
+export const GRANTED_TOKEN = "hf_testtokengranted";
+
+/**
+ * The version of `id` at `rev` ("main", a commit, or a ref such as refs/pr/1): the model
+ * entry, null where there is no such repository, undefined where it has no such revision.
+ */
+function version(models, id, rev) {
+  const main = models.get(id);
+  if (!main || main.ref) return null;
+  if (rev === "main" || rev === main.commit) return main;
+  for (const m of models.values()) if (m.id === id && (m.ref === rev || m.commit === rev)) return m;
+  return undefined;
+}
+
+/** The files of `id` at a commit (the CDN and resolve-cache address them so). */
+const atCommit = (models, id, commit) => [...models.values()].find((m) => m.id === id && m.commit === commit)?.files;
+
+/** A gated repository's answer to a request without access, or null where it may pass. */
+function gate(req, id) {
+  if (!GATED.has(id)) return null;
+  const token = (req.headers.authorization ?? "").replace(/^Bearer\s+/i, "");
+  if (token === GRANTED_TOKEN) return null;
+  const status = token ? 403 : 401;
+  const message = token
+    ? `Access to model ${id} is restricted and you are not in the authorized list. Visit https://huggingface.co/${id} to ask for access.`
+    : `Access to model ${id} is restricted. You must have access to it and be authenticated to access it. Please log in.`;
+  return { status, headers: { "content-type": "application/json", "x-error-code": "GatedRepo", "x-error-message": message }, body: JSON.stringify({ error: message }) };
+}
 
 /** Starts the hub; resolves to { url, port, close() }. */
 export async function startHub({ port = 0, host = "127.0.0.1", opusSize } = {}) {
@@ -189,7 +231,7 @@ async function handleCdn(models, req, res) {
 const CORS = {
   "access-control-allow-origin": "*",
   "access-control-allow-headers": "range, if-range, authorization",
-  "access-control-expose-headers": "X-Repo-Commit, X-Linked-Etag, X-Linked-Size, ETag, Content-Length, Content-Range, Accept-Ranges, Link",
+  "access-control-expose-headers": "X-Repo-Commit, X-Linked-Etag, X-Linked-Size, X-Error-Code, X-Error-Message, ETag, Content-Length, Content-Range, Accept-Ranges, Link",
 };
 
 function send(res, status, headers, body = "") {
@@ -228,7 +270,7 @@ async function handle(models, cdn, req, res) {
     const limit = Math.max(1, Math.min(1000, Number(url.searchParams.get("limit")) || 1000));
     const from = Number(url.searchParams.get("cursor") ?? 0) || 0;
     const all = [...models.keys()]
-      .filter((id) => (!author || id.startsWith(`${author}/`)) && id.split("/")[1].toLowerCase().includes(text))
+      .filter((id) => !id.includes("@") && (!author || id.startsWith(`${author}/`)) && id.split("/")[1].toLowerCase().includes(text))
       .sort();
     const page = all.slice(from, from + limit).map((id) => ({ _id: sha("sha1", id).slice(0, 24), id, modelId: id, private: false, tags: ["marian", "translation"], pipeline_tag: "translation", library_name: "transformers" }));
     const next = new URL(url);
@@ -242,11 +284,14 @@ async function handle(models, cdn, req, res) {
   let api = path.match(/^\/api\/models\/([^/]+\/[^/]+?)(?:\/revision\/(.+))?$/);
   if (api) {
     if (mode === "noapi") return notFound(res, "no listing here");
-    const model = models.get(api[1]);
-    if (!model && real) return realMissing(req, res);
-    if (!model) return send(res, 404, { "content-type": "application/json" }, JSON.stringify({ error: "Repository not found" }));
+    if (RENAMED.has(api[1])) return renamedTo(req, res, url, api[1], real);
+    const denied = gate(req, api[1]);
+    if (denied) return (real ? realSend : sendPlain)(req, res, denied.status, denied.headers, denied.body);
     const rev = api[2] ?? "main";
-    if (rev !== "main" && rev !== model.commit) return send(res, 404, { "content-type": "application/json" }, JSON.stringify({ error: "Invalid rev id" }));
+    const model = version(models, api[1], rev);
+    if (model === null && real) return realMissing(req, res);
+    if (model === null) return send(res, 404, { "content-type": "application/json" }, JSON.stringify({ error: "Repository not found" }));
+    if (!model) return send(res, 404, { "content-type": "application/json", "x-error-code": "RevisionNotFound" }, JSON.stringify({ error: "Invalid rev id" }));
     if (mode === "html") return send(res, 200, { "content-type": "text/html" }, "<!doctype html><html><body><h1>Welcome</h1><p>This is not the API.</p></body></html>");
     const siblings = [...model.files].map(([name, bytes]) => ({
       rfilename: name,
@@ -260,8 +305,7 @@ async function handle(models, cdn, req, res) {
   // The CDN a large file is redirected to.
   const blob = path.match(/^\/cdn\/([^/]+\/[^/]+)\/([0-9a-f]{40})\/(.+)$/);
   if (blob) {
-    const model = models.get(blob[1]);
-    const bytes = model && blob[2] === model.commit ? model.files.get(blob[3]) : undefined;
+    const bytes = atCommit(models, blob[1], blob[2])?.get(blob[3]);
     if (!bytes) return notFound(res, "no such blob");
     return serveBytes(req, res, bytes, mode, { etag: `"${sha("sha256", bytes)}"` });
   }
@@ -269,19 +313,22 @@ async function handle(models, cdn, req, res) {
   // ~real's second hop for small files.
   const cached = path.match(/^\/api\/resolve-cache\/models\/([^/]+\/[^/]+)\/([0-9a-f]{40})\/(.+)$/);
   if (cached && real) {
-    const model = models.get(cached[1]);
-    const bytes = model && cached[2] === model.commit ? model.files.get(cached[3]) : undefined;
+    const bytes = atCommit(models, cached[1], cached[2])?.get(cached[3]);
     if (!bytes) return notFound(res, "no such file");
-    return serveText(req, res, bytes, { etag: `"${gitBlob(bytes)}"`, "x-linked-etag": `"${gitBlob(bytes)}"`, "x-repo-commit": model.commit });
+    return serveText(req, res, bytes, { etag: `"${gitBlob(bytes)}"`, "x-linked-etag": `"${gitBlob(bytes)}"`, "x-repo-commit": cached[2] });
   }
 
-  const resolve = path.match(/^\/([^/]+\/[^/]+)\/resolve\/([^/]+)\/(.+)$/);
+  // A revision is one path segment, refs/pr/N aside (the clients send it %2F-encoded).
+  const resolve = path.match(/^\/([^/]+\/[^/]+)\/resolve\/(refs\/pr\/\d+|[^/]+)\/(.+)$/);
   if (!resolve) return notFound(res, "not a hub path");
-  const model = models.get(resolve[1]);
-  if (!model && real) return realMissing(req, res);
-  if (!model) return send(res, 404, { "x-error-code": "RepoNotFound" }, "Repository not found");
+  if (RENAMED.has(resolve[1])) return renamedTo(req, res, url, resolve[1], real);
+  const denied = gate(req, resolve[1]);
+  if (denied) return (real ? realSend : sendPlain)(req, res, denied.status, denied.headers, denied.body);
   const rev = resolve[2];
-  if (rev !== "main" && rev !== model.commit) return send(res, 404, { "x-error-code": "RevisionNotFound" }, "Revision not found");
+  const model = version(models, resolve[1], rev);
+  if (model === null && real) return realMissing(req, res);
+  if (model === null) return send(res, 404, { "x-error-code": "RepoNotFound" }, "Repository not found");
+  if (!model) return send(res, 404, { "x-error-code": "RevisionNotFound" }, "Revision not found");
   const name = resolve[3];
   const bytes = model.files.get(name);
   // Another commit's answers, as when the branch moves between the listing and a download.
@@ -328,6 +375,14 @@ function realSend(req, res, status, headers, body = "") {
 }
 
 /** A repository the hub does not have: 401, as to a caller without the rights to it. */
+/** A renamed repository's answer: a relative 307 to the same path under the new name. */
+function renamedTo(req, res, url, from, real) {
+  const location = `${url.pathname.replace(from, RENAMED.get(from))}${url.search}`;
+  return (real ? realSend : sendPlain)(req, res, 307, { location, "content-type": "text/plain" }, `Temporary Redirect. Redirecting to ${location}`);
+}
+
+const sendPlain = (req, res, status, headers, body) => send(res, status, headers, body);
+
 function realMissing(req, res) {
   return realSend(req, res, 401, { "content-type": "application/json", "x-request-id": "Root=1-test" }, JSON.stringify({ error: "Invalid username or password." }));
 }

@@ -14,6 +14,8 @@
 //   rate-limited    the hub answered 429 and the model is not cached (`retryAfter`: the
 //                   seconds it asks to wait, where its CORS list lets a page read them)
 //   http            another HTTP error (`status`); after a 5xx a cached bundle is used
+//   gated           a gated repository: its conditions not accepted by the token's account,
+//                   or no token (options.token)
 //   truncated       a download ended early, or its size is not what the hub said
 //   corrupt         a download's sha256 is not the one the hub lists
 //   moved           the revision moved to another commit during the download
@@ -94,6 +96,24 @@ export function retryAfter(headers) {
   return t ? Number(t[1]) : null;
 }
 
+/**
+ * A gated repository's answer (401 or 403 with X-Error-Code GatedRepo, as huggingface_hub's
+ * _http.py reads it): what to do, or null for any other answer.
+ */
+function gatedError(response, ref, hub, token, file = null) {
+  if (response.headers.get("x-error-code") !== "GatedRepo") return null;
+  const page = `${trimHub(hub)}/${ref.org}/${ref.name}`;
+  const what = token
+    ? `the token's account has not been granted access to this gated model: ask for it at ${page} while logged in as that account`
+    : `a gated model: accept its conditions at ${page} while logged in, then load it with a token of that account (options.token)`;
+  return new HubError("gated", `${referenceText(ref)}: ${what}`, file);
+}
+
+/** The headers of a request to the hub: the token, where one is given. The browser drops it
+ * on the redirect to the CDN, another origin (the Fetch standard removes Authorization on a
+ * cross-origin redirect), so only the hub sees it. */
+const authorization = (token) => (token ? { authorization: `Bearer ${token}` } : {});
+
 /** A hub answer that is neither a file nor a listing: 429 (with its wait), or another HTTP error. */
 function statusError(response, url, file = null) {
   if (response.status === 429) {
@@ -117,16 +137,21 @@ const canFallBack = (e) => e?.code === "unreachable" || e?.code === "rate-limite
  * null where the hub has no listing for it (404: a hub without the API, or no such model —
  * the files then tell). Throws "unreachable" when nothing answers.
  */
-export async function fetchListing(ref, hub, { signal = undefined } = {}) {
+export async function fetchListing(ref, hub, { signal = undefined, token = undefined } = {}) {
   const url = listingUrl(ref, hub);
   let response;
   try {
-    response = await fetch(url, { cache: "no-cache", signal });
+    response = await fetch(url, { cache: "no-cache", signal, headers: authorization(token) });
   } catch (e) {
     if (signal?.aborted) throw e;
     throw new HubError("unreachable", `${referenceText(ref)}: the hub at ${trimHub(hub)} cannot be reached (${message(e)})`);
   }
+  if (response.status === 404 && response.headers.get("x-error-code") === "RevisionNotFound") {
+    throw new HubError("not-found", `${referenceText(ref)}: no revision ${ref.revision ?? "main"} on ${trimHub(hub)}`, "listing");
+  }
   if (response.status === 404) return null;
+  const gated = gatedError(response, ref, hub, token, "listing");
+  if (gated) throw gated;
   if (response.status === 401) {
     throw new HubError("not-found", `${referenceText(ref)}: no such model on ${trimHub(hub)} (HTTP 401: or it needs a login)`);
   }
@@ -232,7 +257,7 @@ const WEIGHTS = ["model.safetensors", "pytorch_model.bin"];
  * `progress({ loaded, total })` over all files (the total is the listing's sizes, else grows
  * with each Content-Length).
  */
-async function download(ref, hub, listing, progress) {
+async function download(ref, hub, listing, progress, token) {
   let commit = listing?.commit ?? null;
   const listed = listing?.files;
   /** @type {(required: boolean) => (file: string) => [string, boolean]} */
@@ -255,7 +280,7 @@ async function download(ref, hub, listing, progress) {
     const url = resolveUrl(commit ? { ...ref, revision: commit } : ref, hub, file);
     let response;
     try {
-      response = await fetch(url, { cache: "no-store" });
+      response = await fetch(url, { cache: "no-store", headers: authorization(token) });
     } catch (e) {
       throw new HubError("unreachable", `${url}: cannot fetch (${message(e)})`, file);
     }
@@ -266,7 +291,7 @@ async function download(ref, hub, listing, progress) {
       }
       throw new HubError("missing-file", `${referenceText(ref)}: the model has no ${file} (${url} answered 404)`, file);
     }
-    if (!response.ok) throw statusError(response, url, file);
+    if (!response.ok) throw gatedError(response, ref, hub, token, file) ?? statusError(response, url, file);
     const served = response.headers.get("x-repo-commit");
     if (served && commit && served !== commit) {
       throw new HubError("moved", `${referenceText(ref)}: revision ${ref.revision ?? "main"} moved during the download: the listing said commit ${commit}, ${file} came from ${served}; load it again`, file);
@@ -399,14 +424,14 @@ async function writeCached(store, ref, hub, weights, bundle, meta) {
  * caller calls `keep()`, once it has loaded it, so that a bundle that does not load is never
  * kept; `keep()` answers null, or the warning of a store that failed (the quota).
  */
-export async function hubBundle({ reference, hub = DEFAULT_HUB, weights = "int8", source = undefined, target = undefined }, useCache, emit) {
+export async function hubBundle({ reference, hub = DEFAULT_HUB, weights = "int8", source = undefined, target = undefined, token = undefined }, useCache, emit) {
   const ref = parseReference(reference);
   if (!ref) throw new HubError("bad-name", `${JSON.stringify(reference)} is not an hf: name`);
   if (!["int8", "f16", "f32"].includes(weights)) throw new HubError("options", `options.weights is ${JSON.stringify(weights)}; expected "int8", "f16" or "f32"`);
   const store = await openStore(useCache);
   let listing;
   try {
-    listing = await fetchListing(ref, hub);
+    listing = await fetchListing(ref, hub, { token });
   } catch (e) {
     if (!canFallBack(e)) throw e;
     const cached = await readCached(store, ref, hub, weights);
@@ -427,7 +452,7 @@ export async function hubBundle({ reference, hub = DEFAULT_HUB, weights = "int8"
       return { ...cached, reference: referenceText({ ...ref, revision: cached.commit }), cached: true, offline: false };
     }
   }
-  const got = await download(ref, hub, listing, ({ file, loaded, total }) => emit({ file: `${repoOf(ref)}: ${file}`, loaded, total, cached: false }));
+  const got = await download(ref, hub, listing, ({ file, loaded, total }) => emit({ file: `${repoOf(ref)}: ${file}`, loaded, total, cached: false }), token);
   const pinned = { ...ref, revision: got.commit };
   emit({ file: `${repoOf(ref)}: converting`, loaded: 0, total: 0, cached: false, converting: true });
   // Languages the caller stated (options.languages) win over the name's and the card's.

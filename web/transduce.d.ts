@@ -48,6 +48,12 @@ export interface LoadOptions {
    * under its author's own name): state them. They win over the name's and the card's.
    */
   languages?: { source: string; target: string };
+  /**
+   * A Hugging Face access token, for a gated or private model by name. Sent to the hub
+   * only: the browser drops it on the redirect to the CDN (another origin), and it is
+   * never stored.
+   */
+  token?: string;
 }
 
 /**
@@ -57,7 +63,7 @@ export interface LoadOptions {
  */
 export type ErrorCode =
   | "bad-name" | "options" | "not-found" | "missing-file" | "unreachable" | "rate-limited" | "http"
-  | "truncated" | "corrupt" | "bad-listing" | "moved" | "import" | "unsupported" | "no-licence"
+  | "truncated" | "corrupt" | "bad-listing" | "moved" | "gated" | "import" | "unsupported" | "no-licence"
   | "no-languages" | "quota" | (string & {});
 
 /** A model loaded by name (`hf:ORG/NAME`). */

@@ -51,6 +51,8 @@ export class Transduce {
    *
    * options.hub: the hub `hf:` names come from (default https://huggingface.co).
    * options.weights: how a model by name is stored, "int8" (default), "f16" or "f32".
+   * options.token: a Hugging Face access token, for a gated or private model by name: sent
+   *   to the hub only (never to its CDN, nor kept in the cache).
    * options.languages: { source, target } for a model by name whose name and card do not
    *   say (a fine-tuned model under its author's own name), e.g. { source: "en",
    *   target: "de" }; they then win over what the name or card says.
@@ -77,11 +79,11 @@ export class Transduce {
    *   (`adapt()`; default true). false: the shipped weights, the stored ones kept.
    */
   static async load(source, options = {}) {
-    const { backend = "auto", onProgress, cache = true, calibrate = false, relaxedSimd = true, workerUrl = DEFAULT_WORKER, adapted = true, hub, weights, languages } = options;
+    const { backend = "auto", onProgress, cache = true, calibrate = false, relaxedSimd = true, workerUrl = DEFAULT_WORKER, adapted = true, hub, weights, languages, token } = options;
     if (!["auto", "webgpu", "cpu"].includes(backend)) {
       throw new TransduceError(`unknown backend "${backend}" (expected "auto", "webgpu" or "cpu")`);
     }
-    const bundle = bundleArgs(source, "load()", { hub, weights, languages });
+    const bundle = bundleArgs(source, "load()", { hub, weights, languages, token });
     if (!bundle) throw new TransduceError("load() needs a bundle URL or { config, tokenizer, weights }");
     const channel = bundleArgs(options.channel, "options.channel");
     const { channelWeight } = options;
@@ -293,7 +295,7 @@ export class Transduce {
  * for a model by name, { files } for { config, tokenizer, weights }; undefined when `source`
  * is left out; anything else is an error naming `what`.
  */
-function bundleArgs(source, what, { hub = undefined, weights = undefined, languages = undefined } = {}) {
+function bundleArgs(source, what, { hub = undefined, weights = undefined, languages = undefined, token = undefined } = {}) {
   if (source === undefined || source === null) return undefined;
   if (typeof source === "string" && source.startsWith("hf:")) {
     if (hub !== undefined && typeof hub !== "string") throw new TransduceError("options.hub must be a URL (a string)");
@@ -301,8 +303,9 @@ function bundleArgs(source, what, { hub = undefined, weights = undefined, langua
     if (languages !== undefined && !(typeof languages === "object" && languages !== null && code.test(languages.source) && code.test(languages.target))) {
       throw new TransduceError(`options.languages must be { source, target } language codes such as { source: "en", target: "de" }, not ${JSON.stringify(languages)}`);
     }
+    if (token !== undefined && (typeof token !== "string" || !/^\S+$/.test(token))) throw new TransduceError("options.token must be a Hugging Face access token (a string)");
     const stated = languages ? { source: languages.source, target: languages.target } : {};
-    return { hf: { reference: source, hub: hub ?? "https://huggingface.co", weights: weights ?? "int8", ...stated } };
+    return { hf: { reference: source, hub: hub ?? "https://huggingface.co", weights: weights ?? "int8", ...stated, ...(token ? { token } : {}) } };
   }
   if (typeof source === "string" || source instanceof URL) {
     const base = new URL(source, globalThis.document?.baseURI ?? globalThis.location?.href);

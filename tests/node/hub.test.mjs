@@ -45,3 +45,25 @@ test("a 429's wait comes from Retry-After, else the RateLimit header's t=", () =
   assert.equal(retryAfter(h({ "retry-after": "soon" })), null);
   assert.equal(retryAfter(h({})), null);
 });
+
+test("the test hub's pull-request revision, rename and gate reach the listing as the hub's do", async () => {
+  const { startHub, GRANTED_TOKEN } = await import("../../scripts/test-hub.mjs");
+  const { fetchListing } = await import("../../web/hub.js");
+  const hub = await startHub();
+  try {
+    const main = await fetchListing(parseReference("hf:Helsinki-NLP/opus-mt-en-de"), hub.url);
+    const pr = await fetchListing(parseReference("hf:Helsinki-NLP/opus-mt-en-de@refs/pr/1"), hub.url);
+    assert.notEqual(pr.commit, main.commit, "refs/pr/1 is another commit");
+    assert.notEqual(pr.files.get("model.safetensors").sha256, main.files.get("model.safetensors").sha256);
+    await assert.rejects(fetchListing(parseReference("hf:Helsinki-NLP/opus-mt-en-de@refs/pr/9"), hub.url), (e) => e.code === "not-found" && e.message.includes("refs/pr/9"));
+    // A rename: the relative 307 is followed, to the new name's commit.
+    const renamed = await fetchListing(parseReference("hf:Helsinki-NLP/opus-mt-en-de-renamed-from"), hub.url);
+    assert.equal(renamed.commit, main.commit);
+    const gated = parseReference("hf:test/gated-en-de");
+    await assert.rejects(fetchListing(gated, hub.url), (e) => e.code === "gated" && e.message.includes("accept its conditions") && e.message.includes("options.token"));
+    await assert.rejects(fetchListing(gated, hub.url, { token: "hf_someoneelse" }), (e) => e.code === "gated" && e.message.includes("not been granted"));
+    assert.ok((await fetchListing(gated, hub.url, { token: GRANTED_TOKEN })).commit);
+  } finally {
+    await hub.close();
+  }
+});

@@ -49,6 +49,9 @@ struct Client {
 enum Failure {
     Unreachable(String),
     Status(u16, String),
+    /// A gated repository (401 or 403 with `X-Error-Code: GatedRepo`, as huggingface_hub's
+    /// `_http.py` reads it): whether a token was sent.
+    Gated(bool),
 }
 
 impl Client {
@@ -123,7 +126,19 @@ impl Client {
                 continue;
             }
             if !(200..300).contains(&status) {
-                return Err(Failure::Status(status, format!("{url}: HTTP {status}")));
+                let code = header("x-error-code").unwrap_or_default();
+                if code == "GatedRepo" {
+                    return Err(Failure::Gated(self.token.is_some()));
+                }
+                let code = if code.is_empty() {
+                    code
+                } else {
+                    format!(" ({code})")
+                };
+                return Err(Failure::Status(
+                    status,
+                    format!("{url}: HTTP {status}{code}"),
+                ));
             }
             first.own = header("etag");
             return Ok((response, first));
@@ -171,6 +186,30 @@ fn hub_error(reference: &Reference, message: String) -> Error {
     Error::Usage(format!("{reference}: {message}"))
 }
 
+/// A gated repository's error: what to do, with a token sent or without.
+fn gated(reference: &Reference, hub: &str, token: bool) -> Error {
+    let page = format!(
+        "{}/{}/{}",
+        hub.trim_end_matches('/'),
+        reference.org,
+        reference.name
+    );
+    hub_error(
+        reference,
+        if token {
+            format!(
+                "a gated model, and HF_TOKEN's account has not been granted access: ask for \
+                 it at {page} while logged in as that account"
+            )
+        } else {
+            format!(
+                "a gated model: accept its conditions at {page} while logged in, then set \
+                 HF_TOKEN to a token of that account"
+            )
+        },
+    )
+}
+
 /// The ETag's content sum where it is one (the hub's ETag of a large file is its sha256).
 fn sha256_etag(etag: &str) -> Option<String> {
     let tag = etag.trim_start_matches("W/").trim_matches('"');
@@ -201,6 +240,12 @@ pub fn fetch(reference: &Reference, hub: &str, cache: &Path) -> Result<Fetched> 
             })?)
         }
         // A hub without the listing: the files are asked for one by one.
+        Err(Failure::Status(404, what)) if what.ends_with("(RevisionNotFound)") => {
+            return Err(hub_error(
+                reference,
+                format!("{what}: no revision {} on {hub}", reference.revision()),
+            ));
+        }
         Err(Failure::Status(404, _)) => None,
         Err(Failure::Status(401, what)) => {
             return Err(hub_error(
@@ -208,6 +253,7 @@ pub fn fetch(reference: &Reference, hub: &str, cache: &Path) -> Result<Fetched> 
                 format!("{what}: no such model on {hub}, or it needs a token (set HF_TOKEN)"),
             ));
         }
+        Err(Failure::Gated(token)) => return Err(gated(reference, hub, token)),
         // Rate-limited or failing: as unreachable, the cached revision serves.
         Err(Failure::Status(status, what)) if status == 429 || status >= 500 => {
             let limit = if status == 429 {
@@ -385,6 +431,7 @@ fn download(
     {
         Ok(r) => r,
         Err(Failure::Status(404, _)) => return Ok(None),
+        Err(Failure::Gated(token)) => return Err(gated(reference, &client.hub, token)),
         Err(Failure::Status(_, what)) | Err(Failure::Unreachable(what)) => {
             return Err(hub_error(reference, what));
         }

@@ -13,7 +13,7 @@ import { createHash } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { TIMEOUT, arg, assertEqual, base, openPage, repo, step, test, translateWith, waitReady } from "../harness.mjs";
-import { startHub } from "../../../scripts/test-hub.mjs";
+import { GRANTED_TOKEN, startHub } from "../../../scripts/test-hub.mjs";
 
 export const name = "hub";
 
@@ -61,6 +61,8 @@ export async function mount(scratch) {
     pivot: translate(tiny, translate(frEn, sentences)),
     tcBig: translate(tcBig, sentences.slice(0, 2)),
     bibleNld: translate(bible, sentences.slice(0, 2).map((s) => `>>nld<< ${s}`)),
+    // The test hub's refs/pr/1 of opus-mt-en-de holds fr-en's weights (the relu-copy fixture).
+    pullRequest: translate(frEn, sentences.slice(0, 2)),
     romance: translate(romance, sentences.map((s) => `>>fra<< ${s}`)),
     deEn: translate(deEn, sentences.slice(0, 2)),
   };
@@ -209,6 +211,35 @@ export const onCpu = step(name, async ({ b }) => {
     const [first] = picked("nld");
     assertEqual(await translateWith(shown, first.text.slice(">>nld<< ".length), 1), first.greedy.text, "the page with ?to=nld");
     await shown.close();
+  }, { needsTestServer: true });
+
+  await test("hub: a pull request's revision, a renamed repository, and a gated one with the token that accepted it load by name; a gated one without is one error saying what to do", async () => {
+    const page = await b.context.newPage();
+    await page.goto(`${base}/index.html?backend=cpu`);
+    const found = await page.evaluate(async ({ hub, token, sentences }) => {
+      const { Transduce } = await import("/transduce.js");
+      const run = async (reference, options = {}) => {
+        const t = await Transduce.load(reference, { hub, backend: "cpu", ...options });
+        const texts = [];
+        for (const s of sentences) texts.push((await t.translate(s)).text);
+        const pinned = t.hub.reference;
+        t.free();
+        return { texts, pinned };
+      };
+      const out = {};
+      out.pr = await run("hf:Helsinki-NLP/opus-mt-en-de@refs/pr/1");
+      out.renamed = await run("hf:Helsinki-NLP/opus-mt-en-de-renamed-from");
+      out.refused = await Transduce.load("hf:test/gated-en-de", { hub, backend: "cpu" }).then(() => null, (e) => ({ code: e.code, message: e.message }));
+      out.gated = await run("hf:test/gated-en-de", { token });
+      return out;
+    }, { hub: hubUrl(), token: GRANTED_TOKEN, sentences: native.sentences.slice(0, 2) });
+    same(found.pr.texts, native.pullRequest, "refs/pr/1: the pull request's weights");
+    if (!/^hf:Helsinki-NLP\/opus-mt-en-de@[0-9a-f]{40}$/.test(found.pr.pinned)) throw new Error(`refs/pr/1 pinned as ${found.pr.pinned}`);
+    same(found.renamed.texts, native.enDe.beam.slice(0, 2), "a renamed repository: the new name's model");
+    assertEqual(found.refused?.code, "gated", "gated without a token");
+    if (!found.refused.message.includes("options.token")) throw new Error(found.refused.message);
+    same(found.gated.texts, native.enDe.beam.slice(0, 2), "gated, with the token");
+    await page.close();
   }, { needsTestServer: true });
 
   await test("hub: a model under its author's own name whose card gives no languages is refused until they are stated (options.languages, the page's ?from=&to=)", async () => {
@@ -395,7 +426,8 @@ export const badInput = step(name, async ({ b }) => {
       ["hf:Helsinki-NLP/opus-mt-de-en", "corrupt", "corrupt", "source.spm"],
       ["hf:Helsinki-NLP/opus-mt-de-en", "html", "bad-listing", "listing"],
       ["hf:Helsinki-NLP/opus-mt-de-en", "moved", "moved", "config.json"],
-      ["hf:Helsinki-NLP/opus-mt-de-en@v9", "", "not-found", "config.json"],
+      // A revision the hub does not have: its listing says so (404 RevisionNotFound).
+      ["hf:Helsinki-NLP/opus-mt-de-en@v9", "", "not-found", "listing"],
       // The real hub's answers: 401 for a repository it does not have, a CDN on another
       // origin whose ETag is a Xet hash (so the check is the listing's sha256).
       ["hf:Helsinki-NLP/opus-mt-xx-yy", "real", "not-found", null],

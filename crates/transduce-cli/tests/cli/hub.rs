@@ -543,7 +543,7 @@ fn bad_answers_are_one_error_each() {
         (
             "hf:Helsinki-NLP/opus-mt-en-de@v9",
             hub.url.clone(),
-            "no such model or revision v9",
+            "no revision v9",
         ),
     ];
     for (name, url, expected) in cases {
@@ -573,4 +573,71 @@ fn bad_answers_are_one_error_each() {
         !ok && said.contains("--hub goes with a model name"),
         "{said}"
     );
+}
+
+/// A pull request's revision (`@refs/pr/1`: other weights on the test hub), a renamed
+/// repository (the hub's relative 307) and a gated one (401 or 403 with
+/// `X-Error-Code: GatedRepo`) by name: each the folder's import of its files, or one error
+/// saying what to do.
+#[test]
+fn pull_requests_renames_and_gated_repositories_as_the_hub_serves_them() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cache = tmp.path().join("cache");
+    let hub = Hub::start();
+    let by_name = |name: &str, out: &str, token: Option<&str>| {
+        let mut command = bin();
+        command
+            .args(["import", name, "--hub", &hub.url, "--weights", "int8"])
+            .args(["--out", s(&tmp.path().join(out))])
+            .env("TRANSDUCE_HUB_CACHE", &cache)
+            .env_remove("HF_ENDPOINT")
+            .env_remove("HF_TOKEN");
+        if let Some(t) = token {
+            command.env("HF_TOKEN", t);
+        }
+        let out = command.output().unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let weights = |out: &str| read(&tmp.path().join(out), "model.safetensors");
+    let (ok, said) = by_name("hf:Helsinki-NLP/opus-mt-en-de@refs/pr/1", "pr", None);
+    assert!(ok, "{said}");
+    let relu_copy = folder_import(tmp.path(), &marian_fixture("relu-copy"), None);
+    assert!(
+        weights("pr") == read(&relu_copy, "model.safetensors"),
+        "refs/pr/1: the pull request's weights"
+    );
+    let (ok, said) = by_name("hf:Helsinki-NLP/opus-mt-en-de", "main", None);
+    assert!(ok, "{said}");
+    assert!(
+        weights("main") != weights("pr"),
+        "main is not the pull request"
+    );
+    let (ok, said) = by_name(
+        "hf:Helsinki-NLP/opus-mt-en-de-renamed-from",
+        "renamed",
+        None,
+    );
+    assert!(ok, "{said}");
+    assert!(
+        weights("renamed") == weights("main"),
+        "a rename: the new name's model"
+    );
+
+    let (ok, said) = by_name("hf:test/gated-en-de", "gated", None);
+    assert!(
+        !ok && said.contains("a gated model: accept its conditions"),
+        "{said}"
+    );
+    assert!(said.contains("set HF_TOKEN"), "{said}");
+    let (ok, said) = by_name("hf:test/gated-en-de", "gated", Some("hf_someoneelse"));
+    assert!(
+        !ok && said.contains("has not been granted access"),
+        "{said}"
+    );
+    let (ok, said) = by_name("hf:test/gated-en-de", "gated", Some("hf_testtokengranted"));
+    assert!(ok, "{said}");
+    assert!(weights("gated") == weights("main"), "gated, with the token");
 }
