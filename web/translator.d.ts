@@ -114,6 +114,13 @@ export interface ConfigureOptions {
 
 /** Adds bundles to the registry and sets how translators load them. */
 export declare function configure(options?: ConfigureOptions): void;
-/** configure(), then globalThis.Translator = Translator where the browser has none; true if it did. */
-export declare function install(options?: ConfigureOptions): boolean;
+/** configure(), then globalThis.Translator = Translator where the browser has none (or `replaceNative`); true if it did. */
+export declare function install(options?: ConfigureOptions & {
+  /**
+   * Define this polyfill even where the browser has a Translator of its own (default false:
+   * the browser's is kept). A site that wants the same models in every browser, offline
+   * once cached, sets it.
+   */
+  replaceNative?: boolean;
+}): boolean;
 export default Translator;

@@ -576,11 +576,15 @@ function abortable(promise, signal, dispose) {
 
 /**
  * Configures the registry (see configure()) and defines globalThis.Translator as this
- * polyfill where the browser has no Translator of its own. Returns true if it defined it.
+ * polyfill where the browser has no Translator of its own, or where `replaceNative` asks
+ * for it over the browser's (whose own models may come from its vendor's servers, and wait
+ * there offline). Returns true if it defined it.
  */
 export function install(options = {}) {
-  configure(options);
-  if (typeof globalThis.Translator !== "undefined" && globalThis.Translator !== Translator) return false;
+  const { replaceNative = false, ...rest } = options;
+  if (typeof replaceNative !== "boolean") throw new TypeError(`Translator: replaceNative must be true or false, not ${typeof replaceNative}`);
+  configure(rest);
+  if (typeof globalThis.Translator !== "undefined" && globalThis.Translator !== Translator && !replaceNative) return false;
   Object.defineProperty(globalThis, "Translator", { value: Translator, configurable: true, writable: true });
   return true;
 }
