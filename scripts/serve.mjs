@@ -1,7 +1,7 @@
 // A small static file server for the demo page and the browser tests (no dependencies).
 //   node scripts/serve.mjs [--dir dist] [--port 8080] [--host 127.0.0.1] [--isolate 0]
 // The page is served cross-origin isolated (COOP same-origin, COEP require-corp), which
-// SharedArrayBuffer and so the CPU decoder's threads need (docs/GUIDE.md, "Threads"); a page
+// SharedArrayBuffer and so the CPU decoder's threads need (docs/WEB.md, "Threads"); a page
 // requested with ?isolate=0, or every page with --isolate 0, is served without, and decodes
 // on one thread.
 // Code and text go out brotli- or gzip-compressed when the browser accepts it (the CPU wasm

@@ -29,6 +29,12 @@ pub mod tokenizer;
 #[cfg(any(feature = "train", not(target_arch = "wasm32")))]
 pub mod train;
 
+/// docs/LIBRARY.md's example, compiled and run as a doctest so that the page cannot drift
+/// from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/LIBRARY.md")]
+pub struct LibraryPage;
+
 pub use bundle::{Bundle, BundleConfig, BundleFiles, ChannelConfig, Task, WeightDtype};
 pub use config::{ModelConfig, Positional};
 pub use decode::{DecodeOptions, Hypothesis};

@@ -228,14 +228,14 @@ fn names(text: &str, option: &str) -> bool {
     })
 }
 
-/// The command table of README and GUIDE are written by hand: this checks them against the
-/// parser. README's list names every command; GUIDE's reference has a row for each and
+/// The command table of README and docs/CLI.md are written by hand: this checks them against
+/// the parser. README's list names every command; CLI.md's reference has a row for each and
 /// names every long option each one's `--help` gives.
 #[test]
 fn the_docs_name_every_command_and_option_the_parser_has() {
     let root = transduce_testing::repo_root();
     let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
-    let guide = std::fs::read_to_string(root.join("docs/GUIDE.md")).unwrap();
+    let guide = std::fs::read_to_string(root.join("docs/CLI.md")).unwrap();
     let list = readme
         .split("## Command line")
         .nth(1)
@@ -243,7 +243,7 @@ fn the_docs_name_every_command_and_option_the_parser_has() {
     let reference = guide
         .split("## CLI reference")
         .nth(1)
-        .expect("GUIDE has a CLI reference");
+        .expect("docs/CLI.md has a CLI reference");
     let commands = commands_of(&run(&["--help"]));
     assert!(commands.len() >= 10, "{commands:?}");
     let mut missing = Vec::new();
@@ -253,7 +253,7 @@ fn the_docs_name_every_command_and_option_the_parser_has() {
         }
         if !reference.contains(&format!("| `transduce {command}")) {
             missing.push(format!(
-                "GUIDE's CLI reference has no row for `transduce {command}`"
+                "docs/CLI.md's reference has no row for `transduce {command}`"
             ));
         }
         let mut helps = vec![run(&[command, "--help"])];
@@ -264,10 +264,10 @@ fn the_docs_name_every_command_and_option_the_parser_has() {
         }
         for option in helps.iter().flat_map(|h| long_options(h)) {
             if option == "--quiet" {
-                continue; // every long-running command has it; GUIDE says so once
+                continue; // every long-running command has it; CLI.md says so once
             }
             if !names(&guide, &option) {
-                missing.push(format!("GUIDE does not name `{command}`'s {option}"));
+                missing.push(format!("docs/CLI.md does not name `{command}`'s {option}"));
             }
         }
     }

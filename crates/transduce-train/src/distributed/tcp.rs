@@ -8,7 +8,7 @@
 //! same bits, and two ranks give `a + b` exactly as one process accumulating two batches
 //! does. A star moves `2 (world − 1)` copies of the buffer through rank 0 per step, which
 //! suits the host buffers of CPU and wgpu training on a few ranks; NCCL's rings are the
-//! GPUs' engine at scale (docs/GUIDE.md, "Many GPUs, many machines").
+//! GPUs' engine at scale (docs/TRAINING.md, "Many GPUs, many machines").
 //!
 //! Faults end the job, never hang it: a rank that exits closes its connection, and the
 //! ranks reading from it stop with one line naming it; the rank 0 that stops closes every
