@@ -138,7 +138,7 @@ impl Spec for Export {
             Ok(())
         })?;
         if self.ct2 {
-            ct2_export(plan, &bundle, &at.dir.join("ct2"))?;
+            ct2_export(&bundle, &at.dir.join("ct2"))?;
         }
         Ok(())
     }
@@ -161,27 +161,18 @@ impl Spec for Export {
     }
 }
 
-/// The CTranslate2 model of a bundle, by `scripts/ct2.py export` (CTranslate2's own
-/// converter API); its Python is `TRANSDUCE_CT2_PYTHON`, else the one `scripts/test.sh`
+/// The CTranslate2 exporter, carried by the binary: written out and run by `ct2_export`, so
+/// the stage works from any folder (scripts/ct2.py imports the same file).
+const CT2_EXPORTER: &str = include_str!("ct2_export.py");
+
+/// The CTranslate2 model of a bundle, by the carried exporter (`ct2_export.py`: CTranslate2's
+/// own converter API); its Python is `TRANSDUCE_CT2_PYTHON`, else the one `scripts/test.sh`
 /// installs, else `python3`.
-fn ct2_export(plan: &Plan, bundle: &Path, out: &Path) -> Result<()> {
-    // The checkout the recipe is in, else the one the command runs in, else the one this
-    // binary was built from.
-    let recipe_dir = std::path::absolute(plan.recipes[0].dir()).unwrap_or_default();
-    let cwd = std::env::current_dir().unwrap_or_default();
-    let built_from = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let script = recipe_dir
-        .ancestors()
-        .chain(cwd.ancestors())
-        .chain([built_from.as_path()])
-        .map(|d| d.join("scripts/ct2.py"))
-        .find(|p| p.exists())
-        .ok_or_else(|| {
-            Error::Usage(
-                "ct2 = true needs scripts/ct2.py: run the recipe from the transduce checkout"
-                    .into(),
-            )
-        })?;
+fn ct2_export(bundle: &Path, out: &Path) -> Result<()> {
+    // This process's own file: two exports at once do not share one.
+    let script =
+        std::env::temp_dir().join(format!("transduce-ct2-export-{}.py", std::process::id()));
+    std::fs::write(&script, CT2_EXPORTER).map_err(io(&script))?;
     let python = std::env::var_os("TRANSDUCE_CT2_PYTHON")
         .map(PathBuf::from)
         .or_else(|| {
@@ -190,24 +181,22 @@ fn ct2_export(plan: &Plan, bundle: &Path, out: &Path) -> Result<()> {
             venv.exists().then_some(venv)
         })
         .unwrap_or_else(|| PathBuf::from("python3"));
-    eprintln!(
-        "CTranslate2 export: {} {} export",
-        python.display(),
-        script.display()
-    );
+    eprintln!("CTranslate2 export: {} ct2_export.py", python.display());
     let status = std::process::Command::new(&python)
         .arg(&script)
-        .args(["export", "--bundle"])
+        .arg("--bundle")
         .arg(bundle)
         .arg("--out")
         .arg(out)
-        .status()
-        .map_err(io(&python))?;
+        .status();
+    let _ = std::fs::remove_file(&script);
+    let status = status.map_err(io(&python))?;
     if !status.success() {
         return Err(Error::Usage(format!(
-            "{} export failed ({status}); it needs ctranslate2 (`source scripts/common.sh && \
-             ensure_ct2`, or set TRANSDUCE_CT2_PYTHON)",
-            script.display()
+            "the CTranslate2 export failed ({status}); it needs ctranslate2, tokenizers, \
+             safetensors and numpy in {} (`source scripts/common.sh && ensure_ct2`, or set \
+             TRANSDUCE_CT2_PYTHON)",
+            python.display()
         )));
     }
     Ok(())
