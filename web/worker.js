@@ -1,8 +1,9 @@
 // @ts-check
 // The Web Worker that owns the wasm module and the model (see transduce.js).
-import { errorMessage, frame, readBody, sha256, unframe } from "./bytes.js";
-import { hubBundle } from "./hub.js";
-import { BUNDLE_CACHE, openCache } from "./store.js";
+import { deleteAdapted, readAdapted, storeKey, writeAdapted } from "./adapted.js";
+import { bundleBytes } from "./bundles.js";
+import { errorMessage } from "./bytes.js";
+import { calibrated, calibrationSizes } from "./calibration.js";
 
 // Sentences decoded together: a paragraph costs about its longest sentence's steps, and the
 // first results still arrive soon.
@@ -400,7 +401,7 @@ const OPS = {
   },
 };
 
-// ---- adaptation: its module, replay pairs, storage ---------------------------------------
+// ---- adaptation: its module and replay pairs (the storage: adapted.js) ------------------
 
 // The training module (transduce-adapt.js: burn autodiff and Adam, the same step as
 // `transduce adapt`), fetched only when the visitor adapts.
@@ -433,47 +434,6 @@ async function replayPairs(url) {
   return new TextDecoder().decode(new Uint8Array(await response.arrayBuffer()));
 }
 
-const ADAPTED_CACHE = "transduce-adapted-v1";
-
-/**
- * Where a model's adaptation is stored: its shipped weights' sha256, as config.json lists it
- * (checked on every load); hashed here only for a bundle without one.
- */
-async function storeKey(shipped) {
-  let sum;
-  try {
-    sum = JSON.parse(new TextDecoder().decode(shipped.config)).sha256?.["model.safetensors"];
-  } catch {
-    // not JSON: the module's load reports it
-  }
-  sum ??= (await sha256(shipped.weights)) ?? `${shipped.weights.length}`;
-  return new Request(`https://adapted.transduce.invalid/v1/${sum.toLowerCase()}`);
-}
-
-const adaptedCache = () => openCache(ADAPTED_CACHE);
-
-/** One entry, framed (bytes.js): config.json as the head, then the weights. */
-async function writeAdapted(key, files) {
-  const store = await adaptedCache();
-  if (!store) return false;
-  await store.put(key, new Response(frame(files.config, files.weights)));
-  return true;
-}
-
-/** The stored adaptation of a model as bundle files, or null (none, or unreadable). */
-async function readAdapted(key, shipped) {
-  const store = await adaptedCache();
-  const hit = store && (await store.match(key).catch(() => null));
-  if (!hit) return null;
-  const framed = unframe(new Uint8Array(await hit.arrayBuffer()));
-  return framed && { config: framed.head, tokenizer: shipped.tokenizer, weights: framed.rest };
-}
-
-async function deleteAdapted(key) {
-  const store = await adaptedCache();
-  if (store) await store.delete(key);
-}
-
 /** A list of token ids as the wasm module takes it; anything else is an error. */
 function tokenIds(ids, name) {
   const list = Array.isArray(ids) || ids instanceof Uint32Array ? ids : null;
@@ -486,44 +446,6 @@ function tokenIds(ids, name) {
 function need() {
   if (!engine) throw new Error("no model is loaded");
   return engine;
-}
-
-/**
- * A bundle's files, and for a model by name where it came from.
- * @typedef {object} Shipped
- * @property {Uint8Array} config
- * @property {Uint8Array} tokenizer
- * @property {Uint8Array} weights
- * @property {boolean} [cached] the bundle came from this browser's store (sums checked when stored)
- * @property {string} [reference] the `hf:` name at its commit
- * @property {string} [card] the model card
- * @property {boolean} [offline] the hub did not answer; the stored bundle serves
- * @property {object} [conversion] the conversion's time and memory
- * @property {() => Promise<{ code: string, message: string } | null>} [keep] stores a converted bundle
- * @property {{ code: string, message: string } | null} [warning] what could not be stored
- */
-
-/**
- * A bundle's three files: fetched from `url` (cached, checked), a model by name (`hf`:
- * downloaded, converted and cached by hub.js), or `files` as given.
- * @returns {Promise<Shipped>}
- */
-function bundleBytes({ url, files, hf }, cache, emit) {
-  if (hf) return hubBundle(hf, cache, emit);
-  return url ? fetchBundle(url, cache, emit) : Promise.resolve().then(() => normalize(files));
-}
-
-function normalize(files) {
-  const bytes = (b, name) => {
-    if (b instanceof Uint8Array) return b;
-    if (b instanceof ArrayBuffer) return new Uint8Array(b);
-    throw new Error(`${name}: expected an ArrayBuffer or Uint8Array`);
-  };
-  return {
-    config: bytes(files.config, "config"),
-    tokenizer: bytes(files.tokenizer, "tokenizer"),
-    weights: bytes(files.weights, "weights"),
-  };
 }
 
 /**
@@ -559,115 +481,7 @@ async function chooseBackend(wanted, calibrate) {
   return { backend: "webgpu", adapterKey };
 }
 
-// ---- auto: measured, not guessed ---------------------------------------------------------
-
-// Everyday sentences for the calibration, in the model's source language.
-const CALIBRATION = {
-  en: [
-    "Where is the nearest train station?",
-    "My sister bought a new bicycle last week.",
-    "We are going to the beach tomorrow if the weather is good.",
-    "Could you please close the window?",
-    "The children are playing football in the park.",
-    "I have never seen such a beautiful sunset.",
-    "He forgot his keys at the office again.",
-    "The soup is too hot to eat right now.",
-  ],
-  de: [
-    "Wo ist der nächste Bahnhof?",
-    "Meine Schwester hat letzte Woche ein neues Fahrrad gekauft.",
-    "Wir fahren morgen an den Strand, wenn das Wetter gut ist.",
-    "Könntest du bitte das Fenster schließen?",
-    "Die Kinder spielen im Park Fußball.",
-    "Ich habe noch nie einen so schönen Sonnenuntergang gesehen.",
-    "Er hat seine Schlüssel schon wieder im Büro vergessen.",
-    "Die Suppe ist gerade zu heiß zum Essen.",
-  ],
-};
-
-/**
- * The request sizes (sentences) the calibration times: `calibrate` as an array of positive
- * whole numbers, else one sentence and a paragraph of eight.
- */
-function calibrationSizes(calibrate) {
-  if (!Array.isArray(calibrate)) return [1, CALIBRATION.en.length];
-  const sizes = [...new Set(calibrate)].filter((n) => Number.isInteger(n) && n >= 1 && n <= CALIBRATION.en.length);
-  if (!sizes.length) throw new Error(`calibrate: request sizes from 1 to ${CALIBRATION.en.length} sentences, not ${JSON.stringify(calibrate)}`);
-  return sizes.sort((a, b) => a - b);
-}
-
-/** The calibration of this adapter and model: from the cache, or measured now and stored. */
-async function calibrated(model, adapterKey, useCache, emit, sizes) {
-  const config = model.config;
-  const m = config.model;
-  const shape = `${config.task.kind}-${m.d_model}x${m.n_layers}${m.decoder_layers ? `+${m.decoder_layers}` : ""}-${m.vocab_size}-beam${config.decoding.beam}-n${sizes.join(",")}`;
-  const key = new Request(`https://calibration.transduce.invalid/v1/${encodeURIComponent(adapterKey)}/${shape}`);
-  let store = await openCache(BUNDLE_CACHE, useCache);
-  if (store) {
-    try {
-      const hit = await store.match(key);
-      if (hit) return { ...(await hit.json()), cached: true };
-    } catch {
-      store = null;
-    }
-  }
-  emit({ file: "calibration (CPU vs WebGPU)", loaded: 0, total: 0, cached: false });
-  const result = await measure(model, sizes);
-  result.adapter = adapterKey;
-  if (store) await store.put(key, new Response(JSON.stringify(result))).catch(() => {});
-  return result;
-}
-
-/**
- * Times the same requests on both backends: by default one sentence, and (translators) a
- * paragraph of eight. Each backend runs each request once to warm up (kernels compile on first use),
- * then the best of two runs counts. The GPU takes a request size only where it was faster.
- * A GPU whose warm-up run, compilation included, took over ten times the CPU's best (and
- * two seconds more) is not timed again: it is the slower one without doubt, and on a
- * software adapter each further run would cost the visitor another minute.
- */
-async function measure(model, requestSizes) {
-  const parse = model.config.task.kind === "parse";
-  const source = parse ? "en" : model.config.task.source;
-  const sentences = CALIBRATION[source] ?? CALIBRATION.en;
-  const run = (batch) => (parse ? model.parse(batch[0], undefined, true) : model.translateBatch(batch, undefined));
-  const time = async (backend, batch, beat = Infinity) => {
-    model.useBackend(backend);
-    const start = performance.now();
-    await run(batch);
-    const warmup = performance.now() - start;
-    if (warmup > 10 * beat && warmup > beat + 2000) return warmup;
-    let best = Infinity;
-    for (let i = 0; i < 2; i++) {
-      const t = performance.now();
-      await run(batch);
-      best = Math.min(best, performance.now() - t);
-    }
-    return best;
-  };
-  const sizes = parse ? [1] : requestSizes;
-  const ms = {};
-  for (const n of sizes) {
-    const batch = sentences.slice(0, n);
-    const cpu = await time("cpu", batch);
-    let webgpu = Infinity;
-    try {
-      webgpu = await time("webgpu", batch, cpu);
-    } catch {
-      // useBackend refuses a GPU that already failed
-    }
-    // A GPU that failed while measured handed its requests to the CPU: it did not run them.
-    ms[n] = { cpu, webgpu: model.gpuFault ? Infinity : webgpu };
-  }
-  const faster = sizes.filter((n) => ms[n].webgpu < ms[n].cpu);
-  // Batches of at least this many sentences decode on the GPU.
-  const gpuFrom = faster.length ? Math.min(...faster) : Infinity;
-  const fmt = (n) => `${n === 1 ? "1 sentence" : `${n} sentences`}: CPU ${ms[n].cpu.toFixed(0)} ms, WebGPU ${ms[n].webgpu.toFixed(0)} ms`;
-  const reason = gpuFrom === Infinity
-    ? `measured faster on this device (${sizes.map(fmt).join("; ")})`
-    : `measured (${sizes.map(fmt).join("; ")}): WebGPU from ${gpuFrom} sentence${gpuFrom === 1 ? "" : "s"} on`;
-  return { ms, gpuFrom: gpuFrom === Infinity ? null : gpuFrom, reason };
-}
+// ---- auto: each request to the backend the calibration chose (calibration.js) ----------
 
 /** Sends a request of `n` sentences to the backend the calibration chose for that size. */
 function route(model, n) {
@@ -699,54 +513,4 @@ function where(model) {
   if (fault) why = `the GPU failed (${fault}); the CPU took over`;
   else if (policy) why = `auto: ${policy.reason}`;
   return { backend: model.backend, device: model.device, why };
-}
-
-// ---- fetching, caching, checking -------------------------------------------------------
-
-async function fetchBundle(base, useCache, emit) {
-  const configBytes = await download(new URL("config.json", base), null, false, emit);
-  let config;
-  try {
-    config = JSON.parse(new TextDecoder().decode(configBytes));
-  } catch (e) {
-    throw new Error(`${new URL("config.json", base)}: not valid JSON (${message(e)})`);
-  }
-  const sums = config.sha256 ?? {};
-  const tokenizer = await download(new URL("tokenizer.json", base), sums["tokenizer.json"], useCache, emit);
-  const weights = await download(new URL("model.safetensors", base), sums["model.safetensors"], useCache, emit);
-  return { config: configBytes, tokenizer, weights };
-}
-
-async function download(url, expected, useCache, emit) {
-  const file = url.pathname.split("/").pop();
-  const cache = expected ? await openCache(BUNDLE_CACHE, useCache) : null;
-  const key = cache ? `${url.href}#sha256=${expected}` : null;
-  if (cache) {
-    const hit = await cache.match(key);
-    if (hit) {
-      const bytes = new Uint8Array(await hit.arrayBuffer());
-      if ((await sha256(bytes)) === expected.toLowerCase()) {
-        emit({ file, url: url.href, loaded: bytes.length, total: bytes.length, cached: true });
-        return bytes;
-      }
-      await cache.delete(key); // a damaged entry: fetch again
-    }
-  }
-  let response;
-  try {
-    response = await fetch(url, { cache: expected ? "default" : "no-cache" });
-  } catch (e) {
-    throw new Error(`cannot fetch ${url.href}: ${message(e)}`);
-  }
-  if (!response.ok) throw new Error(`cannot fetch ${url.href}: HTTP ${response.status} ${response.statusText}`);
-  const total = Number(response.headers.get("content-length")) || 0;
-  const bytes = await readBody(response, (loaded) => emit({ file, url: url.href, loaded, total, cached: false }));
-  if (expected) {
-    const found = await sha256(bytes);
-    if (found !== null && found !== expected.toLowerCase()) {
-      throw new Error(`${url.href}: sha256 is ${found}, but config.json lists ${expected}`);
-    }
-    if (cache) await cache.put(key, new Response(bytes));
-  }
-  return bytes;
 }

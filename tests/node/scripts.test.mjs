@@ -48,3 +48,15 @@ test("DEVELOPING's table of the page's JavaScript names every web/*.js and no ot
   assert.deepEqual(files.filter((f) => !named.has(f)), [], "modules without a row in docs/DEVELOPING.md");
   assert.deepEqual([...named].filter((n) => !files.includes(n)), [], "rows for modules that do not exist");
 });
+
+test("every module of web/ is shipped: the page copies it (index.html), the package too (build-npm.sh) but the demo's app.js", () => {
+  const html = readFileSync(join(repo, "index.html"), "utf8");
+  const npm = readFileSync(join(repo, "scripts/build-npm.sh"), "utf8");
+  const files = npm.match(/"files": \[([^\]]*)\]/)?.[1] ?? "";
+  for (const f of readdirSync(join(repo, "web")).filter((n) => n.endsWith(".js"))) {
+    assert.ok(html.includes(`href="web/${f}"`), `index.html does not copy web/${f}`);
+    if (f === "app.js") continue;
+    assert.ok(npm.includes(`web/${f}`), `scripts/build-npm.sh does not copy web/${f}`);
+    assert.ok(files.includes(`"${f}"`), `the package's "files" does not list ${f}`);
+  }
+});
