@@ -350,9 +350,9 @@ async function translate() {
   delete $("target").dataset.done;
   $("time").textContent = "translating…";
   try {
-    // ?to=nld: the target of a model of many targets (its >>nld<< token); a model of one
-    // target has none (there ?to= with ?from= named its languages).
-    const to = engine.task === "translate" && "languageTokens" in engine && engine.languageTokens.length ? params.get("to") ?? undefined : undefined;
+    // ?to=nld: the target of a model of many targets (its >>nld<< token). With ?from= the
+    // two name a model's languages instead (for its conversion), and pick no token.
+    const to = params.get("from") ? undefined : params.get("to") ?? undefined;
     const result = await engine.translate($("source").value, {
       beam: Number($("beam").value),
       alpha: Number($("alpha").value),
