@@ -38,12 +38,11 @@ export const FAMILIES = {
 /** The ISO 639-3 code of a primary language subtag (`de` → `deu`; `deu` stays). */
 export const threeLetter = (code) => (code.length === 2 ? THREE[code] ?? null : code);
 
+/** ISO 639-3 → ISO 639-1, the table the other way, built once. */
+const TWO = new Map(Object.entries(THREE).map(([two, three]) => [three, two]));
+
 /** The ISO 639-1 code of a three-letter one where it has one (`deu` → `de`), else the code. */
-export function twoLetter(code) {
-  if (code.length !== 3) return code;
-  for (const [two, three] of Object.entries(THREE)) if (three === code) return two;
-  return code;
-}
+export const twoLetter = (code) => (code.length === 3 ? TWO.get(code) ?? code : code);
 
 /**
  * `{ family, source, target }` of a Helsinki-NLP model's name, codes as written (tc-bible:

@@ -150,11 +150,7 @@ async function route(sourceLanguage, targetLanguage) {
   const s = canonical(sourceLanguage).split("-")[0];
   const t = canonical(targetLanguage).split("-")[0];
   if (same(s, t)) return null;
-  // A hub that limits us (429) is not a "no": availability() rejects with the wait.
-  const limited = (e) => {
-    if (e?.code === "rate-limited") throw error("NetworkError", `${e.message}: Translator.availability cannot tell now`);
-    return [];
-  };
+  const limited = (e) => notKnown(e, []);
   const found = new Map();
   /** The pair's models, or null where the hub has no search (then the names are probed). */
   const pair = async (a, b) => {
@@ -179,13 +175,19 @@ async function route(sourceLanguage, targetLanguage) {
   return { parts, source: s, target: t, ...(parts.length > 1 ? { pivot: "en" } : {}), model };
 }
 
+/**
+ * A failed question to the hub: `no` (the answer "none"), except that a hub that limits us
+ * (429) is not a "no": availability() rejects with the wait.
+ */
+function notKnown(e, no) {
+  if (e?.code === "rate-limited") throw error("NetworkError", `${e.message}: Translator.availability cannot tell now`);
+  return no;
+}
+
 /** For a hub without the model search: the 2020 names, probed one by one. */
 async function probe(s, t) {
   const name = (a, b) => `${ORG}/opus-mt-${a}-${b}`;
-  const has = (repo) => exists(repo, settings.hub).catch((e) => {
-    if (e?.code === "rate-limited") throw error("NetworkError", `${e.message}: Translator.availability cannot tell now`);
-    return false;
-  });
+  const has = (repo) => exists(repo, settings.hub).catch((e) => notKnown(e, false));
   const model = (ids, why) => ({ names: ids, families: ids.map(() => "base"), bytes: ids.length * FAMILIES.base.params, why });
   if (await has(name(s, t))) {
     return { parts: [{ reference: `hf:${name(s, t)}` }], source: s, target: t, model: model([name(s, t)], "the hub has no model search: the 2020 model of the pair") };
