@@ -29,7 +29,8 @@ if [ -f dist/transduce-web-threads_bg.wasm ]; then
         dist/transduce-relaxed-threads.wasm web/thread.js pkg/
 fi
 cp web/transduce.js web/worker.js web/transduce.d.ts web/translator.js web/translator.d.ts web/hub.js web/convert.js \
-    web/bytes.js web/store.js web/routes.js web/iso639.js web/bundles.js web/calibration.js web/adapted.js pkg/
+    web/bytes.js web/store.js web/routes.js web/iso639.js web/bundles.js web/calibration.js web/adapted.js \
+    web/element.js web/element.d.ts web/blocks.js web/placement.js pkg/
 cat > pkg/package.json <<JSON
 {
   "name": "transduce",
@@ -43,6 +44,7 @@ cat > pkg/package.json <<JSON
   "exports": {
     ".": { "types": "./transduce.d.ts", "default": "./transduce.js" },
     "./translator.js": { "types": "./translator.d.ts", "default": "./translator.js" },
+    "./element.js": { "types": "./element.d.ts", "default": "./element.js" },
     "./worker.js": "./worker.js",
     "./transduce-web.js": "./transduce-web.js",
     "./transduce-web-webgpu.js": "./transduce-web-webgpu.js",
@@ -53,7 +55,7 @@ cat > pkg/package.json <<JSON
     "./hub.js": "./hub.js",
     "./convert.js": "./convert.js"
   },
-  "files": ["transduce.js", "transduce.d.ts", "translator.js", "translator.d.ts", "worker.js", "transduce-web.js", "transduce-web.d.ts", "transduce-web_bg.wasm", "transduce-web-webgpu.js", "transduce-web-webgpu.d.ts", "transduce-web-webgpu_bg.wasm", "transduce-relaxed.wasm", "transduce-web-threads.js", "transduce-web-threads.d.ts", "transduce-web-threads_bg.wasm", "transduce-relaxed-threads.wasm", "thread.js", "transduce-adapt.js", "transduce-adapt.d.ts", "transduce-adapt_bg.wasm", "transduce-import.js", "transduce-import.d.ts", "transduce-import_bg.wasm", "hub.js", "convert.js", "bytes.js", "store.js", "routes.js", "iso639.js", "bundles.js", "calibration.js", "adapted.js", "README.md"],
+  "files": ["transduce.js", "transduce.d.ts", "translator.js", "translator.d.ts", "worker.js", "transduce-web.js", "transduce-web.d.ts", "transduce-web_bg.wasm", "transduce-web-webgpu.js", "transduce-web-webgpu.d.ts", "transduce-web-webgpu_bg.wasm", "transduce-relaxed.wasm", "transduce-web-threads.js", "transduce-web-threads.d.ts", "transduce-web-threads_bg.wasm", "transduce-relaxed-threads.wasm", "thread.js", "transduce-adapt.js", "transduce-adapt.d.ts", "transduce-adapt_bg.wasm", "transduce-import.js", "transduce-import.d.ts", "transduce-import_bg.wasm", "hub.js", "convert.js", "bytes.js", "store.js", "routes.js", "iso639.js", "bundles.js", "calibration.js", "adapted.js", "element.js", "element.d.ts", "blocks.js", "placement.js", "README.md"],
   "sideEffects": false,
   "keywords": ["transformer", "translation", "parsing", "webgpu", "wasm", "burn"]
 }

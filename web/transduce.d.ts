@@ -101,6 +101,8 @@ export interface SentenceTranslation {
   targetTokens: string[];
   sourceIds: number[];
   targetIds: number[];
+  /** The line of the input it came from (0 first): each line is split into sentences. */
+  line: number;
 }
 
 export interface TranslateResult {

@@ -197,7 +197,7 @@ export class Transduce {
    * to (a model of many targets: the target's code, e.g. "nld", put first as `>>nld<<`;
    * see languageTokens) or prefix (text put before every sentence, e.g. ">>nld<< ").
    * Resolves to { text, sentences: [{ source, target, sourceTokens, targetTokens,
-   * sourceIds, targetIds }], channel, ms, backend, device, why }.
+   * sourceIds, targetIds, line }], channel, ms, backend, device, why }.
    */
   translate(text, options = {}) {
     if (!isOptions(options)) return rejectOptions(options);

@@ -252,6 +252,7 @@ export class Translator {
   constructor(stages, sourceLanguage, targetLanguage, signal, secret) {
     if (secret !== CREATE) throw new TypeError("Illegal constructor: use Translator.create()");
     this.#stages = stages;
+    STAGES.set(this, stages);
     this.#signal = signal;
     this.sourceLanguage = sourceLanguage;
     this.targetLanguage = targetLanguage;
@@ -514,6 +515,22 @@ export class Translator {
 }
 
 const CREATE = Symbol("create");
+
+/** Each translator's models, for stagesOf(). */
+const STAGES = new WeakMap();
+
+/**
+ * The models a translator runs, in order, [{ engine (a Transduce), token (its target
+ * token, or null) }]: one, or two through English. For element.js, which needs each
+ * sentence's pieces and attention, not the text alone.
+ * @param {Translator} translator
+ * @returns {{ engine: Transduce, token: string | null }[]}
+ */
+export function stagesOf(translator) {
+  const stages = STAGES.get(translator);
+  if (!stages) throw new TypeError("not a Translator of this package");
+  return stages;
+}
 
 /**
  * Through every stage: one model as it is; a pivot sentence by sentence, each sentence of the

@@ -369,10 +369,11 @@ const OPS = {
         : await model.translateBatch(batch, decode);
       results.forEach((result, j) => {
         const { line } = group[j];
-        sentences.push(result);
+        const sentence = { ...result, line };
+        sentences.push(sentence);
         outLines[line].push(result.target);
         const sofar = outLines.slice(0, line + 1).map((out) => out.join(" "));
-        emit({ index: sentences.length - 1, count: flat.length, sentence: result, text: sofar.join("\n"), ...where(model) });
+        emit({ index: sentences.length - 1, count: flat.length, sentence, text: sofar.join("\n"), ...where(model) });
       });
     }
     return { text: outLines.map((out) => out.join(" ")).join("\n"), sentences, channel: check, ms: performance.now() - started, ...where(model) };

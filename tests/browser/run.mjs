@@ -9,7 +9,7 @@
 // With --url the tests run against a page someone already serves (scripts/demo.sh); the
 // two that need files only the test server has (a corrupt bundle, the embed example) are
 // skipped and say so. --only runs the named features alone (the `name` of each module in
-// features/: cpu, parse, bundles, api, webgpu, auto, embed, translator, adapt, imported, hub); the
+// features/: cpu, parse, bundles, api, webgpu, auto, embed, translator, adapt, imported, hub, site); the
 // environment variable ONLY, a regular expression, picks tests by name.
 //
 // Prints "ok - NAME" / "not ok - NAME" per test and a final "browser: N passed, N failed".
@@ -35,8 +35,9 @@ import * as translator from "./features/translator.mjs";
 import * as adapt from "./features/adapt.mjs";
 import * as imported from "./features/imported.mjs";
 import * as hub from "./features/hub.mjs";
+import * as site from "./features/site.mjs";
 
-const features = [cpu, parse, bundles, api, webgpu, auto, embed, translator, adapt, imported, hub];
+const features = [cpu, parse, bundles, api, webgpu, auto, embed, translator, adapt, imported, hub, site];
 
 // Chromium has its own Translator (with Google's on-device models); switched off, the page
 // is what Firefox and Safari users get: install() defines the polyfill.
@@ -57,12 +58,12 @@ const sessions = [
     flags: ["--enable-unsafe-webgpu"],
     page: "backend=webgpu",
     backend: "webgpu",
-    steps: [webgpu.translate, parse.onWebgpu, imported.onWebgpu, webgpu.deviceLost, auto.onSwiftShader],
+    steps: [webgpu.translate, parse.onWebgpu, imported.onWebgpu, webgpu.deviceLost, auto.onSwiftShader, site.onWebgpu],
   },
   // Without WebGPU.
   { page: "backend=auto", backend: "cpu", steps: [auto.withoutWebgpu, webgpu.forcedWithoutWebgpu] },
-  // The npm package, embedded by a third-party page.
-  { steps: [embed.example] },
+  // The npm package, embedded by a third-party page; a site's page translated in place.
+  { steps: [embed.example, site.onCpu] },
   // The Translator API polyfill: one fresh browser each, the last with Chromium's own.
   { flags: NO_TRANSLATOR, steps: [translator.example] },
   { flags: NO_TRANSLATOR, steps: [translator.readme] },
