@@ -210,7 +210,10 @@ export class PageTranslation {
         reported();
       }, { rootMargin: "50% 0px" });
       if (!blocks.length) reported();
-      for (const block of blocks) this.#watch(block);
+      // The document's <title> has no box to scroll to: it goes with the first requests.
+      const unseen = (b) => (b.kind === "attribute" ? b.element : b.parent).closest("head");
+      this.#enqueue(blocks.filter(unseen));
+      for (const block of blocks.filter((b) => !unseen(b))) this.#watch(block);
       if (!blocks.length) this.#visible.resolve();
     }
     const MO = view.MutationObserver;
