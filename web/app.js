@@ -2,6 +2,8 @@
 // The demo page: plain JavaScript over the same API an embedding site uses.
 import { Transduce } from "./transduce.js";
 import { Translator, configure as configureTranslators } from "./translator.js";
+import { DEFAULT_HUB, searchModels } from "./hub.js";
+import { pairsOf, reachable } from "./routes.js";
 
 /**
  * The page's element with this id. The page asks only for ids index.html has, mostly form
@@ -295,6 +297,69 @@ async function openByName(text) {
   }
   $("model").value = entry.id;
   await load(entry);
+}
+
+// ---- the language pickers: every pair the hub's OPUS-MT models serve ------------------
+
+/** The hub's Helsinki-NLP pairs (pairsOf), asked once, when the picker is first opened. */
+let hubPairs = null;
+function listPairs() {
+  hubPairs ??= searchModels("Helsinki-NLP", "opus-mt", HUB ?? DEFAULT_HUB)
+    .then((ids) => pairsOf(ids ?? []))
+    .catch((e) => {
+      hubPairs = null;
+      throw e;
+    });
+  return hubPairs;
+}
+
+const languageNames = new Intl.DisplayNames(["en"], { type: "language" });
+/** "French (fr)", or the code alone where the browser has no name for it. */
+function languageLabel(code) {
+  let name = code;
+  try {
+    name = languageNames.of(code) ?? code;
+  } catch {
+    // a code Intl does not know
+  }
+  return name === code ? code : `${name} (${code})`;
+}
+
+/** The source picker's languages, from the hub's listing of Helsinki-NLP's models. */
+async function fillSources() {
+  const from = /** @type {HTMLSelectElement} */ (document.getElementById("open-from"));
+  if (from.options.length > 1 || from.dataset.loading) return;
+  from.dataset.loading = "true";
+  try {
+    const pairs = await listPairs();
+    const codes = [...pairs.keys()].sort((a, b) => languageLabel(a).localeCompare(languageLabel(b)));
+    from.append(...codes.map((code) => new Option(languageLabel(code), code)));
+    from.dataset.count = String(codes.length);
+  } catch (e) {
+    showError(`cannot list the hub's languages: ${e.message}`);
+  } finally {
+    delete from.dataset.loading;
+  }
+}
+
+/** The target picker: what the chosen source reaches, directly or through English. */
+async function fillTargets() {
+  const source = /** @type {HTMLSelectElement} */ (document.getElementById("open-from")).value;
+  const to = /** @type {HTMLSelectElement} */ (document.getElementById("open-to"));
+  to.replaceChildren(new Option("language…", ""));
+  to.disabled = true;
+  if (!source) return;
+  const list = reachable(await listPairs(), source);
+  const group = (label, via) => {
+    const g = document.createElement("optgroup");
+    g.label = label;
+    g.append(...list.filter((t) => t.via === via).map((t) => new Option(languageLabel(t.target), t.target)));
+    return g.children.length ? [g] : [];
+  };
+  to.append(...group("direct", "direct"), ...group("through English", "en"));
+  to.disabled = !list.length;
+  to.dataset.count = String(list.length);
+  to.dataset.source = source;
 }
 
 /** Example buttons in the model's source language; an untouched example box follows along. */
@@ -633,6 +698,13 @@ async function main() {
   $("translate").addEventListener("click", translate);
   $("parse").addEventListener("click", parse);
   $("swap").addEventListener("click", () => swap().catch(() => {}));
+  $("open-from").addEventListener("focus", fillSources);
+  $("open-from").addEventListener("pointerdown", fillSources);
+  $("open-from").addEventListener("change", () => fillTargets().catch((e) => showError(e.message)));
+  $("open-to").addEventListener("change", () => {
+    const [source, target] = [$("open-from").value, $("open-to").value];
+    if (source && target) openByName(`${source}-${target}`).catch(() => {});
+  });
   $("open-form").addEventListener("submit", (event) => {
     event.preventDefault();
     openByName($("open-name").value).catch(() => {});

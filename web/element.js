@@ -109,6 +109,8 @@ export class PageTranslation {
   #translated = 0;
   /** Blocks at the queue's head that are in view: a request takes them alone. */
   #urgent = 0;
+  /** Blocks of the document's <head> (its title), queued before the observer reports. */
+  #heads = 0;
   /** `ready` resolves when this many blocks are translated. */
   #readyAt = Infinity;
   #running = false;
@@ -212,6 +214,7 @@ export class PageTranslation {
       if (!blocks.length) reported();
       // The document's <title> has no box to scroll to: it goes with the first requests.
       const unseen = (b) => (b.kind === "attribute" ? b.element : b.parent).closest("head");
+      this.#heads = blocks.filter(unseen).length;
       this.#enqueue(blocks.filter(unseen));
       for (const block of blocks.filter((b) => !unseen(b))) this.#watch(block);
       if (!blocks.length) this.#visible.resolve();
@@ -276,8 +279,8 @@ export class PageTranslation {
     if (first) {
       // `ready`: when the requests holding what is in view are done; they go alone, so the
       // visitor's first screen does not wait for blocks below it.
-      this.#urgent = near.length;
-      this.#readyAt = near.length;
+      this.#urgent = this.#queue.length + near.length;
+      this.#readyAt = this.#heads + near.length;
       if (!near.length) this.#stages.then(() => this.#visible.resolve(), (e) => this.#visible.reject(e));
     }
     this.#enqueue(byOrder(near));
@@ -291,7 +294,7 @@ export class PageTranslation {
     for (const record of records) {
       for (const node of record.addedNodes) {
         if (!node.isConnected) continue;
-        let container = node.nodeType === 1 ? /** @type {Element} */ (node) : node.parentElement;
+        const container = node.nodeType === 1 ? /** @type {Element} */ (node) : node.parentElement;
         // Inline content added to a block translated already is left as it is.
         if (!container) continue;
         if (ancestorSeen(container, this.#seen)) continue;

@@ -165,3 +165,42 @@ export function choose(pairs, source, target, prefer = "small") {
   }
   return null;
 }
+
+/**
+ * Every direct pair among `ids` (model names parsed; a tc-bible model gives each of its
+ * sources with each of its targets), codes written as two letters where a language has
+ * them: a Map from source to its targets.
+ * @param {Iterable<string>} ids
+ * @returns {Map<string, Set<string>>}
+ */
+export function pairsOf(ids) {
+  /** @type {Map<string, Set<string>>} */
+  const pairs = new Map();
+  const add = (s, t) => {
+    const [a, b] = [twoLetter(s), twoLetter(t)];
+    if (a === b) return;
+    if (!pairs.has(a)) pairs.set(a, new Set());
+    pairs.get(a)?.add(b);
+  };
+  for (const id of ids) {
+    const p = parseName(id);
+    if (!p) continue;
+    if (p.family === "tc-bible") for (const s of p.sources ?? []) for (const t of p.targets ?? []) add(s, t);
+    else add(p.source, p.target);
+  }
+  return pairs;
+}
+
+/**
+ * The targets `source` reaches (from pairsOf): directly, or through English where it
+ * translates into English and English into the target. Sorted by code; direct first.
+ * @param {Map<string, Set<string>>} pairs
+ * @param {string} source
+ * @returns {{ target: string, via: "direct" | "en" }[]}
+ */
+export function reachable(pairs, source) {
+  const s = twoLetter(source);
+  const direct = [...(pairs.get(s) ?? [])].sort();
+  const pivot = s !== "en" && pairs.get(s)?.has("en") ? [...(pairs.get("en") ?? [])].filter((t) => t !== s && !direct.includes(t)).sort() : [];
+  return [...direct.map((target) => ({ target, via: /** @type {const} */ ("direct") })), ...pivot.map((target) => ({ target, via: /** @type {const} */ ("en") }))];
+}

@@ -18,7 +18,7 @@ export const artifacts = resolve(arg("artifacts", join(repo, "test-artifacts", "
 /** A page someone already serves (--url), or undefined: then the tests serve dist/ themselves. */
 export const external = arg("url");
 export const chromiumPath = CHROMIUM_PATH;
-export const TIMEOUT = 480_000;
+export const TIMEOUT = Number(process.env.BROWSER_TIMEOUT ?? 480_000);
 
 /**
  * dist/ holds the threaded CPU module (scripts/build-threads-wasm.sh, where a nightly

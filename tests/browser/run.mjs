@@ -10,7 +10,8 @@
 // two that need files only the test server has (a corrupt bundle, the embed example) are
 // skipped and say so. --only runs the named features alone (the `name` of each module in
 // features/: cpu, parse, bundles, api, webgpu, auto, embed, translator, adapt, imported, hub, site); the
-// environment variable ONLY, a regular expression, picks tests by name.
+// environment variable ONLY, a regular expression, picks tests by name; BROWSER_TIMEOUT
+// (milliseconds, default 480,000) is each wait's limit, shorter while debugging one test.
 //
 // Prints "ok - NAME" / "not ok - NAME" per test and a final "browser: N passed, N failed".
 //

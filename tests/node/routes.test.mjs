@@ -5,7 +5,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import { nextPage, searchModels } from "../../web/hub.js";
 import { THREE } from "../../web/iso639.js";
-import { FAMILIES, choose, direct, parseName, same, searches, threeLetter, twoLetter } from "../../web/routes.js";
+import { FAMILIES, choose, direct, pairsOf, parseName, reachable, same, searches, threeLetter, twoLetter } from "../../web/routes.js";
 import { startHub } from "../../scripts/test-hub.mjs";
 
 test("two- and three-letter codes map both ways, as ISO 639 has them", () => {
@@ -115,4 +115,16 @@ test("the test hub's search answers as the hub's: the author's models whose name
   } finally {
     await hub.close();
   }
+});
+
+test("the pairs a hub's names give, and the targets a source reaches directly or through English", () => {
+  const ids = ["Helsinki-NLP/opus-mt-en-de", "Helsinki-NLP/opus-mt-fr-en", "Helsinki-NLP/opus-mt_tiny_eng-deu", "Helsinki-NLP/opus-mt-tc-bible-big-en-deu_nld", "Helsinki-NLP/opus-mt-en-ROMANCE", "Helsinki-NLP/opus-mt-de-en"];
+  const pairs = pairsOf(ids);
+  assert.deepEqual([...pairs.keys()].sort(), ["de", "en", "fr"]);
+  // eng-deu and deu_nld come out as two-letter codes, once each.
+  assert.deepEqual([...pairs.get("en")].sort(), ["de", "nl"]);
+  assert.deepEqual(reachable(pairs, "fr"), [{ target: "en", via: "direct" }, { target: "de", via: "en" }, { target: "nl", via: "en" }]);
+  assert.deepEqual(reachable(pairs, "de"), [{ target: "en", via: "direct" }, { target: "nl", via: "en" }]);
+  assert.deepEqual(reachable(pairs, "en"), [{ target: "de", via: "direct" }, { target: "nl", via: "direct" }]);
+  assert.deepEqual(reachable(pairs, "xx"), []);
 });

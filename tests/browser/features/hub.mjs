@@ -514,7 +514,7 @@ export const badInput = step(name, async ({ b }) => {
     await page.close();
   }, { needsTestServer: true });
 
-  await test("hub: the page's name field shows a bad name's error and keeps the model it had", async () => {
+  await test("hub: the page's name field shows a bad name's error and keeps the model it had; a pair opens through the field and through the language pickers", async () => {
     const page = await openPage(b.context, `backend=cpu&model=${encodeURIComponent(EN_DE)}&hub=${encodeURIComponent(hubUrl())}`);
     await waitReady(page, "cpu");
     await page.fill("#open-name", "hf:Helsinki-NLP/opus-mt-xx-yy");
@@ -532,6 +532,22 @@ export const badInput = step(name, async ({ b }) => {
     await page.waitForFunction(() => document.getElementById("status").textContent.includes("ready"), null, { timeout: TIMEOUT });
     const [pivot] = await translateAll(page, native.sentences.slice(0, 1), 4);
     assertEqual(pivot, native.pivot[0], "fr-de through the page's field");
+    // The same pair through the pickers: the hub's languages, then what French reaches.
+    await page.focus("#open-from");
+    await page.waitForSelector("#open-from[data-count]", { state: "attached", timeout: TIMEOUT });
+    const sources = await page.$$eval("#open-from option", (options) => options.map((o) => o.value).filter(Boolean).sort());
+    assertEqual(sources.join(" "), "de en fr nl", "the source picker's languages (the test hub's Helsinki-NLP names)");
+    await page.selectOption("#open-from", "fr");
+    await page.waitForSelector('#open-to[data-source="fr"]', { state: "attached", timeout: TIMEOUT });
+    const targets = await page.$$eval("#open-to optgroup", (groups) => groups.map((g) => `${g.label}: ${[...g.children].map((o) => o.value).join(" ")}`));
+    assertEqual(targets.join("; "), "direct: en; through English: de nl", "what French reaches");
+    // German → Dutch: through English, the second model one of many targets (its token).
+    await page.selectOption("#open-from", "de");
+    await page.waitForSelector('#open-to[data-source="de"]', { state: "attached", timeout: TIMEOUT });
+    await page.selectOption("#open-to", "nl");
+    await page.waitForFunction(() => /de → nl .*ready/.test(document.getElementById("status").textContent), null, { timeout: TIMEOUT });
+    const status = await page.textContent("#status");
+    if (!status.includes("through English") || !status.includes(">>nld<<")) throw new Error(`de → nl: ${status}`);
     await page.close();
   }, { needsTestServer: true });
 
