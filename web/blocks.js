@@ -39,6 +39,7 @@ const ELEMENT = 1;
 const TEXT = 3;
 
 /** The primary language subtag of a BCP 47 tag, lower case ("de" of "de-CH"). */
+/** @param {string | null | undefined} tag */
 export const primary = (tag) => String(tag ?? "").split(/[-_]/)[0].toLowerCase();
 
 /**
@@ -56,7 +57,11 @@ export function skipped(el, to) {
   return lang !== null && lang !== "" && primary(lang) === primary(to);
 }
 
-/** Whether a node is inline content (text, or an inline element with no block inside). */
+/**
+ * Whether a node is inline content (text, or an inline element with no block inside).
+ * @param {Node} node @param {string} to
+ * @returns {boolean}
+ */
 function isInline(node, to) {
   if (node.nodeType === TEXT) return true;
   if (node.nodeType !== ELEMENT) return true; // a comment: inside a block, dropped while translated
@@ -80,6 +85,7 @@ export function describe(nodes, to) {
   const spans = [];
   /** @type {Element[]} */
   const elements = [];
+  /** @param {string} data */
   const add = (data) => {
     for (const ch of data) {
       if (/\s/.test(ch)) {
@@ -87,8 +93,9 @@ export function describe(nodes, to) {
       } else text += ch;
     }
   };
+  /** @param {Node} node @param {number} parent @returns {void} */
   const walk = (node, parent) => {
-    if (node.nodeType === TEXT) return add(node.data);
+    if (node.nodeType === TEXT) return add(/** @type {Text} */ (node).data);
     if (node.nodeType !== ELEMENT) return;
     const el = /** @type {Element} */ (node);
     const tag = el.tagName.toUpperCase();
@@ -113,6 +120,7 @@ export function describe(nodes, to) {
 }
 
 /** Whether a block has anything to translate: a letter outside opaque elements. */
+/** @param {Block} block */
 function hasWords({ text, elements }) {
   let rest = text;
   for (const e of elements) if (e.opaque && e.parent === -1) rest = rest.slice(0, e.start) + " ".repeat(e.end - e.start) + rest.slice(e.end);
@@ -129,6 +137,7 @@ function hasWords({ text, elements }) {
 export function collect(root, { to, skip = () => false }) {
   /** @type {PageBlock[]} */
   const out = [];
+  /** @param {Element} el */
   const attributes = (el) => {
     for (const name of [...ATTRIBUTES, "value"]) {
       if (name === "value" && !(el.tagName.toUpperCase() === "INPUT" && ["button", "submit", "reset"].includes((el.getAttribute("type") ?? "").toLowerCase()))) continue;
@@ -138,17 +147,20 @@ export function collect(root, { to, skip = () => false }) {
       out.push({ kind: "attribute", element: el, name, block, elements: [] });
     }
   };
+  /** @param {Node} node @returns {void} */
   const inlineAttributes = (node) => {
     if (node.nodeType !== ELEMENT || skipped(/** @type {Element} */ (node), to)) return;
-    attributes(node);
+    attributes(/** @type {Element} */ (node));
     for (const child of node.childNodes) inlineAttributes(child);
   };
+  /** @param {Element} parent @param {Node[]} nodes @param {boolean} whole */
   const run = (parent, nodes, whole) => {
     if (!nodes.length || nodes.every(skip)) return;
     const { block, elements } = describe(nodes, to);
     if (hasWords(block)) out.push({ kind: "nodes", parent, nodes, whole, block, elements });
     nodes.forEach(inlineAttributes);
   };
+  /** @param {Element} el @returns {void} */
   const visit = (el) => {
     // A text area's content is the visitor's; its placeholder and title are the site's.
     if (el.tagName.toUpperCase() === "TEXTAREA" && !skip(el)) attributes(el);
@@ -165,7 +177,7 @@ export function collect(root, { to, skip = () => false }) {
       }
       run(el, loose, false);
       loose = [];
-      if (child.nodeType === ELEMENT) visit(child);
+      if (child.nodeType === ELEMENT) visit(/** @type {Element} */ (child));
     }
     run(el, loose, false);
   };

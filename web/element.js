@@ -150,7 +150,7 @@ export class PageTranslation {
     // The observer's first report says which blocks are wanted now.
     await this.#reported;
     if (!this.#running && !this.#queue.length) return this.#stages.then(() => {});
-    return new Promise((resolve, reject) => this.#idle.push({ resolve, reject }));
+    return /** @type {Promise<void>} */ (new Promise((resolve, reject) => this.#idle.push({ resolve: () => resolve(undefined), reject })));
   }
 
   /** Stops: nothing more is translated; what is translated stays. */

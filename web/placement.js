@@ -42,6 +42,7 @@ const SPACE = "\u2581"; // SentencePiece's word marker, "▁"
 const PUNCTUATION = /^\s*[\p{P}\p{S}]+$/u;
 
 /** Pieces that stand for no text: the end of a sentence, a target-language token. */
+/** @param {string} piece */
 const silent = (piece) => piece === "</s>" || piece === "<s>" || piece === "<pad>" || /^>>[^<>\s]+<<$/.test(piece);
 
 /**
@@ -118,7 +119,10 @@ export function ownerAt(block, c) {
   return owner;
 }
 
-/** Whether element `owner` (or -1) is `k` or inside it. */
+/**
+ * Whether element `owner` (or -1) is `k` or inside it.
+ * @param {Span[]} elements @param {number} owner @param {number} k
+ */
 function within(elements, owner, k) {
   for (let e = owner; e >= 0; e = elements[e].parent) if (e === k) return true;
   return false;
@@ -238,6 +242,7 @@ export function place(block, targets) {
   const { elements } = block;
   /**
    * The items of element `e` (or -1) over target pieces [lo, hi).
+   * @param {number} e @param {number} lo @param {number} hi
    * @returns {Item[]}
    */
   const layout = (e, lo, hi) => {
@@ -248,6 +253,7 @@ export function place(block, targets) {
     /** @type {Item[]} */
     const items = [];
     let at = lo;
+    /** @param {number} from @param {number} to */
     const text = (from, to) => {
       if (to > from) items.push({ text: targets.slice(from, to).map((t) => t.text).join("") });
     };
@@ -274,6 +280,7 @@ export function place(block, targets) {
   };
 
   /** Where element k's run lies among pieces [lo, hi): [start, end), maybe empty. */
+  /** @param {number} k @param {number} lo @param {number} hi @returns {{ start: number, end: number }} */
   const interval = (k, lo, hi) => {
     const mine = [];
     for (let j = lo; j < hi; j++) if (within(elements, targets[j].owner, k)) mine.push(j);
@@ -318,6 +325,7 @@ export function place(block, targets) {
 function tidy(items, first) {
   /** @type {Item[]} */
   const out = [];
+  /** @param {string} text */
   const push = (text) => {
     if (!text) return;
     const last = out[out.length - 1];
@@ -350,6 +358,7 @@ function tidy(items, first) {
 }
 
 /** The plain text of a layout (elements' text included; opaque and empty ones as ""). */
+/** @param {Item[]} items @returns {string} */
 export function layoutText(items) {
   return items.map((i) => ("text" in i ? i.text : i.items ? layoutText(i.items) : "")).join("");
 }

@@ -35,13 +35,21 @@ export const FAMILIES = {
 /** How a pair's model is chosen: fewest bytes to download (default), or the best first. */
 /** @typedef {"small" | "quality"} Prefer */
 
-/** The ISO 639-3 code of a primary language subtag (`de` → `deu`; `deu` stays). */
-export const threeLetter = (code) => (code.length === 2 ? THREE[code] ?? null : code);
+/**
+ * The ISO 639-3 code of a primary language subtag (`de` → `deu`; `deu` stays).
+ * @param {string} code
+ * @returns {string | null}
+ */
+export const threeLetter = (code) => (code.length === 2 ? /** @type {Record<string, string>} */ (THREE)[code] ?? null : code);
 
 /** ISO 639-3 → ISO 639-1, the table the other way, built once. */
+/** @type {Map<string, string>} */
 const TWO = new Map(Object.entries(THREE).map(([two, three]) => [three, two]));
 
-/** The ISO 639-1 code of a three-letter one where it has one (`deu` → `de`), else the code. */
+/**
+ * The ISO 639-1 code of a three-letter one where it has one (`deu` → `de`), else the code.
+ * @param {string} code
+ */
 export const twoLetter = (code) => (code.length === 3 ? TWO.get(code) ?? code : code);
 
 /**
@@ -70,6 +78,7 @@ export function parseName(id) {
 }
 
 /** Whether two codes (two- or three-letter) name one language. */
+/** @param {string} a @param {string} b */
 export const same = (a, b) => a === b || threeLetter(a) === threeLetter(b);
 
 /**
@@ -94,6 +103,7 @@ export function searches(source, target) {
  * tc-bible model whose groups name both languages (an ISO 639-5 family such as `gem` is not
  * looked into) with the target's token where it has several targets.
  * @param {Iterable<string>} ids model ids ("Helsinki-NLP/NAME")
+ * @param {string} source @param {string} target
  * @returns {{ id: string, family: Family, token?: string }[]}
  */
 export function direct(ids, source, target) {
@@ -104,8 +114,10 @@ export function direct(ids, source, target) {
     if (!p || seen.has(id)) continue;
     seen.add(id);
     if (p.family === "tc-bible") {
-      if (!p.sources.some((c) => same(c, source)) || !p.targets.some((c) => same(c, target))) continue;
-      const token = p.targets.length > 1 ? `>>${p.targets.find((c) => same(c, target))}<<` : undefined;
+      const sources = p.sources ?? [];
+      const targets = p.targets ?? [];
+      if (!sources.some((c) => same(c, source)) || !targets.some((c) => same(c, target))) continue;
+      const token = targets.length > 1 ? `>>${targets.find((c) => same(c, target))}<<` : undefined;
       out.push({ id, family: p.family, ...(token ? { token } : {}) });
     } else if (same(p.source, source) && same(p.target, target)) {
       out.push({ id, family: p.family });
@@ -135,11 +147,16 @@ export function direct(ids, source, target) {
  */
 export function choose(pairs, source, target, prefer = "small") {
   if (prefer !== "small" && prefer !== "quality") throw new RangeError(`prefer must be "small" or "quality", not ${JSON.stringify(prefer)}`);
+  /** @param {Family} family */
   const size = (family) => FAMILIES[family].params;
+  /** @param {Family} family */
   const rank = (family) => FAMILIES[family].quality;
+  /** @typedef {{ id: string, family: Family, token?: string }} Model */
+  /** @type {(a: Model, b: Model) => number} */
   const better = prefer === "small"
     ? (a, b) => size(a.family) - size(b.family) || rank(b.family) - rank(a.family)
     : (a, b) => rank(b.family) - rank(a.family) || size(a.family) - size(b.family);
+  /** @param {{ id: string, family: Family, token?: string }[]} models */
   const best = (models) => [...models].sort(better)[0] ?? null;
   const one = best(pairs(source, target));
   const viaEnglish = () => {
@@ -148,6 +165,7 @@ export function choose(pairs, source, target, prefer = "small") {
     const b = a && best(pairs("en", target));
     return a && b ? [a, b] : null;
   };
+  /** @param {{ id: string, family: Family, token?: string }} m */
   const label = (m) => `${m.id.split("/").pop()}${m.token ? ` with ${m.token}` : ""} (${FAMILIES[m.family].shape})`;
   if (one && prefer === "quality") {
     return { ids: [one.id], tokens: [one.token], families: [one.family], params: size(one.family), why: `the best of the pair's models: ${label(one)}` };
@@ -176,6 +194,7 @@ export function choose(pairs, source, target, prefer = "small") {
 export function pairsOf(ids) {
   /** @type {Map<string, Set<string>>} */
   const pairs = new Map();
+  /** @param {string} s @param {string} t */
   const add = (s, t) => {
     const [a, b] = [twoLetter(s), twoLetter(t)];
     if (a === b) return;

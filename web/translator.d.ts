@@ -124,3 +124,10 @@ export declare function install(options?: ConfigureOptions & {
   replaceNative?: boolean;
 }): boolean;
 export default Translator;
+
+/**
+ * The models a translator of this package runs, in order: one, or two through English, each
+ * with its target token (or null). For element.js, which needs each sentence's pieces and
+ * attention, not the text alone.
+ */
+export declare function stagesOf(translator: Translator): { engine: import("./transduce.js").Transduce; token: string | null }[];

@@ -21,6 +21,7 @@ import { BUNDLE_CACHE, openCache } from "./store.js";
 const INPUT_QUOTA = 100_000;
 
 /** Language pair → { url, languages } and loading options, set by configure()/install(). */
+/** @type {{ models: Map<string, any>, backend: import("./transduce.js").Backend, workerUrl: string | URL | undefined, channel: boolean, hub: string, opusMt: boolean, prefer: "small" | "quality" }} */
 const settings = { models: new Map(), backend: "auto", workerUrl: undefined, channel: false, hub: DEFAULT_HUB, opusMt: false, prefer: "small" };
 /** Bundle URL → number of create() calls downloading it now. */
 const downloading = new Map();
@@ -82,6 +83,7 @@ function checkLanguages(options) {
  *   "hf:Helsinki-NLP/opus-mt-en-ROMANCE", token: ">>fra<<" }: the token is put before
  *   every sentence, as the model's card asks.
  * Calling it again adds to the registry.
+ * @param {import("./translator.js").ConfigureOptions} [options]
  */
 export function configure({ models = {}, backend, workerUrl, channel, hub, opusMt, prefer } = {}) {
   if (opusMt !== undefined && typeof opusMt !== "boolean") {
@@ -94,6 +96,7 @@ export function configure({ models = {}, backend, workerUrl, channel, hub, opusM
   if (channel !== undefined && typeof channel !== "boolean") {
     throw new TypeError(`Translator: channel must be true or false, not ${typeof channel}`);
   }
+  /** @type {import("./translator.js").TranslatorModel[]} */
   const entries = Array.isArray(models)
     ? models
     : Object.entries(models).map(([pair, url]) => {
@@ -102,7 +105,8 @@ export function configure({ models = {}, backend, workerUrl, channel, hub, opusM
         if (rest.length || !sourceLanguage || !targetLanguage) {
           throw new TypeError(`Translator models: "${pair}" is not a pair like "en-de" or "en-US→de"`);
         }
-        const spec = typeof url === "object" && url !== null ? url : { url };
+        // A URL object is a url; another object, { model, token }.
+        const spec = /** @type {{ url?: string | URL, model?: string, token?: string }} */ (typeof url === "object" && url !== null && !(url instanceof URL) ? url : { url });
         return { sourceLanguage, targetLanguage, ...spec };
       });
   for (const { sourceLanguage, targetLanguage, url, model, token } of entries) {
@@ -414,12 +418,14 @@ export class Translator {
   }
 
   /** What `input` counts against inputQuota: its length in characters (code points). */
+  /** @param {unknown} input @param {{ signal?: AbortSignal }} [options] */
   async measureInputUsage(input, { signal } = {}) {
     this.#check(signal);
     return [...String(input)].length;
   }
 
   /** The translation of `input` (sentences split, translated and joined; lines kept). */
+  /** @param {unknown} input @param {{ signal?: AbortSignal }} [options] */
   async translate(input, { signal } = {}) {
     return (await this.#run(input, signal)).text;
   }
@@ -429,6 +435,7 @@ export class Translator {
    * the space or line break before it) as soon as it is decoded, in order; the chunks
    * joined equal translate()'s result.
    */
+  /** @param {unknown} input @param {{ signal?: AbortSignal }} [options] */
   translateStreaming(input, { signal } = {}) {
     let sent = "";
     let run;
