@@ -332,9 +332,10 @@ async function fillSources() {
   from.dataset.loading = "true";
   try {
     const pairs = await listPairs();
-    const codes = [...pairs.keys()].sort((a, b) => languageLabel(a).localeCompare(languageLabel(b)));
-    from.append(...codes.map((code) => new Option(languageLabel(code), code)));
-    from.dataset.count = String(codes.length);
+    const labelled = [...pairs.keys()].map((code) => ({ code, label: languageLabel(code) }));
+    labelled.sort((a, b) => a.label.localeCompare(b.label));
+    from.append(...labelled.map(({ code, label }) => new Option(label, code)));
+    from.dataset.count = String(labelled.length);
   } catch (e) {
     showError(`cannot list the hub's languages: ${e.message}`);
   } finally {

@@ -403,6 +403,14 @@ export async function translateBlocks(stages, blocks, layer, decode = {}) {
   }
   const out = [];
   for (const [b, block] of blocks.entries()) {
+    if (final) {
+      // The last model's sentences of this line against the whole line's source, by position.
+      const sourceTokens = byLine[b].flatMap((x) => x.sourceTokens);
+      const targetTokens = final[b].flatMap((x, i) => (i > 0 ? ["\u2581", ...x.targetTokens] : x.targetTokens));
+      const targets = alignSentence(block, { offset: 0, source: block.text, sourceTokens, targetTokens, alignment: null });
+      out.push(targets.some((t) => t.text.trim()) ? place(block, targets) : null);
+      continue;
+    }
     const targets = [];
     let at = 0;
     for (const [s, sentence] of byLine[b].entries()) {
@@ -410,19 +418,10 @@ export async function translateBlocks(stages, blocks, layer, decode = {}) {
       const found = block.text.indexOf(text.trim(), at);
       const offset = found >= 0 ? found : at;
       at = offset + text.trim().length;
-      if (final) {
-        // Every final sentence of this line against the whole line's source, by position.
-        if (s > 0) continue;
-        const whole = byLine[b].flatMap((x) => x.sourceTokens);
-        const targetTokens = final[b].flatMap((x, i) => (i > 0 ? ["\u2581", ...x.targetTokens] : x.targetTokens));
-        targets.push(...alignSentence(block, { offset: 0, source: block.text, sourceTokens: whole, targetTokens, alignment: null }));
-        continue;
-      }
       let alignment = null;
       // Attention only where an element lies in this sentence: a sentence of plain text
       // needs no alignment (and it costs a forward pass).
-      const end = offset + text.trim().length;
-      const holds = block.elements.some((e) => e.start < end && e.end >= offset);
+      const holds = block.elements.some((e) => e.start < at && e.end >= offset);
       if (holds && sentence.targetIds.length) {
         const attention = await first.engine.attention(sentence);
         const cross = attention.cross;

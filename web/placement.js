@@ -191,7 +191,7 @@ export function alignSentence(block, { offset, source, sourceTokens, targetToken
     // A piece may hold a word's end and its punctuation ("e."): the punctuation is split off,
     // aligned as the word is, so that an element can end before it.
     const tail = word.text.match(/^(.*[^\p{P}\p{S}\s])([\p{P}\p{S}]+)$/u);
-    if (tail) targets.push({ text: tail[1], ...target }, { text: tail[2], ...target, mass: [...mass] });
+    if (tail) targets.push({ text: tail[1], ...target }, { text: tail[2], ...target });
     else targets.push({ text: word.text, ...target });
   }
   return targets;
