@@ -23,7 +23,7 @@ cp dist/transduce-adapt.js dist/transduce-adapt_bg.wasm dist/transduce-adapt.d.t
 # The import module (a model loaded by name is converted in a worker of its own, convert.js).
 cp dist/transduce-import.js dist/transduce-import_bg.wasm dist/transduce-import.d.ts pkg/
 # The threaded CPU module, its relaxed kernel and its thread worker, where this machine
-# built them (scripts/build-threads-wasm.sh); without them the package decodes on one thread.
+# built them (scripts/build/threads-wasm.sh); without them the package decodes on one thread.
 if [ -f dist/transduce-web-threads_bg.wasm ]; then
     cp dist/transduce-web-threads.js dist/transduce-web-threads_bg.wasm dist/transduce-web-threads.d.ts \
         dist/transduce-relaxed-threads.wasm web/thread.js pkg/

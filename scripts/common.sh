@@ -121,7 +121,7 @@ ensure_ct2() {
     CT2_PYTHON="$venv/bin/python"
 }
 
-# The threaded CPU module (scripts/build-threads-wasm.sh) rebuilds std with atomics, which
+# The threaded CPU module (scripts/build/threads-wasm.sh) rebuilds std with atomics, which
 # needs the nightly toolchain's rust-src. Where no nightly toolchain is installed, or the
 # component cannot be had, the page is built without that module and decodes on one thread
 # (the hook and the browser test of threads say so, as a skip).

@@ -16,15 +16,15 @@
 # visit; the defaults add up to 580 s of the 600 a call may run.
 #
 # The parts, in order of how much the docs need them:
-#   1. side   the training step against PyTorch (scripts/bench-gpu.sh): base at 25,000
+#   1. side   the training step against PyTorch (scripts/bench/gpu.sh): base at 25,000
 #             tokens, replayed CUDA and wgpu against PyTorch eager and torch.compile, f32
 #             and bf16 (docs/BENCHMARKS.md, "Training step")              BUDGET_SIDE=240
-#   2. start  a training run's start, cold and warm (scripts/bench-start.sh): small on CUDA,
+#   2. start  a training run's start, cold and warm (scripts/bench/start.sh): small on CUDA,
 #             bf16, an empty GPU cache then the same command again        BUDGET_START=120
 #   3. decode the GPU decoder's per-kernel profile and races against the host decoder
-#             (scripts/bench-decoder-gpu.sh): en-de, batch 1/32/128, greedy and beam 4
+#             (scripts/bench/decoder-gpu.sh): en-de, batch 1/32/128, greedy and beam 4
 #                                                                         BUDGET_DECODE=120
-#   4. equal  the decoders' equality (scripts/gpu-agreement.sh): 1,000 test2016 lines, GPU
+#   4. equal  the decoders' equality (scripts/bench/gpu-agreement.sh): 1,000 test2016 lines, GPU
 #             against CPU decoder, greedy and beam 4                      BUDGET_EQUAL=60
 #   5. kernels each fused training kernel family against its unfused oracle (`transduce
 #             bench kernels`): small at 4,096 tokens, f32/f16/bf16, time and launches per
@@ -172,28 +172,28 @@ measure() {
                 if [ -n "${REHEARSAL:-}" ]; then
                     part side "${BUDGET_SIDE:-240}" env BIN="$bin" BACKENDS="$side_backends" \
                         PRESETS=tiny BATCHES=$batch PRECISIONS=f32 STEPS=3 OUT="$OUT/side" \
-                        bash scripts/bench-gpu.sh
+                        bash scripts/bench/gpu.sh
                 else
                     part side "${BUDGET_SIDE:-240}" env BIN="$bin" BACKENDS="$side_backends" \
                         PRESETS=$preset BATCHES=$batch PRECISIONS="f32 bf16" STEPS=20 \
-                        OUT="$OUT/side" CUBECL_AUTOTUNE_LEVEL=minimal bash scripts/bench-gpu.sh
+                        OUT="$OUT/side" CUBECL_AUTOTUNE_LEVEL=minimal bash scripts/bench/gpu.sh
                 fi ;;
             start)
                 local start_preset=small start_batch=12000
                 [ -n "${REHEARSAL:-}" ] && start_preset=tiny start_batch=256
                 part start "${BUDGET_START:-120}" env BIN="$bin" BACKEND="$backend" \
                     PRESET=$start_preset BATCH=$start_batch PRECISION="$precision" STEPS=20 \
-                    LEVELS=minimal OUT="$OUT/start" bash scripts/bench-start.sh ;;
+                    LEVELS=minimal OUT="$OUT/start" bash scripts/bench/start.sh ;;
             decode)
                 if [ -n "${REHEARSAL:-}" ]; then
                     part decode "${BUDGET_DECODE:-120}" env OUT="$OUT/decode" INPUT="$input" LINES=8 \
-                        BATCHES=1,8 BEAMS=1 PRESETS=tiny bash scripts/bench-decoder-gpu.sh "$bin"
+                        BATCHES=1,8 BEAMS=1 PRESETS=tiny bash scripts/bench/decoder-gpu.sh "$bin"
                 else
                     part decode "${BUDGET_DECODE:-120}" env OUT="$OUT/decode" INPUT="$input" \
-                        bash scripts/bench-decoder-gpu.sh "$bin"
+                        bash scripts/bench/decoder-gpu.sh "$bin"
                 fi ;;
             equal)
-                part equal "${BUDGET_EQUAL:-60}" bash scripts/gpu-agreement.sh web/models/en-de \
+                part equal "${BUDGET_EQUAL:-60}" bash scripts/bench/gpu-agreement.sh web/models/en-de \
                     "$input" "$lines" "$bin" ;;
             kernels)
                 if [ -n "${REHEARSAL:-}" ]; then

@@ -163,8 +163,8 @@ if $quick; then
     ensure_rust
     phase "fmt, import cycles, clippy (no CUDA)"
     step "cargo fmt --check" cargo fmt --all -- --check
-    step "no import cycles between files or folders (scripts/check-cycles.py)" python3 scripts/check-cycles.py
-    step "scripts/check-cycles.py's tests" python3 scripts/test_check_cycles.py
+    step "no import cycles between files or folders (tests/support/check-cycles.py)" python3 tests/support/check-cycles.py
+    step "tests/support/check-cycles.py's tests" python3 tests/support/test_check_cycles.py
     step "cargo clippy" cargo clippy --workspace --all-targets --locked -- -D warnings
     # The unit tests: each crate's own, none of the integration binaries (the CLI's, the
     # engine's, the GPU decoder's equality, the behaviour tests).
@@ -235,8 +235,8 @@ step "cargo fmt --check" cargo fmt --all -- --check
 # Import cycles between the files, and between the folders, of each crate (test code aside):
 # each one is printed with the `use`s (file:line) that form it. The checker's own tests run
 # on small fake crates.
-step "no import cycles between files or folders (scripts/check-cycles.py)" python3 scripts/check-cycles.py
-step "scripts/check-cycles.py's tests" python3 scripts/test_check_cycles.py
+step "no import cycles between files or folders (tests/support/check-cycles.py)" python3 tests/support/check-cycles.py
+step "tests/support/check-cycles.py's tests" python3 tests/support/test_check_cycles.py
 # One front-end pass over the workspace: clippy with the CUDA trainer's feature on, so the
 # CUDA code is linted and type-checked in the same pass as the rest (a separate
 # `cargo check --features cuda` re-checked the whole burn stack). DOCS_RS=1 skips

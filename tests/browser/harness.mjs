@@ -4,7 +4,7 @@
 // scripts/test.sh reads).
 import { existsSync } from "node:fs";
 import { join, resolve } from "node:path";
-import { CHROMIUM_PATH, launchChromium } from "../../scripts/chromium.mjs";
+import { CHROMIUM_PATH, launchChromium } from "../support/chromium.mjs";
 import { serve } from "../../scripts/serve.mjs";
 
 /** The value after `--name` on the command line, or `fallback`. */
@@ -21,7 +21,7 @@ export const chromiumPath = CHROMIUM_PATH;
 export const TIMEOUT = Number(process.env.BROWSER_TIMEOUT ?? 480_000);
 
 /**
- * dist/ holds the threaded CPU module (scripts/build-threads-wasm.sh, where a nightly
+ * dist/ holds the threaded CPU module (scripts/build/threads-wasm.sh, where a nightly
  * toolchain with rust-src is installed): the test server's pages are cross-origin isolated,
  * so their CPU backend loads it, with its own relaxed kernel, and decodes on every core.
  */
@@ -59,7 +59,7 @@ export const step = (feature, run, { ownPage = false } = {}) => ({ feature, run,
 let passed = 0;
 let failed = 0;
 
-/** Chromium with a fresh profile (scripts/chromium.mjs's flags); `close()` removes the profile. */
+/** Chromium with a fresh profile (tests/support/chromium.mjs's flags); `close()` removes the profile. */
 export function browser(extraFlags = []) {
   return launchChromium({ extraFlags, timeout: TIMEOUT, viewport: { width: 1100, height: 1400 } });
 }

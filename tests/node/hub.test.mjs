@@ -47,7 +47,7 @@ test("a 429's wait comes from Retry-After, else the RateLimit header's t=", () =
 });
 
 test("the test hub's pull-request revision, rename and gate reach the listing as the hub's do", async () => {
-  const { startHub, GRANTED_TOKEN } = await import("../../scripts/test-hub.mjs");
+  const { startHub, GRANTED_TOKEN } = await import("../support/test-hub.mjs");
   const { fetchListing } = await import("../../web/hub.js");
   const hub = await startHub();
   try {

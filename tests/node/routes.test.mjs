@@ -6,7 +6,7 @@ import { test } from "node:test";
 import { nextPage, searchModels } from "../../web/hub.js";
 import { THREE } from "../../web/iso639.js";
 import { FAMILIES, choose, direct, pairsOf, parseName, reachable, same, searches, threeLetter, twoLetter } from "../../web/routes.js";
-import { startHub } from "../../scripts/test-hub.mjs";
+import { startHub } from "../support/test-hub.mjs";
 
 test("two- and three-letter codes map both ways, as ISO 639 has them", () => {
   // ISO 639-3's own examples of languages with a 639-1 code.

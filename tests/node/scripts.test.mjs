@@ -1,5 +1,5 @@
 // @ts-check
-// DEVELOPING's tables name every file of scripts/ and every module of web/: a file added
+// scripts/README.md names every script, DEVELOPING every module of web/: a file added
 // without a row, or a row left for a file that is gone, fails here.
 
 import assert from "node:assert/strict";
@@ -10,30 +10,37 @@ import { fileURLToPath } from "node:url";
 
 const repo = join(dirname(fileURLToPath(import.meta.url)), "../..");
 
-/** The script names a Markdown table row's first cell gives (`scripts/a.sh`, `b.sh`, …). */
+/** The files a Markdown table row's first cell names (`a.sh`, `build/b.sh`, `tests/support/c.mjs`, …). */
 export function namedScripts(markdown) {
-  const section = markdown.split(/^## Scripts$/m)[1]?.split(/^## /m)[0] ?? "";
   const names = new Set();
-  for (const line of section.split("\n")) {
+  for (const line of markdown.split("\n")) {
     if (!line.startsWith("| `")) continue;
     const cell = line.split("|")[1];
-    for (const [, code] of cell.matchAll(/`([^`]+)`/g)) names.add(code.replace(/^scripts\//, ""));
+    for (const [, code] of cell.matchAll(/`([^`]+)`/g)) names.add(code);
   }
   return names;
 }
 
-test("a row's first cell gives its scripts, with or without the folder", () => {
-  const md = "# X\n## Scripts\n| script | what |\n|---|---|\n| `scripts/a.sh`, `b.py` | two |\n| `c.mjs` | `d.sh` is not a name here |\n## Next\n| `e.sh` | elsewhere |\n";
-  assert.deepEqual([...namedScripts(md)].sort(), ["a.sh", "b.py", "c.mjs"]);
+/** Every file under `dir` (relative to the repository, recursively), but caches and READMEs. */
+function filesUnder(dir) {
+  return readdirSync(join(repo, dir), { withFileTypes: true, recursive: true })
+    .filter((e) => e.isFile() && e.name !== "README.md" && !e.parentPath.includes("__pycache__"))
+    .map((e) => join(e.parentPath, e.name).slice(repo.length + 1));
+}
+
+test("a row's first cell gives its files; other cells and text do not", () => {
+  const md = "# X\n| script | what |\n|---|---|\n| `a.sh`, `build/b.py` | two |\n| `c.mjs` | `d.sh` is not a name here |\nSee `e.sh`.\n";
+  assert.deepEqual([...namedScripts(md)].sort(), ["a.sh", "build/b.py", "c.mjs"]);
 });
 
-test("DEVELOPING's table of scripts names every file of scripts/ and no other", () => {
-  const named = namedScripts(readFileSync(join(repo, "docs/DEVELOPING.md"), "utf8"));
-  const files = readdirSync(join(repo, "scripts"), { withFileTypes: true })
-    .filter((e) => e.isFile())
-    .map((e) => e.name);
-  assert.deepEqual(files.filter((f) => !named.has(f)), [], "scripts without a row in docs/DEVELOPING.md");
-  assert.deepEqual([...named].filter((n) => !files.includes(n)), [], "rows for scripts that do not exist");
+test("scripts/README.md names every file of scripts/ and tests/support/, and no other", () => {
+  const named = namedScripts(readFileSync(join(repo, "scripts/README.md"), "utf8"));
+  const files = [
+    ...filesUnder("scripts").map((f) => f.slice("scripts/".length)),
+    ...filesUnder("tests/support"),
+  ];
+  assert.deepEqual(files.filter((f) => !named.has(f)), [], "files without a row in scripts/README.md");
+  assert.deepEqual([...named].filter((n) => !files.includes(n)), [], "rows for files that do not exist");
 });
 
 test("DEVELOPING's table of the page's JavaScript names every web/*.js and no other", () => {

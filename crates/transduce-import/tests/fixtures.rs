@@ -1,5 +1,5 @@
 //! Imported Marian fixtures against transformers (tests/fixtures/marian, built once by
-//! scripts/marian-fixtures.py with transformers 5.24): teacher-forced logits within 1e-4;
+//! scripts/fixtures/marian.py with transformers 5.24): teacher-forced logits within 1e-4;
 //! greedy and beam 4 outputs and beam scores equal to `generate`'s on the burn path, the
 //! host decoder in f32 and the GPU decoder; int8 held to a stated agreement.
 

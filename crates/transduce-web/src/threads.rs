@@ -1,6 +1,6 @@
 //! The page's cores: a rayon pool whose threads are Web Workers over this module's shared
 //! memory (wasm threads), in the module built with `threads`
-//! (`scripts/build-threads-wasm.sh`: atomics, bulk memory, a shared memory).
+//! (`scripts/build/threads-wasm.sh`: atomics, bulk memory, a shared memory).
 //!
 //! The worker (web/worker.js) loads that module only where the page is cross-origin
 //! isolated (`SharedArrayBuffer` needs it), calls [`start_threads`], then starts one helper

@@ -1,6 +1,6 @@
 // OPUS-MT models by name: the page (?model=hf:ORG/NAME&hub=URL) and the package
 // (Transduce.load("hf:…", { hub })) against the test hub on the loopback
-// (scripts/test-hub.mjs: the committed Marian fixtures in the Hugging Face hub's layout, on
+// (tests/support/test-hub.mjs: the committed Marian fixtures in the Hugging Face hub's layout, on
 // a port of its own, so every request is cross-origin as the real hub's are). Outputs are
 // the native CLI's (`transduce import hf:…` with the same hub, then `transduce translate`);
 // the bundle the browser converted is byte for byte the CLI's; a second load works with the
@@ -13,7 +13,7 @@ import { createHash } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { TIMEOUT, arg, assertEqual, base, openPage, repo, step, test, translateWith, waitReady } from "../harness.mjs";
-import { GRANTED_TOKEN, startHub } from "../../../scripts/test-hub.mjs";
+import { GRANTED_TOKEN, startHub } from "../../support/test-hub.mjs";
 
 export const name = "hub";
 

@@ -2,7 +2,7 @@
 
 use crate::harness::*;
 
-/// `bench --exchange` writes the start of a side-by-side (`scripts/bench-gpu.sh`): the
+/// `bench --exchange` writes the start of a side-by-side (`scripts/bench/gpu.sh`): the
 /// initial weights under the bundle's names and the batch as I64 ids, BOS/EOS placed as
 /// training places them. A run from those weights (`--init`) trains the same model: with
 /// dropout 0 on the CPU it ends at the same loss, and a different draw does not.

@@ -1,5 +1,5 @@
 //! `transduce import hf:ORG/NAME`: models by name from a hub on the loopback
-//! (scripts/test-hub.mjs, the committed Marian fixtures in the Hugging Face hub's layout),
+//! (tests/support/test-hub.mjs, the committed Marian fixtures in the Hugging Face hub's layout),
 //! cached, resumed after a broken download, read from the cache with the hub stopped, and
 //! every bad answer one clear error with nothing half-written.
 
@@ -17,7 +17,7 @@ struct Hub {
 
 impl Hub {
     fn start() -> Hub {
-        let script = transduce_testing::repo_root().join("scripts/test-hub.mjs");
+        let script = transduce_testing::repo_root().join("tests/support/test-hub.mjs");
         let mut child = Command::new("node")
             .arg(&script)
             .args(["--port", "0"])

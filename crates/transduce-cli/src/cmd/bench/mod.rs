@@ -42,7 +42,7 @@ pub struct BenchCmd {
     #[arg(long)]
     pub no_fused_layers: bool,
     /// Dropout of the trained model (default: the preset's). 0 makes the loss after N
-    /// steps comparable across frameworks (`scripts/bench-gpu.sh`).
+    /// steps comparable across frameworks (`scripts/bench/gpu.sh`).
     #[arg(long, value_parser = options::probability)]
     pub dropout: Option<f64>,
     /// Time training only (no matmul chain, no decoding).
@@ -59,7 +59,7 @@ pub struct BenchCmd {
     #[arg(long)]
     pub graph: bool,
     /// Write the initial weights and the batch here (`init.safetensors`,
-    /// `batch.safetensors`) for `scripts/bench-pytorch.py --exchange`.
+    /// `batch.safetensors`) for `scripts/bench/pytorch.py --exchange`.
     #[arg(long)]
     pub exchange: Option<PathBuf>,
     /// Start from these weights (e.g. an exchange folder's `init.safetensors`), not a

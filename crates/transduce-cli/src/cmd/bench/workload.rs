@@ -41,7 +41,7 @@ pub struct BenchOptions {
     pub fused: bool,
     /// Writes the initial weights (`init.safetensors`, the bundle's names) and the batch
     /// (`batch.safetensors`: `src`, `tgt_in`, `tgt_out` as I64) here, so that another
-    /// framework (`scripts/bench-pytorch.py --exchange`) trains the same model from the
+    /// framework (`scripts/bench/pytorch.py --exchange`) trains the same model from the
     /// same start on the same batch.
     pub exchange: Option<std::path::PathBuf>,
     /// Starts from these weights (an exchange folder's `init.safetensors`) instead of a

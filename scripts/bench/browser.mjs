@@ -3,7 +3,7 @@
 // (wasm SIMD, one thread; with --isolate 1 a cross-origin isolated page, which decodes on
 // navigator.hardwareConcurrency threads), and `transduce translate` at one thread.
 //
-//   node scripts/bench-browser.mjs --bin $CARGO_TARGET_DIR/debug/transduce [--sentences 100] [--rounds 3]
+//   node scripts/bench/browser.mjs --bin $CARGO_TARGET_DIR/debug/transduce [--sentences 100] [--rounds 3]
 //       [--model web/models/en-de] [--relaxed 0]   (0: the SIMD128 kernel, not relaxed SIMD)
 //       [--isolate 1]                              (1: the threaded module, every core)
 //
@@ -16,14 +16,14 @@ import { readdirSync, readFileSync, statSync } from "node:fs";
 import { gunzipSync } from "node:zlib";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { launchChromium } from "./chromium.mjs";
-import { serve } from "./serve.mjs";
+import { launchChromium } from "../../tests/support/chromium.mjs";
+import { serve } from "../serve.mjs";
 
 const arg = (name, fallback) => {
   const i = process.argv.indexOf(`--${name}`);
   return i > 0 ? process.argv[i + 1] : fallback;
 };
-const repo = resolve(new URL("..", import.meta.url).pathname);
+const repo = resolve(new URL("../..", import.meta.url).pathname);
 const bin = arg("bin");
 if (!bin) throw new Error("--bin (the native transduce binary) is required");
 const count = Number(arg("sentences", 100));

@@ -2,8 +2,8 @@
 // (tests/fixtures/marian) served in the hub's layout, so that `transduce import hf:…`, the
 // page and the package are tested by name without the internet.
 //
-//   node scripts/test-hub.mjs [--port 0] [--opus-size DIR]     # prints "test hub: URL"
-//   import { startHub } from "./scripts/test-hub.mjs";          # { url, close() }
+//   node tests/support/test-hub.mjs [--port 0] [--opus-size DIR]     # prints "test hub: URL"
+//   import { startHub } from "./tests/support/test-hub.mjs";          # { url, close() }
 //
 // What it serves, as huggingface.co does:
 //   GET {hub}/api/models/ORG/NAME[/revision/REV][?blobs=true]  the listing: { id, sha,
@@ -52,7 +52,7 @@
 //   test/opus-mt-en-xx-refused       swish with a config.json the import refuses
 //   test/opus-mt-en-xx-novocab       swish without vocab.json
 //   someone/marian-finetuned-news    swish, its card without languages
-//   opus-size/opus-mt-en-de             --opus-size DIR (scripts/marian-fixtures.py --opus-size)
+//   opus-size/opus-mt-en-de             --opus-size DIR (scripts/fixtures/marian.py --opus-size)
 import { createHash } from "node:crypto";
 import { createServer } from "node:http";
 import { gzipSync } from "node:zlib";
@@ -60,7 +60,7 @@ import { readFileSync, readdirSync, existsSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
-const repo = join(dirname(fileURLToPath(import.meta.url)), "..");
+const repo = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 const fixtures = join(repo, "tests/fixtures/marian");
 // The files a model folder of the hub has (what the fixtures' folders hold and an
 // OPUS-MT repository has; reference.json and logits.safetensors are the tests' own).

@@ -4,17 +4,17 @@
 # counts identical output lines (the goal is ≥ 99%; the figures in docs/BENCHMARKS.md
 # "The GPU decoder" were 100%). Prints the differing lines; exits 1 below 99%.
 #
-#   scripts/gpu-agreement.sh web/models/en-de ../shared/data/multi30k/test2016.en.gz [1000] [BIN]
+#   scripts/bench/gpu-agreement.sh web/models/en-de ../shared/data/multi30k/test2016.en.gz [1000] [BIN]
 #
 # BIN defaults to $CARGO_TARGET_DIR/debug/transduce (a carried binary on a GPU machine).
 # Both run `--compute f32`: the GPU decoder multiplies in f32 (an int8 bundle's weights as
 # q·scale), and the host's f32 arithmetic is its reference, not the host's int8 products.
 set -euo pipefail
-bundle=${1:?usage: scripts/gpu-agreement.sh BUNDLE INPUT [LINES] [BIN]}
-input=${2:?usage: scripts/gpu-agreement.sh BUNDLE INPUT [LINES] [BIN]}
+bundle=${1:?usage: scripts/bench/gpu-agreement.sh BUNDLE INPUT [LINES] [BIN]}
+input=${2:?usage: scripts/bench/gpu-agreement.sh BUNDLE INPUT [LINES] [BIN]}
 lines=${3:-1000}
 bin=${4:-${CARGO_TARGET_DIR:-$HOME/.cache/transduce-target}/debug/transduce}
-[ -r "$input" ] || { echo "gpu-agreement.sh: cannot read $input" >&2; exit 2; }
+[ -r "$input" ] || { echo "scripts/bench/gpu-agreement.sh: cannot read $input" >&2; exit 2; }
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 case "$input" in

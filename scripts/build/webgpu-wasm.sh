@@ -9,7 +9,7 @@
 # no burn GPU backend). Same size-first profile as the CPU build (`web`), which also lets
 # the two builds share every dependency's compiled code.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 source scripts/common.sh
 out=${TRUNK_STAGING_DIR:?run by trunk as a post_build hook (see Trunk.toml)}
 

@@ -3,9 +3,9 @@
 # CUDA, or the CPU) against PyTorch (eager and torch.compile) on the same machine, the same
 # model, the same batch and the same initial weights. Prints one table.
 #
-#   scripts/bench-gpu.sh                       # on a GPU machine, every row
+#   scripts/bench/gpu.sh                       # on a GPU machine, every row
 #   BACKENDS="cpu wgpu torch" PRESETS=compact BATCHES=4096 PRECISIONS=f32 STEPS=3 \
-#       scripts/bench-gpu.sh                   # a rehearsal on a CPU / lavapipe machine
+#       scripts/bench/gpu.sh                   # a rehearsal on a CPU / lavapipe machine
 #
 # Environment:
 #   BIN         transduce binary (default: $CARGO_TARGET_DIR/release/transduce, else debug);
@@ -37,7 +37,7 @@
 # kernels (H200, small, 12,000 tokens: 45 s for CUDA f32, 55 s wgpu, 91 s CUDA bf16, against
 # 2 s of timed steps): budget a few minutes a row, and PyTorch's rows take seconds.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
 target=${CARGO_TARGET_DIR:-$HOME/.cache/transduce-target}
 BIN=${BIN:-$([ -x "$target/release/transduce" ] && echo "$target/release/transduce" || echo "$target/debug/transduce")}
@@ -142,7 +142,7 @@ for preset in $PRESETS; do
                         # Our f32 products run in TF32 where the GPU has it (cubecl promotes
                         # them): PyTorch's f32 rows do the same unless TORCH_TF32=0.
                         [ "$precision" = f32 ] && [ "${TORCH_TF32:-1}" = 1 ] && flags+=(--tf32)
-                        measure "$backend" "$PYTHON" scripts/bench-pytorch.py --device auto \
+                        measure "$backend" "$PYTHON" scripts/bench/pytorch.py --device auto \
                             --threads "$(nproc)" --preset "$preset" --steps "$STEPS" \
                             --precision "$precision" --dropout 0 --exchange "$exchange" \
                             --json "${flags[@]}" ;;

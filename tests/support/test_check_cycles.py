@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Tests of scripts/check-cycles.py on small crates written to a temporary folder.
+"""Tests of tests/support/check-cycles.py on small crates written to a temporary folder.
 
-Run: python3 scripts/test_check_cycles.py   (or python3 -m unittest from scripts/)
+Run: python3 tests/support/test_check_cycles.py   (or python3 -m unittest from scripts/)
 """
 
 import importlib.util

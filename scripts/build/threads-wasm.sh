@@ -8,9 +8,9 @@
 # (`-Z build-std`) by the nightly toolchain's rust-src. Where this machine has no such
 # toolchain, nothing is built and the page decodes on one thread (it says so).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 source scripts/common.sh
-out=${TRUNK_STAGING_DIR:-${1:?usage: scripts/build-threads-wasm.sh OUT_DIR (trunk passes TRUNK_STAGING_DIR)}}
+out=${TRUNK_STAGING_DIR:-${1:?usage: scripts/build/threads-wasm.sh OUT_DIR (trunk passes TRUNK_STAGING_DIR)}}
 
 nightly=$NIGHTLY
 if ! has_nightly_src; then

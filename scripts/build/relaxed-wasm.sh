@@ -5,9 +5,9 @@
 # (web/worker.js) where the browser validates it. Its own target folder: these flags must
 # not touch the page module's build cache.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 source scripts/common.sh
-out=${TRUNK_STAGING_DIR:-${1:?usage: scripts/build-relaxed-wasm.sh OUT_DIR (trunk passes TRUNK_STAGING_DIR)}}
+out=${TRUNK_STAGING_DIR:-${1:?usage: scripts/build/relaxed-wasm.sh OUT_DIR (trunk passes TRUNK_STAGING_DIR)}}
 
 log "building the relaxed-SIMD kernel module"
 wasm_cargo_relaxed

@@ -4,7 +4,7 @@ A uses file B and B, directly or through others, uses A; or when two modules of 
 one of them a folder (a module with modules of its own), use each other so (`data/` uses
 `train/` and `train/` uses `data/`, through any of their files).
 
-Usage: scripts/check-cycles.py [CRATE_DIR...]   (default: every crates/*/ with a src/)
+Usage: tests/support/check-cycles.py [CRATE_DIR...]   (default: every crates/*/ with a src/)
 
 For each crate root (src/lib.rs, src/main.rs, src/bin/*.rs, src/bin/*/main.rs) the module
 tree is read from the `mod` declarations (with `#[path]`) and inline `mod x { ... }`
@@ -671,7 +671,7 @@ def folder_cycles(crate_dir):
 
 def main(argv):
     here = os.path.dirname(os.path.abspath(__file__))
-    repo = os.path.dirname(here)
+    repo = os.path.dirname(os.path.dirname(here))
     dirs = argv[1:] or sorted(
         os.path.join("crates", d)
         for d in os.listdir(os.path.join(repo, "crates"))

@@ -3,7 +3,7 @@
 # switch first, then the per-kernel table, then sentences/s against the host decoder.
 # Writes each table to OUT (default: $OUT, else ./decoder-gpu) and prints them.
 #
-#   scripts/bench-decoder-gpu.sh [BIN]
+#   scripts/bench/decoder-gpu.sh [BIN]
 #
 # BIN defaults to $CARGO_TARGET_DIR/debug/transduce (a carried binary on a GPU machine).
 # Environment: MODELS (default "web/models/en-de"), INPUT (default Multi30k test2016.en.gz,
@@ -20,7 +20,7 @@ lines=${LINES:-300}
 batches=${BATCHES:-1,32,128}
 beams=${BEAMS:-1,4}
 presets=${PRESETS:-base}
-[ -x "$bin" ] || { echo "bench-decoder-gpu.sh: no binary at $bin" >&2; exit 2; }
+[ -x "$bin" ] || { echo "scripts/bench/decoder-gpu.sh: no binary at $bin" >&2; exit 2; }
 mkdir -p "$out"
 
 run() { # NAME, then the command: its output to OUT/NAME.txt and the terminal

@@ -4,9 +4,9 @@
 # `transduce bench --training-only` reporting its start (first step, tunes, kernels
 # compiled, steady rate) and its steady step time. Prints one table (Markdown).
 #
-#   scripts/bench-start.sh                                   # defaults below
+#   scripts/bench/start.sh                                   # defaults below
 #   LEVELS="minimal balanced extensive full" PRESET=small BACKEND=cuda BATCH=12000 \
-#       PRECISION=bf16 STEPS=60 scripts/bench-start.sh      # on a lent GPU
+#       PRECISION=bf16 STEPS=60 scripts/bench/start.sh      # on a lent GPU
 #
 # Environment:
 #   BIN        transduce binary (default: $CARGO_TARGET_DIR/release/transduce, else debug)
@@ -21,7 +21,7 @@
 # cache folder), so "cold" is a new machine; MESA_SHADER_CACHE_DISABLE=true shows the
 # compiles our cache does not hold (WGSL is compiled by the driver every run).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 target=${CARGO_TARGET_DIR:-$HOME/.cache/transduce-target}
 BIN=${BIN:-$([ -x "$target/release/transduce" ] && echo "$target/release/transduce" || echo "$target/debug/transduce")}
 BACKEND=${BACKEND:-wgpu}

@@ -9,13 +9,13 @@ warm-up step, then --steps timed steps. Prints the matmul rate and training toke
 the form `transduce bench` does.
 
     pip install torch          # any recent version; CPU is enough
-    python3 scripts/bench-pytorch.py --preset small --threads 2
+    python3 scripts/bench/pytorch.py --preset small --threads 2
 
 With --exchange DIR (written by `transduce bench --exchange DIR`) it trains transduce's own
 initial weights on transduce's batch, so that with --dropout 0 the loss after N steps shows
 whether both compute the same thing; --device cuda, --precision f16|bf16 (autocast, and a
 GradScaler for f16), --compile (torch.compile), --tf32 (f32 products in TF32, as ours on
-such GPUs) and --json are for scripts/bench-gpu.sh.
+such GPUs) and --json are for scripts/bench/gpu.sh.
 Label smoothing is transduce's: q(y) = 1 − ε, ε/(V − 1) on every other word, which is
 PyTorch's label_smoothing = ε·V/(V − 1). Tokens counted: target tokens, EOS included.
 """

@@ -2,7 +2,7 @@
 // rate, in headless Chromium on the CPU backend, with the npm package (pkg/, from
 // scripts/build-npm.sh) and a shipped bundle.
 //
-//   node scripts/bench-page.mjs [--model web/models/en-de] [--words 2000] [--rounds 2] [--isolate 0|1]
+//   node scripts/bench/page.mjs [--model web/models/en-de] [--words 2000] [--rounds 2] [--isolate 0|1]
 //
 // The page: Multi30k test2016's English sentences, five a paragraph, until the words run
 // out; every other paragraph has a link and an <em> around words of its first sentence.
@@ -15,14 +15,14 @@ import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { gunzipSync } from "node:zlib";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { launchChromium } from "./chromium.mjs";
-import { serve } from "./serve.mjs";
+import { launchChromium } from "../../tests/support/chromium.mjs";
+import { serve } from "../serve.mjs";
 
 const arg = (name, fallback) => {
   const i = process.argv.indexOf(`--${name}`);
   return i > 0 ? process.argv[i + 1] : fallback;
 };
-const repo = resolve(new URL("..", import.meta.url).pathname);
+const repo = resolve(new URL("../..", import.meta.url).pathname);
 const model = arg("model", "web/models/en-de");
 const target = Number(arg("words", 2000));
 const rounds = Number(arg("rounds", 2));

@@ -1,8 +1,8 @@
 // An OPUS-MT model by name in the browser, at opus-mt-en-de's size: the page's files (dist/,
-// from the page's build) and the test hub (scripts/test-hub.mjs) serving a model of that
-// shape (scripts/marian-fixtures.py --opus-size DIR) on the loopback, in headless Chromium.
+// from the page's build) and the test hub (tests/support/test-hub.mjs) serving a model of that
+// shape (scripts/fixtures/marian.py --opus-size DIR) on the loopback, in headless Chromium.
 //
-//   node scripts/bench-hub.mjs --opus-size DIR [--rounds 3] [--webgpu 1]
+//   node scripts/bench/hub.mjs --opus-size DIR [--rounds 3] [--webgpu 1]
 //
 // With --webgpu 1 the second load is on WebGPU (Chromium's SwiftShader here: its times are
 // not a GPU's, its wasm memory is what any GPU's would be).
@@ -14,17 +14,17 @@
 //   second load (a new page, the hub stopped): from the cache to the first translation.
 import { statSync } from "node:fs";
 import { join, resolve } from "node:path";
-import { launchChromium } from "./chromium.mjs";
-import { serve } from "./serve.mjs";
-import { startHub } from "./test-hub.mjs";
+import { launchChromium } from "../../tests/support/chromium.mjs";
+import { serve } from "../serve.mjs";
+import { startHub } from "../../tests/support/test-hub.mjs";
 
 const arg = (name, fallback) => {
   const i = process.argv.indexOf(`--${name}`);
   return i > 0 ? process.argv[i + 1] : fallback;
 };
-const repo = resolve(new URL("..", import.meta.url).pathname);
+const repo = resolve(new URL("../..", import.meta.url).pathname);
 const opusSize = arg("opus-size");
-if (!opusSize) throw new Error("--opus-size DIR (scripts/marian-fixtures.py --opus-size DIR) is required");
+if (!opusSize) throw new Error("--opus-size DIR (scripts/fixtures/marian.py --opus-size DIR) is required");
 const rounds = Number(arg("rounds", 3));
 const webgpu = arg("webgpu", "0") === "1";
 const f32Bytes = statSync(join(opusSize, "model.safetensors")).size;

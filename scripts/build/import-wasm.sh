@@ -5,7 +5,7 @@
 # (hf:ORG/NAME) that is not cached yet, and drops it after the conversion, so the memory the
 # conversion needed is given back. Same size-first profile as the CPU module.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 source scripts/common.sh
 out=${TRUNK_STAGING_DIR:?run by trunk as a post_build hook (see Trunk.toml)}
 

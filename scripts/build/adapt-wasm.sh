@@ -7,7 +7,7 @@
 # 1.30), but Chromium's worker then ran the 30 steps in 29 s instead of 17 (measured
 # 2026-11-28; on the page's main thread both took 16).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 source scripts/common.sh
 out=${TRUNK_STAGING_DIR:?run by trunk as a post_build hook (see Trunk.toml)}
 
