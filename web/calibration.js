@@ -3,7 +3,23 @@
 // per adapter and model and kept in the Cache API (the worker routes each request by it).
 import { BUNDLE_CACHE, openCache } from "./store.js";
 
+/**
+ * What calibration needs of an engine (the WebGPU module's: the calibration runs where it has a GPU).
+ * @typedef {Pick<import("./transduce-web-webgpu.js").Engine, "config" | "parse" | "translateBatch" | "useBackend" | "gpuFault">} Model
+ */
+/**
+ * auto's measurement: milliseconds per request size on each backend, the size from which the
+ * GPU decodes (null: never), and why.
+ * @typedef {object} Calibration
+ * @property {Record<number, { cpu: number, webgpu: number }>} ms
+ * @property {number | null} gpuFrom
+ * @property {string} reason
+ * @property {string} [adapter] the adapter measured (set by `calibrated`)
+ * @property {boolean} [cached] read from the cache
+ */
+
 // Everyday sentences for the calibration, in the model's source language.
+/** @type {{ en: string[], [language: string]: string[] | undefined }} */
 export const CALIBRATION = {
   en: [
     "Where is the nearest train station?",
@@ -30,6 +46,8 @@ export const CALIBRATION = {
 /**
  * The request sizes (sentences) the calibration times: `calibrate` as an array of positive
  * whole numbers, else one sentence and a paragraph of eight.
+ * @param {boolean | number[]} calibrate
+ * @returns {number[]}
  */
 export function calibrationSizes(calibrate) {
   if (!Array.isArray(calibrate)) return [1, CALIBRATION.en.length];
@@ -38,7 +56,15 @@ export function calibrationSizes(calibrate) {
   return sizes.sort((a, b) => a - b);
 }
 
-/** The calibration of this adapter and model: from the cache, or measured now and stored. */
+/**
+ * The calibration of this adapter and model: from the cache, or measured now and stored.
+ * @param {Model} model
+ * @param {string} adapterKey
+ * @param {boolean} useCache
+ * @param {(progress: import("./hub.js").Progress) => void} emit
+ * @param {number[]} sizes
+ * @returns {Promise<Calibration>}
+ */
 export async function calibrated(model, adapterKey, useCache, emit, sizes) {
   const config = model.config;
   const m = config.model;
@@ -67,12 +93,17 @@ export async function calibrated(model, adapterKey, useCache, emit, sizes) {
  * A GPU whose warm-up run, compilation included, took over ten times the CPU's best (and
  * two seconds more) is not timed again: it is the slower one without doubt, and on a
  * software adapter each further run would cost the visitor another minute.
+ * @param {Model} model
+ * @param {number[]} requestSizes
+ * @returns {Promise<Calibration>}
  */
 export async function measure(model, requestSizes) {
   const parse = model.config.task.kind === "parse";
   const source = parse ? "en" : model.config.task.source;
   const sentences = CALIBRATION[source] ?? CALIBRATION.en;
+  /** @type {(batch: string[]) => Promise<any>} */
   const run = (batch) => (parse ? model.parse(batch[0], undefined, true) : model.translateBatch(batch, undefined));
+  /** @type {(backend: "cpu" | "webgpu", batch: string[], beat?: number) => Promise<number>} */
   const time = async (backend, batch, beat = Infinity) => {
     model.useBackend(backend);
     const start = performance.now();
@@ -88,6 +119,7 @@ export async function measure(model, requestSizes) {
     return best;
   };
   const sizes = parse ? [1] : requestSizes;
+  /** @type {Calibration["ms"]} */
   const ms = {};
   for (const n of sizes) {
     const batch = sentences.slice(0, n);
@@ -104,6 +136,7 @@ export async function measure(model, requestSizes) {
   const faster = sizes.filter((n) => ms[n].webgpu < ms[n].cpu);
   // Batches of at least this many sentences decode on the GPU.
   const gpuFrom = faster.length ? Math.min(...faster) : Infinity;
+  /** @type {(n: number) => string} */
   const fmt = (n) => `${n === 1 ? "1 sentence" : `${n} sentences`}: CPU ${ms[n].cpu.toFixed(0)} ms, WebGPU ${ms[n].webgpu.toFixed(0)} ms`;
   const reason = gpuFrom === Infinity
     ? `measured faster on this device (${sizes.map(fmt).join("; ")})`

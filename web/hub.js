@@ -47,11 +47,18 @@ export class HubError extends Error {
   }
 }
 
+/**
+ * A model by name: `hf:ORG/NAME[@REVISION]` parsed.
+ * @typedef {{ org: string, name: string, revision: string | null }} Ref
+ */
+
 const PART = /^[A-Za-z0-9._-]{1,96}$/;
 
 /**
  * `{ org, name, revision }` for an `hf:` name; `null` for anything else (a bundle URL).
  * A malformed name throws a HubError (code "bad-name").
+ * @param {unknown} text
+ * @returns {Ref | null}
  */
 export function parseReference(text) {
   if (typeof text !== "string" || !text.startsWith("hf:")) return null;
@@ -60,7 +67,7 @@ export function parseReference(text) {
   const repo = at < 0 ? rest : rest.slice(0, at);
   const revision = at < 0 ? null : rest.slice(at + 1);
   const parts = repo.split("/");
-  const bad = (why) => new HubError("bad-name", `${JSON.stringify(text)} is not a model name like hf:Helsinki-NLP/opus-mt-en-fr[@REVISION]: ${why}`);
+  const bad = (/** @type {string} */ why) => new HubError("bad-name", `${JSON.stringify(text)} is not a model name like hf:Helsinki-NLP/opus-mt-en-fr[@REVISION]: ${why}`);
   if (parts.length !== 2) throw bad("it needs an organisation and a name, ORG/NAME");
   if (!parts.every((p) => PART.test(p) && p !== "." && p !== "..")) throw bad("ORG and NAME are letters, digits, `-`, `_` and `.`");
   if (revision !== null && (!/^[A-Za-z0-9._/-]{1,128}$/.test(revision) || revision.split("/").some((p) => !p || p === "." || p === ".."))) {
@@ -69,15 +76,30 @@ export function parseReference(text) {
   return { org: parts[0], name: parts[1], revision };
 }
 
+/** "ORG/NAME". @type {(ref: Ref) => string} */
 export const repoOf = (ref) => `${ref.org}/${ref.name}`;
+/** The `hf:` name again. @type {(ref: Ref) => string} */
 export const referenceText = (ref) => `hf:${repoOf(ref)}${ref.revision ? `@${ref.revision}` : ""}`;
+/** @type {(hub: string | null | undefined) => string} */
 const trimHub = (hub) => (hub ?? DEFAULT_HUB).replace(/\/+$/, "");
+/** @type {(ref: Ref) => string} */
 const revisionPath = (ref) => encodeURIComponent(ref.revision ?? "main");
 
+/**
+ * @param {Ref} ref
+ * @param {string | null | undefined} hub the hub's address (DEFAULT_HUB where none)
+ * @param {string} file
+ * @returns {string}
+ */
 export function resolveUrl(ref, hub, file) {
   return `${trimHub(hub)}/${ref.org}/${ref.name}/resolve/${revisionPath(ref)}/${file}`;
 }
 
+/**
+ * @param {Ref} ref
+ * @param {string | null | undefined} hub the hub's address (DEFAULT_HUB where none)
+ * @returns {string}
+ */
 export function listingUrl(ref, hub) {
   const base = `${trimHub(hub)}/api/models/${ref.org}/${ref.name}`;
   return `${ref.revision ? `${base}/revision/${revisionPath(ref)}` : base}?blobs=true`;
@@ -88,6 +110,8 @@ const message = errorMessage;
 /**
  * The seconds a rate-limited caller should wait: `Retry-After`, else the `t=` of the
  * `RateLimit` header (the hub sends both; huggingface_hub's `_http.py` reads them), else null.
+ * @param {Headers} headers
+ * @returns {number | null}
  */
 export function retryAfter(headers) {
   const after = Number(headers.get("retry-after"));
@@ -99,6 +123,12 @@ export function retryAfter(headers) {
 /**
  * A gated repository's answer (401 or 403 with X-Error-Code GatedRepo, as huggingface_hub's
  * _http.py reads it): what to do, or null for any other answer.
+ * @param {Response} response
+ * @param {Ref} ref
+ * @param {string | null | undefined} hub
+ * @param {string | undefined} token
+ * @param {string | null} [file]
+ * @returns {HubError | null}
  */
 function gatedError(response, ref, hub, token, file = null) {
   if (response.headers.get("x-error-code") !== "GatedRepo") return null;
@@ -111,10 +141,17 @@ function gatedError(response, ref, hub, token, file = null) {
 
 /** The headers of a request to the hub: the token, where one is given. The browser drops it
  * on the redirect to the CDN, another origin (the Fetch standard removes Authorization on a
- * cross-origin redirect), so only the hub sees it. */
-const authorization = (token) => (token ? { authorization: `Bearer ${token}` } : {});
+ * cross-origin redirect), so only the hub sees it.
+ * @type {(token: string | undefined) => Record<string, string>} */
+const authorization = (token) => (token ? { authorization: `Bearer ${token}` } : /** @type {Record<string, string>} */ ({}));
 
-/** A hub answer that is neither a file nor a listing: 429 (with its wait), or another HTTP error. */
+/**
+ * A hub answer that is neither a file nor a listing: 429 (with its wait), or another HTTP error.
+ * @param {Response} response
+ * @param {string} url
+ * @param {string | null} [file]
+ * @returns {HubError}
+ */
 function statusError(response, url, file = null) {
   if (response.status === 429) {
     const wait = retryAfter(response.headers);
@@ -129,13 +166,40 @@ function statusError(response, url, file = null) {
   return error;
 }
 
-/** Errors after which a cached bundle is used: the hub unreachable, limiting, or failing (5xx). */
+/**
+ * Errors after which a cached bundle is used: the hub unreachable, limiting, or failing (5xx).
+ * Those codes are HubError's.
+ * @param {any} e whatever was thrown (`any`: its fields are checked one by one)
+ * @returns {e is HubError}
+ */
 const canFallBack = (e) => e?.code === "unreachable" || e?.code === "rate-limited" || (e?.code === "http" && e.status >= 500);
+
+/**
+ * A file as the listing gives it: its size and sha256, where the hub lists them.
+ * @typedef {{ size: number | null, sha256: string | null }} ListedFile
+ */
+/**
+ * The hub's listing of a model, as fetchListing reads it.
+ * @typedef {{ commit: string | null, files: Map<string, ListedFile> }} Listing
+ */
+/**
+ * The hub's listing JSON (`/api/models/ORG/NAME?blobs=true`) as fetchListing reads it:
+ * external JSON, so every field is `unknown` until checked.
+ * @typedef {{ sha?: unknown, siblings?: unknown }} ListingJson
+ */
+/**
+ * One of the listing's `siblings` (a file), as fetchListing reads it.
+ * @typedef {{ rfilename?: unknown, size?: unknown, lfs?: { size?: unknown, sha256?: unknown } | null }} SiblingJson
+ */
 
 /**
  * The hub's listing of the model: `{ commit, files: Map(name → { size, sha256 }) }`, or
  * null where the hub has no listing for it (404: a hub without the API, or no such model —
  * the files then tell). Throws "unreachable" when nothing answers.
+ * @param {Ref} ref
+ * @param {string | null | undefined} hub
+ * @param {{ signal?: AbortSignal, token?: string }} [options]
+ * @returns {Promise<Listing | null>}
  */
 export async function fetchListing(ref, hub, { signal = undefined, token = undefined } = {}) {
   const url = listingUrl(ref, hub);
@@ -157,6 +221,7 @@ export async function fetchListing(ref, hub, { signal = undefined, token = undef
   }
   if (!response.ok) throw statusError(response, url);
   const text = await response.text();
+  /** @type {ListingJson} what JSON.parse gave: checked below to be an object, then field by field */
   let json;
   try {
     json = JSON.parse(text);
@@ -166,23 +231,28 @@ export async function fetchListing(ref, hub, { signal = undefined, token = undef
   if (typeof json !== "object" || json === null || Array.isArray(json)) {
     throw new HubError("bad-listing", `${url}: the listing is not a JSON object`, "listing");
   }
+  /** @type {Map<string, ListedFile>} */
   const files = new Map();
-  for (const f of Array.isArray(json.siblings) ? json.siblings : []) {
+  for (const f of /** @type {(SiblingJson | null | undefined)[]} */ (Array.isArray(json.siblings) ? json.siblings : [])) {
     if (typeof f?.rfilename !== "string") continue;
-    const size = Number.isSafeInteger(f.lfs?.size ?? f.size) ? (f.lfs?.size ?? f.size) : null;
+    const size = Number.isSafeInteger(f.lfs?.size ?? f.size) ? /** @type {number} */ (f.lfs?.size ?? f.size) : null;
     const sha256 = typeof f.lfs?.sha256 === "string" && /^[0-9a-f]{64}$/i.test(f.lfs.sha256) ? f.lfs.sha256.toLowerCase() : null;
     files.set(f.rfilename, { size, sha256 });
   }
   return { commit: typeof json.sha === "string" ? json.sha : null, files };
 }
 
+/** exists's answers, by "HUB ORG/NAME". @type {Map<string, Promise<boolean>>} */
+const known = new Map();
 /**
  * Whether the hub has `hf:ORG/NAME` (its listing answers). Answers, "no" included (a 404,
  * or the 401 the hub gives a repository that does not exist), are remembered for the page's
  * life, so a name is asked once; errors (unreachable, 429 with its wait) are not, and
  * reject.
+ * @param {string} repo "ORG/NAME"
+ * @param {string | null | undefined} hub
+ * @returns {Promise<boolean>}
  */
-const known = new Map();
 export function exists(repo, hub) {
   const key = `${trimHub(hub)} ${repo}`;
   if (!known.has(key)) {
@@ -193,7 +263,7 @@ export function exists(repo, hub) {
       throw e;
     }));
   }
-  return known.get(key);
+  return /** @type {Promise<boolean>} set above */ (known.get(key));
 }
 
 /**
@@ -211,7 +281,9 @@ export function searchModels(org, text, hub) {
   const key = `${trimHub(hub)} ${org} ${text}`;
   if (!searched.has(key)) {
     const found = (async () => {
+      /** @type {string[]} */
       const ids = [];
+      /** @type {string | null} */
       let url = `${trimHub(hub)}/api/models?author=${encodeURIComponent(org)}&search=${encodeURIComponent(text)}&limit=1000`;
       for (let page = 0; url && page < 20; page++) {
         let response;
@@ -222,6 +294,7 @@ export function searchModels(org, text, hub) {
         }
         if (response.status === 404) return null;
         if (!response.ok) throw statusError(response, url);
+        /** @type {unknown} external JSON: checked below to be a list, each entry's id checked */
         let json;
         try {
           json = await response.json();
@@ -229,7 +302,7 @@ export function searchModels(org, text, hub) {
           throw new HubError("bad-listing", `${url}: the search's answer is not JSON`, "search");
         }
         if (!Array.isArray(json)) throw new HubError("bad-listing", `${url}: the search's answer is not a list`, "search");
-        for (const m of json) if (typeof m?.id === "string") ids.push(m.id);
+        for (const m of /** @type {({ id?: unknown } | null | undefined)[]} */ (json)) if (typeof m?.id === "string") ids.push(m.id);
         url = nextPage(response.headers.get("link"), url);
       }
       return ids;
@@ -237,11 +310,17 @@ export function searchModels(org, text, hub) {
     searched.set(key, found);
     found.catch(() => searched.delete(key));
   }
-  return searched.get(key);
+  return /** @type {Promise<string[] | null>} set above */ (searched.get(key));
 }
+/** searchModels's answers, by "HUB ORG TEXT". @type {Map<string, Promise<string[] | null>>} */
 const searched = new Map();
 
-/** The `rel="next"` address of a `Link` header, resolved against `base`, or null. */
+/**
+ * The `rel="next"` address of a `Link` header, resolved against `base`, or null.
+ * @param {string | null | undefined} link
+ * @param {string} base
+ * @returns {string | null}
+ */
 export function nextPage(link, base) {
   const m = link?.match(/<([^>]+)>\s*;\s*rel="?next"?/);
   return m ? new URL(m[1], base).href : null;
@@ -256,6 +335,12 @@ const WEIGHTS = ["model.safetensors", "pytorch_model.bin"];
  * Downloads the model's files (no cache): `{ commit, files: Map(name → Uint8Array), etags }`.
  * `progress({ loaded, total })` over all files (the total is the listing's sizes, else grows
  * with each Content-Length).
+ * @param {Ref} ref
+ * @param {string} hub
+ * @param {Listing | null} listing
+ * @param {(progress: { file: string, loaded: number, total: number }) => void} progress
+ * @param {string | undefined} token
+ * @returns {Promise<{ commit: string, files: Map<string, Uint8Array<ArrayBuffer>>, etags: Record<string, string> }>}
  */
 async function download(ref, hub, listing, progress, token) {
   let commit = listing?.commit ?? null;
@@ -272,7 +357,9 @@ async function download(ref, hub, listing, progress, token) {
   }
   let total = listed ? wanted.reduce((sum, [f]) => sum + (listed.get(f)?.size ?? 0), 0) : 0;
   let loaded = 0;
+  /** @type {Map<string, Uint8Array<ArrayBuffer>>} */
   const files = new Map();
+  /** @type {Record<string, string>} */
   const etags = {};
   for (const [file, required] of wanted) {
     if (file === "pytorch_model.bin" && files.has("model.safetensors")) continue;
@@ -336,40 +423,113 @@ async function download(ref, hub, listing, progress, token) {
   return { commit: commit ?? ref.revision ?? "main", files, etags };
 }
 
-/** Converts in a worker of its own, ended afterwards: its wasm memory goes with it. */
+/**
+ * What the conversion worker (convert.js) is given: the files by name, their buffers
+ * (transferred), and the import's options.
+ * @typedef {{ names: string[], buffers: ArrayBuffer[], options: ConvertOptions }} ConvertRequest
+ */
+/**
+ * The import's options (crates/transduce-import-web's `Conversion.run`).
+ * @typedef {object} ConvertOptions
+ * @property {string} reference the `hf:` name at its commit
+ * @property {string} hub
+ * @property {string} weights "int8", "f16" or "f32"
+ * @property {string} [source]
+ * @property {string} [target]
+ */
+/**
+ * The conversion's time and the most wasm memory it needed.
+ * @typedef {{ ms: number, peakWasmBytes: number }} ConversionStats
+ */
+/**
+ * A converted bundle, as the conversion worker posts it.
+ * @typedef {object} Converted
+ * @property {Uint8Array<ArrayBuffer>} config
+ * @property {Uint8Array<ArrayBuffer>} tokenizer
+ * @property {Uint8Array<ArrayBuffer>} weights
+ * @property {string} card the model card
+ * @property {string} name
+ * @property {ConversionStats} stats
+ */
+/**
+ * The conversion worker's answer: the bundle, or the import's error (each side's fields
+ * named on the other as absent, so that `tsc -p web`, which is not strict, can read them).
+ * @typedef {{ ok: true, value: Converted, message?: undefined, code?: undefined, file?: undefined }
+ *   | { ok: false, value?: undefined, message: string, code?: string, file?: string | null }} ConvertReply
+ */
+
+/**
+ * Converts in a worker of its own, ended afterwards: its wasm memory goes with it.
+ * @param {Map<string, Uint8Array<ArrayBuffer>>} files
+ * @param {ConvertOptions} options
+ * @returns {Promise<Converted>}
+ */
 function convert(files, options) {
   return new Promise((resolve, reject) => {
     const worker = new Worker(new URL("./convert.js", import.meta.url), { type: "module" });
+    /** @type {<T>(f: (value: T) => void) => (value: T) => void} */
     const done = (f) => (value) => {
       worker.terminate();
       f(value);
     };
+    /** @param {MessageEvent<ConvertReply>} event */
     worker.onmessage = ({ data }) => (data.ok ? done(resolve)(data.value) : done(reject)(new HubError(data.code ?? "import", data.message, data.file ?? null)));
     worker.onerror = (event) => done(reject)(new HubError("import", `the conversion worker failed: ${event.message || "could not start"}`));
     const names = [...files.keys()];
-    const buffers = names.map((n) => files.get(n).buffer);
+    const buffers = names.map((n) => /** @type {Uint8Array<ArrayBuffer>} a name of files's */ (files.get(n)).buffer);
     worker.postMessage({ names, buffers, options }, buffers);
   });
 }
 
 // ---- the cache of converted bundles -------------------------------------------------------
 
+/**
+ * A bundle's three files and its model card.
+ * @typedef {{ config: Uint8Array, tokenizer: Uint8Array, weights: Uint8Array, card: string }} Bundle
+ */
+/**
+ * A stored bundle's index entry: the commit it was converted from, and each file's sha256
+ * (or ETag) then.
+ * @typedef {{ commit: string, etags: Record<string, string> }} CacheEntry
+ */
+/**
+ * A stored bundle's header, as pack wrote it: the entry, the three files' sizes, the card.
+ * @typedef {CacheEntry & { sizes: number[], card: string }} CacheHeader
+ */
+/**
+ * A bundle from this browser's store.
+ * @typedef {Bundle & CacheEntry} CachedBundle
+ */
+
+/** @type {(ref: Ref, hub: string, weights: string) => string} */
 const indexKey = (ref, hub, weights) =>
   `https://hub.transduce.invalid/v1/ref/${encodeURIComponent(trimHub(hub))}/${repoOf(ref)}/${encodeURIComponent(ref.revision ?? "main")}/${weights}`;
+/** @type {(ref: Ref, hub: string, weights: string, commit: string) => string} */
 const bundleKey = (ref, hub, weights, commit) =>
   `https://hub.transduce.invalid/v1/bundle/${encodeURIComponent(trimHub(hub))}/${repoOf(ref)}/${commit}/${weights}`;
 
+/** @type {(useCache: boolean) => Promise<Cache | null>} */
 const openStore = (useCache) => openCache(HUB_CACHE, useCache);
 
-/** One entry, framed (bytes.js): a JSON header as the head, then the three files. */
+/**
+ * One entry, framed (bytes.js): a JSON header as the head, then the three files.
+ * @param {Bundle} bundle
+ * @param {CacheEntry} meta
+ * @returns {Uint8Array<ArrayBuffer>}
+ */
 function pack(bundle, meta) {
   const header = new TextEncoder().encode(JSON.stringify({ ...meta, sizes: [bundle.config.length, bundle.tokenizer.length, bundle.weights.length], card: bundle.card }));
   return frame(header, bundle.config, bundle.tokenizer, bundle.weights);
 }
 
+/**
+ * @param {Uint8Array<ArrayBuffer>} bytes
+ * @returns {{ meta: CacheHeader, bundle: Bundle } | null}
+ */
 function unpack(bytes) {
   const framed = unframe(bytes);
   if (!framed) return null;
+  /** @type {CacheHeader} as pack wrote it (an entry that is not fails the sizes' check) */
   let meta;
   try {
     meta = JSON.parse(new TextDecoder().decode(framed.head));
@@ -381,14 +541,22 @@ function unpack(bytes) {
   let at = 0;
   const rest = framed.rest;
   // Views, not copies: the files are handed to the wasm module, which copies them once.
-  const take = (k) => rest.subarray(at, (at += k));
+  const take = (/** @type {number} */ k) => rest.subarray(at, (at += k));
   return { meta, bundle: { config: take(a), tokenizer: take(b), weights: take(c), card: meta.card } };
 }
 
+/**
+ * @param {Cache | null} store
+ * @param {Ref} ref
+ * @param {string} hub
+ * @param {string} weights
+ * @returns {Promise<CachedBundle | null>}
+ */
 async function readCached(store, ref, hub, weights) {
   if (!store) return null;
   const index = await store.match(indexKey(ref, hub, weights)).catch(() => null);
   if (!index) return null;
+  /** @type {CacheEntry} as writeCached wrote it */
   let entry;
   try {
     entry = await index.json();
@@ -403,7 +571,16 @@ async function readCached(store, ref, hub, weights) {
   return { ...unpacked.bundle, commit: entry.commit, etags: unpacked.meta.etags };
 }
 
-/** Stores the bundle, then the index pointing at it; on failure neither is left. */
+/**
+ * Stores the bundle, then the index pointing at it; on failure neither is left.
+ * @param {Cache} store
+ * @param {Ref} ref
+ * @param {string} hub
+ * @param {string} weights
+ * @param {Bundle} bundle
+ * @param {CacheEntry} meta
+ * @returns {Promise<HubError | null>}
+ */
 async function writeCached(store, ref, hub, weights, bundle, meta) {
   const keys = [bundleKey(ref, hub, weights, meta.commit), indexKey(ref, hub, weights)];
   try {
@@ -412,10 +589,46 @@ async function writeCached(store, ref, hub, weights, bundle, meta) {
     return null;
   } catch (e) {
     await Promise.all(keys.map((k) => store.delete(k).catch(() => {})));
-    const quota = e?.name === "QuotaExceededError";
+    const quota = /** @type {{ name?: unknown } | null | undefined} */ (e)?.name === "QuotaExceededError";
     return new HubError(quota ? "quota" : "cache", `${referenceText(ref)}: the converted model could not be stored in this browser (${message(e)}); it works now and is fetched again next time`);
   }
 }
+
+/**
+ * A model by name as the worker asks for it (transduce.js's bundleArgs).
+ * @typedef {object} HubOptions
+ * @property {string} reference the `hf:` name
+ * @property {string} [hub] the hub's address (default DEFAULT_HUB)
+ * @property {string} [weights] "int8" (default), "f16" or "f32"
+ * @property {string} [source] the languages the caller stated
+ * @property {string} [target]
+ * @property {string} [token] a Hugging Face access token
+ */
+/**
+ * A download's progress, as LoadOptions.onProgress gets it (transduce.d.ts).
+ * @typedef {object} Progress
+ * @property {string} file
+ * @property {string} [url] a bundle folder's file's address (bundles.js)
+ * @property {number} loaded
+ * @property {number} total
+ * @property {boolean} cached
+ * @property {boolean} [converting]
+ */
+/**
+ * A model by name as bundle files.
+ * @typedef {object} HubBundle
+ * @property {Uint8Array} config
+ * @property {Uint8Array} tokenizer
+ * @property {Uint8Array} weights
+ * @property {string} card the model card
+ * @property {string} reference the `hf:` name pinned to its commit
+ * @property {string} commit
+ * @property {Record<string, string>} [etags] (from the store) each file's sha256 or ETag
+ * @property {boolean} cached
+ * @property {boolean} offline
+ * @property {() => Promise<HubError | null>} [keep]
+ * @property {ConversionStats} [conversion]
+ */
 
 /**
  * A model by name as bundle files: `{ config, tokenizer, weights, card, reference (pinned),
@@ -423,6 +636,10 @@ async function writeCached(store, ref, hub, weights, bundle, meta) {
  * as the page's download progress does. A bundle just converted is stored only when the
  * caller calls `keep()`, once it has loaded it, so that a bundle that does not load is never
  * kept; `keep()` answers null, or the warning of a store that failed (the quota).
+ * @param {HubOptions} options
+ * @param {boolean} useCache
+ * @param {(progress: Progress) => void} emit
+ * @returns {Promise<HubBundle>}
  */
 export async function hubBundle({ reference, hub = DEFAULT_HUB, weights = "int8", source = undefined, target = undefined, token = undefined }, useCache, emit) {
   const ref = parseReference(reference);
@@ -466,13 +683,23 @@ export async function hubBundle({ reference, hub = DEFAULT_HUB, weights = "int8"
 /**
  * The bundle of `reference` kept in this browser ({ config, tokenizer, weights, card,
  * commit }), or null: for a site that wants the converted files (to host them, say).
+ * @param {string} reference
+ * @param {string} [hub]
+ * @param {string} [weights]
+ * @returns {Promise<CachedBundle | null>}
  */
 export async function readCachedBundle(reference, hub = DEFAULT_HUB, weights = "int8") {
   const ref = parseReference(reference);
   return ref ? readCached(await openStore(true), ref, hub, weights) : null;
 }
 
-/** Whether `hf:` reference's bundle is in this browser's cache (for `availability()`). */
+/**
+ * Whether `hf:` reference's bundle is in this browser's cache (for `availability()`).
+ * @param {string} reference
+ * @param {string} [hub]
+ * @param {string} [weights]
+ * @returns {Promise<boolean>}
+ */
 export async function isCached(reference, hub = DEFAULT_HUB, weights = "int8") {
   let ref;
   try {
