@@ -321,9 +321,9 @@ step "npm package (scripts/build-npm.sh)" test "$page_status" -eq 0
 # The page's and the package's JavaScript against its .d.ts files and the wasm modules'
 # (web/tsconfig.json finds those in dist/, so this comes after the page's build): a second.
 step "the JavaScript type-checks (tsc -p web)" tsc -p web
-# The modules behind .d.ts files (tsc reads those instead), and the pure modules strictly.
+# The modules behind .d.ts files (tsc reads those instead), and those typed strictly.
 step "the modules behind .d.ts files type-check (web/tsconfig.impl.json)" tsc -p web/tsconfig.impl.json
-step "the pure modules type-check strictly (web/tsconfig.strict.json)" tsc -p web/tsconfig.strict.json
+step "the modules typed strictly type-check under strict (web/tsconfig.strict.json)" tsc -p web/tsconfig.strict.json
 
 phase "browser end-to-end tests"
 log "browser end-to-end tests (Chromium, playwright-core)"
