@@ -12,11 +12,62 @@ import { pairsOf, reachable } from "./routes.js";
  * @type {(id: string) => Control}
  */
 const $ = (id) => /** @type {Control} */ (document.getElementById(id));
+
+/**
+ * A model the page lists: models/index.json's entries (as read), the ?model= and ?parser=
+ * bundles, and the models opened by name or by language pair.
+ * @typedef {object} Entry
+ * @property {string} id
+ * @property {string} title
+ * @property {"translate" | "parse"} task
+ * @property {string} [url] where the bundle is (else models/ID/), or an `hf:` name
+ * @property {string} [licence]
+ * @property {string} [source] the languages, from index.json or the loaded config
+ * @property {string} [target]
+ * @property {[string, string]} [pair] a pair through the Translator polyfill
+ * @property {{ model?: string } | null} [channel] config.json's `channel`, once read (null: none)
+ */
+/**
+ * A pair through the Translator polyfill (pairEngine), with the surface the page uses of a
+ * Transduce; what only a Transduce has reads as undefined.
+ * @typedef {object} PairEngine
+ * @property {Translator} translator
+ * @property {"translate"} task
+ * @property {"cpu"} backend
+ * @property {string} device
+ * @property {any} config the last model's config.json, its task the pair's
+ * @property {{ card: string, reference: string, warning: undefined, cached?: undefined, offline?: undefined }} hub
+ * @property {boolean} pivot two models through English
+ * @property {string | undefined} choice
+ * @property {(text: string, options?: { onPartial?: (p: { text: string, index: number, count: number }) => void }) => Promise<{ text: string, sentences: import("./transduce.js").SentenceTranslation[], ms: number, channel?: undefined }>} translate
+ * @property {null} adaptation
+ * @property {Translator["adapt"]} adapt
+ * @property {() => Promise<void>} reset
+ * @property {() => void} free
+ * @property {undefined} [why]
+ * @property {undefined} [fallbackReason]
+ * @property {undefined} [threads]
+ */
+/**
+ * A loaded model: a Transduce, or a pair through the Translator polyfill.
+ * @typedef {(Transduce & { pivot?: undefined }) | PairEngine} Engine
+ */
+/**
+ * A loaded model in its slot, with the backend and the reverse model (its id) it was loaded with.
+ * @typedef {{ id: string, backend: import("./transduce.js").Backend, channel: string | null, engine: Engine }} Slot
+ */
+/**
+ * What a load throws: a TransduceError (with `code` and `file` where known), or the
+ * Translator polyfill's error.
+ * @typedef {Error & { code?: import("./transduce.js").ErrorCode | null, file?: string | null }} LoadError
+ */
+
 const params = new URLSearchParams(location.search);
 const SVG = "http://www.w3.org/2000/svg";
 
 // What people type first: everyday sentences, then the caption style of Multi30k. Written
 // for this page, not taken from any training or test set.
+/** @type {{ en: string[], de: string[], [language: string]: string[] | undefined }} */
 const EXAMPLES = {
   en: [
     "Where is the train station?",
@@ -43,44 +94,53 @@ const allExamples = new Set(Object.values(EXAMPLES).flat());
 const HUB = params.get("hub") ?? undefined;
 
 const state = {
+  /** @type {Entry[]} */
   models: [],
   /** @type {import("./transduce.js").Backend} */
   backend: /** @type {any} */ (params.get("backend") ?? "auto"),
   // Rerank with the reverse translator the bundle names (`channel.model` in its config.json).
   channel: params.get("channel") === "1",
+  /** @type {Slot | null} */
   translator: null, // { id, backend, channel, engine }
   loading: false, // a translator is loading
+  /** @type {Slot | null} */
   parser: null,
+  /** @type {import("./transduce.js").SentenceTranslation[]} */
   lastSentences: [],
+  /** @type {AbortController | null} */
   adapting: null, // the AbortController of an adaptation under way
 };
 /** @type {any} */ (window).transduceDemo = state; // for tests and the console
 
+/** @param {string} message */
 function showError(message) {
   const box = $("error");
   box.textContent = message;
   box.hidden = !message;
 }
 
+/** @param {string} text */
 function status(text) {
   $("status").textContent = text;
 }
 
+/** @param {Entry} entry */
 function modelUrl(entry) {
   return entry.url ?? `models/${entry.id}/`;
 }
 
 async function loadIndex() {
+  /** @type {Entry[]} */
   let models = [];
   try {
     const response = await fetch("models/index.json", { cache: "no-cache" });
     if (!response.ok) throw new Error(`HTTP ${response.status}`);
     models = await response.json();
   } catch (e) {
-    showError(`Cannot read the model list models/index.json: ${e.message}`);
+    showError(`Cannot read the model list models/index.json: ${/** @type {Error} */ (e).message}`);
   }
   // ?model=URL and ?parser=URL add bundles from elsewhere.
-  for (const [key, task] of [["model", "translate"], ["parser", "parse"]]) {
+  for (const [key, task] of /** @type {const} */ ([["model", "translate"], ["parser", "parse"]])) {
     const value = params.get(key);
     if (value && !models.some((m) => m.id === value)) {
       models.unshift({ id: value, title: value, task, url: value });
@@ -94,6 +154,7 @@ async function loadIndex() {
   return models;
 }
 
+/** @param {Engine | null} engine */
 function badge(engine) {
   const el = $("badge");
   if (!engine) {
@@ -115,6 +176,8 @@ function badge(engine) {
 /**
  * The listed translator that checks `entry`'s translations (its config.json's
  * `channel.model`), once known: from a loaded config, or read now when the box is ticked.
+ * @param {Entry} entry
+ * @returns {Promise<Entry | null>}
  */
 async function channelOf(entry) {
   if (entry.task !== "translate") return null;
@@ -129,14 +192,21 @@ async function channelOf(entry) {
   return state.models.find((m) => m.task === "translate" && m.id === entry.channel?.model) ?? null;
 }
 
-/** The box offers the check where the bundle names a listed reverse translator. */
+/**
+ * The box offers the check where the bundle names a listed reverse translator.
+ * @param {Entry} entry
+ * @param {Entry | null} reverse
+ */
 function showChannel(entry, reverse) {
   $("channel-box").hidden = !reverse;
   $("channel").checked = state.channel;
   $("channel-name").textContent = reverse ? `${reverse.id} (${reverse.title})` : "";
 }
 
-/** The model card of a model loaded by name: its licence and the credit it asks for. */
+/**
+ * The model card of a model loaded by name: its licence and the credit it asks for.
+ * @param {Engine} engine
+ */
 function showCard(engine) {
   const card = engine?.hub?.card;
   $("card").hidden = !card;
@@ -149,6 +219,10 @@ function showCard(engine) {
 /**
  * A pair through the Translator polyfill (Helsinki-NLP's OPUS-MT models, or two through
  * English), with the surface the page uses of a Transduce.
+ * @param {string} source
+ * @param {string} target
+ * @param {(fraction: number) => void} onProgress
+ * @returns {Promise<PairEngine>}
  */
 async function pairEngine(source, target, onProgress) {
   // ?prefer=quality: the best family first (tc-big); by default the fewest bytes.
@@ -169,7 +243,7 @@ async function pairEngine(source, target, onProgress) {
     translator,
     task: "translate",
     backend: "cpu",
-    device: models.length > 1 ? `two models through English: ${models.map((m) => m.reference).join(" → ")}` : models[0].reference,
+    device: models.length > 1 ? `two models through English: ${models.map((m) => m.reference).join(" → ")}` : /** @type {string} a model by name */ (models[0].reference),
     config: { ...last.config, task: { kind: "translate", source, target } },
     hub: { card: models.map((m) => m.card).join("\n\n---\n\n"), reference: models.map((m) => m.reference).join(" → "), warning: undefined },
     pivot: models.length > 1,
@@ -192,6 +266,10 @@ async function pairEngine(source, target, onProgress) {
   };
 }
 
+/**
+ * @param {Entry} entry
+ * @returns {Promise<Engine>}
+ */
 async function load(entry) {
   const slot = entry.task === "parse" ? "parser" : "translator";
   const checker = state.channel ? await channelOf(entry) : null;
@@ -221,11 +299,11 @@ async function load(entry) {
       relaxedSimd: params.get("relaxed") !== "0",
       channel: checkerUrl,
       // ?from=en&to=de: the languages of a model by name whose name and card do not say.
-      ...(params.get("from") && params.get("to") ? { languages: { source: params.get("from"), target: params.get("to") } } : {}),
+      ...(params.get("from") && params.get("to") ? { languages: { source: /** @type {string} checked above */ (params.get("from")), target: /** @type {string} */ (params.get("to")) } } : {}),
       onProgress: ({ file, url, loaded, total, cached, converting }) => {
         const pct = total ? ` ${Math.round((100 * loaded) / total)}%` : ` ${(loaded / 1e6).toFixed(1)} MB`;
         const reverse = checkerBase && url?.startsWith(checkerBase);
-        status(`Loading ${reverse ? checker.title : entry.title}: ${file}${cached ? " (cached)" : converting ? "…" : pct}`);
+        status(`Loading ${reverse ? /** @type {Entry} `reverse` only with a checker */ (checker).title : entry.title}: ${file}${cached ? " (cached)" : converting ? "…" : pct}`);
       },
     });
     previous?.engine.free();
@@ -253,15 +331,15 @@ async function load(entry) {
       showChannel(entry, reverse);
       state.loading = false;
       // The box changed while this loaded: load again as it now says.
-      if ((state.channel ? (reverse?.id ?? null) : null) !== state.translator.channel) return load(entry);
+      if ((state.channel ? (reverse?.id ?? null) : null) !== /** @type {Slot} set above; a backend change while channelOf ran clears it, and this throws as before */ (state.translator).channel) return load(entry);
     }
     button.disabled = false;
     return engine;
   } catch (e) {
     if (slot === "translator") state.loading = false;
     status(previous ? `${previous.id} is still loaded` : "");
-    const where = e.code ? ` [${e.code}${e.file ? `, ${e.file}` : ""}]` : "";
-    showError(`Could not load ${entry.title}: ${e.message}${where}`);
+    const where = /** @type {LoadError} */ (e).code ? ` [${/** @type {LoadError} */ (e).code}${/** @type {LoadError} */ (e).file ? `, ${/** @type {LoadError} */ (e).file}` : ""}]` : "";
+    showError(`Could not load ${entry.title}: ${/** @type {LoadError} */ (e).message}${where}`);
     if (previous) {
       // The earlier model stays in use: the list and the badge say so.
       $("model").value = previous.id;
@@ -277,12 +355,14 @@ async function load(entry) {
 /**
  * The "any OPUS-MT model" field: an `hf:` name (or a plain ORG/NAME), or a pair such as
  * "fr-de" or "fr → de" (Helsinki-NLP's model, or two through English).
+ * @param {string} text
  */
 async function openByName(text) {
   const value = text.trim();
   if (!value) return;
   const pair = value.match(/^([a-z]{2,3}(?:-[A-Za-z]{2,4})?)\s*(?:→|->|>|\s)\s*([a-z]{2,3}(?:-[A-Za-z]{2,4})?)$/) ??
     value.match(/^([a-z]{2,3})-([a-z]{2,3})$/);
+  /** @type {Entry} */
   let entry;
   if (pair) {
     const id = `pair:${pair[1]}-${pair[2]}`;
@@ -314,7 +394,10 @@ function listPairs() {
 }
 
 const languageNames = new Intl.DisplayNames(["en"], { type: "language" });
-/** "French (fr)", or the code alone where the browser has no name for it. */
+/**
+ * "French (fr)", or the code alone where the browser has no name for it.
+ * @param {string} code
+ */
 function languageLabel(code) {
   let name = code;
   try {
@@ -337,7 +420,7 @@ async function fillSources() {
     from.append(...labelled.map(({ code, label }) => new Option(label, code)));
     from.dataset.count = String(labelled.length);
   } catch (e) {
-    showError(`cannot list the hub's languages: ${e.message}`);
+    showError(`cannot list the hub's languages: ${/** @type {Error} */ (e).message}`);
   } finally {
     delete from.dataset.loading;
   }
@@ -351,6 +434,7 @@ async function fillTargets() {
   to.disabled = true;
   if (!source) return;
   const list = reachable(await listPairs(), source);
+  /** @type {(label: string, via: string) => HTMLOptGroupElement[]} */
   const group = (label, via) => {
     const g = document.createElement("optgroup");
     g.label = label;
@@ -363,7 +447,10 @@ async function fillTargets() {
   to.dataset.source = source;
 }
 
-/** Example buttons in the model's source language; an untouched example box follows along. */
+/**
+ * Example buttons in the model's source language; an untouched example box follows along.
+ * @param {string} language
+ */
 function showExamples(language) {
   const examples = EXAMPLES[language] ?? [];
   $("examples").replaceChildren(
@@ -387,6 +474,8 @@ function showExamples(language) {
 /**
  * The listed translator for the other direction, if any (languages from index.json or the
  * loaded config), under the same licence when there is one.
+ * @param {Entry | undefined} entry
+ * @returns {Entry | null}
  */
 function reverseOf(entry) {
   if (!entry?.source || !entry?.target) return null;
@@ -432,18 +521,18 @@ async function translate() {
     $("target").dataset.done = "true";
     // The pair to add starts from this translation, for the visitor to correct.
     $("adapt-correct").value = result.text.replace(/\s*\n\s*/g, " ");
-    const checked = result.channel ? `, checked by ${state.translator.channel}` : engine.pivot ? ", through English" : "";
+    const checked = result.channel ? `, checked by ${/** @type {Slot} the translator that ran; a backend change meanwhile clears it, and this throws as before */ (state.translator).channel}` : engine.pivot ? ", through English" : "";
     $("time").textContent = `${(result.ms / 1000).toFixed(2)} s on ${engine.backend === "webgpu" ? "WebGPU" : "CPU"}${checked}`;
     badge(engine);
     state.lastSentences = result.sentences;
     $("attention-panel").hidden = !result.sentences.length;
     $("att-sentence").replaceChildren(
-      ...result.sentences.map((s, i) => new Option(`${i + 1}: ${s.source.slice(0, 40)}`, i)),
+      ...result.sentences.map((s, i) => new Option(`${i + 1}: ${s.source.slice(0, 40)}`, String(i))),
     );
     await showAttention();
   } catch (e) {
     $("time").textContent = "";
-    showError(`Translation failed: ${e.message}`);
+    showError(`Translation failed: ${/** @type {Error} */ (e).message}`);
   } finally {
     $("translate").disabled = false;
   }
@@ -451,7 +540,10 @@ async function translate() {
 
 // ---- adaptation: the visitor's pairs, learned in the worker ------------------------------
 
-/** "adapted · N pairs" beside the backend badge while the translator's weights are adapted. */
+/**
+ * "adapted · N pairs" beside the backend badge while the translator's weights are adapted.
+ * @param {Engine} engine
+ */
 function adaptedBadge(engine) {
   const adaptation = engine?.adaptation;
   const el = $("adapted");
@@ -511,7 +603,7 @@ async function adapt() {
     adaptedBadge(engine);
   } catch (e) {
     $("adapt-status").textContent = controller.signal.aborted ? "Cancelled: the model is as it was." : "";
-    if (!controller.signal.aborted) showError(`Adaptation failed: ${e.message}`);
+    if (!controller.signal.aborted) showError(`Adaptation failed: ${/** @type {Error} */ (e).message}`);
   } finally {
     state.adapting = null;
     bar.hidden = true;
@@ -529,13 +621,14 @@ async function resetAdaptation() {
     await engine.reset();
     $("adapt-status").textContent = "Back to the shipped model.";
   } catch (e) {
-    showError(`Reset failed: ${e.message}`);
+    showError(`Reset failed: ${/** @type {Error} */ (e).message}`);
   }
   adaptedBadge(engine);
 }
 
 // ---- attention heat map (Figures 3–5) ------------------------------------------------
 
+/** @type {import("./transduce.js").Attention | null} */
 let attention = null;
 
 async function showAttention() {
@@ -543,27 +636,28 @@ async function showAttention() {
   const sentence = state.lastSentences[Number($("att-sentence").value) || 0];
   if (!engine || !sentence || !sentence.targetIds) return;
   try {
-    attention = await engine.attention(sentence);
+    attention = await /** @type {Transduce} only a Transduce gives sentences */ (engine).attention(sentence);
   } catch (e) {
-    showError(`Attention failed: ${e.message}`);
+    showError(`Attention failed: ${/** @type {Error} */ (e).message}`);
     return;
   }
   const layers = attention.cross.length;
   const heads = attention.cross[0]?.heads ?? 0;
+  /** @type {(sel: HTMLSelectElement, options: HTMLOptionElement[]) => void} */
   const keep = (sel, options) => {
     const old = sel.value;
     sel.replaceChildren(...options);
     if ([...sel.options].some((o) => o.value === old)) sel.value = old;
   };
-  keep($("att-layer"), Array.from({ length: layers }, (_, i) => new Option(`${i + 1}`, String(i))));
-  keep($("att-head"), [new Option("mean", "mean"), ...Array.from({ length: heads }, (_, i) => new Option(`${i + 1}`, String(i)))]);
+  keep(/** @type {HTMLSelectElement} */ (document.getElementById("att-layer")), Array.from({ length: layers }, (_, i) => new Option(`${i + 1}`, String(i))));
+  keep(/** @type {HTMLSelectElement} */ (document.getElementById("att-head")), [new Option("mean", "mean"), ...Array.from({ length: heads }, (_, i) => new Option(`${i + 1}`, String(i)))]);
   drawHeatmap();
 }
 
 function drawHeatmap() {
   const box = $("heatmap");
   if (!attention) return;
-  const kind = $("att-kind").value;
+  const kind = /** @type {"cross" | "encoderSelf" | "decoderSelf"} the select's options (index.html) */ ($("att-kind").value);
   const layer = attention[kind][Number($("att-layer").value) || 0];
   if (!layer) return;
   const src = attention.sourceTokens;
@@ -572,6 +666,7 @@ function drawHeatmap() {
   const colLabels = kind === "cross" || kind === "encoderSelf" ? src : ["<s>", ...tgt.slice(0, -1)];
   const head = $("att-head").value;
   const { heads, rows, cols, data } = layer;
+  /** @type {(r: number, c: number) => number} */
   const value = (r, c) => {
     if (head !== "mean") return data[(Number(head) * rows + r) * cols + c];
     let s = 0;
@@ -583,6 +678,7 @@ function drawHeatmap() {
   svg.setAttribute("width", String(left + cols * cell + 10));
   svg.setAttribute("height", String(top + rows * cell + 10));
   svg.setAttribute("class", "heat");
+  /** @type {(x: number, y: number, label: string, anchor: string, rotate: boolean) => void} */
   const text = (x, y, label, anchor, rotate) => {
     const t = document.createElementNS(SVG, "text");
     t.setAttribute("x", String(x));
@@ -614,11 +710,20 @@ function drawHeatmap() {
 
 // ---- parse tree as SVG ------------------------------------------------------------------
 
+/**
+ * A tree node placed: its depth, and its column (leaves 0, 1, …; a constituent between its children's).
+ * @typedef {{ node: import("./transduce.js").TreeNode, depth: number, x: number, children?: Placed[] }} Placed
+ */
+
+/** @param {import("./transduce.js").TreeNode} tree */
 function drawTree(tree) {
   // Leaves left to right; a constituent sits above the middle of its children.
+  /** @type {Placed[]} */
   const nodes = [];
   let nextLeaf = 0;
+  /** @type {(node: import("./transduce.js").TreeNode, depth: number) => Placed} */
   const place = (node, depth) => {
+    /** @type {Placed} */
     const entry = { node, depth, x: 0 };
     nodes.push(entry);
     if (node.word !== undefined) {
@@ -637,13 +742,17 @@ function drawTree(tree) {
   svg.setAttribute("width", String(pad * 2 + Math.max(1, nextLeaf) * dx));
   svg.setAttribute("height", String(pad * 2 + (depth + 1) * dy));
   svg.setAttribute("class", "parse-tree");
+  /** @type {(e: Placed) => number} */
   const X = (e) => pad + e.x * dx + dx / 2;
+  /** @type {(e: Placed) => number} */
   const Y = (e) => pad + e.depth * dy;
+  /** @type {(x1: number, y1: number, x2: number, y2: number) => void} */
   const line = (x1, y1, x2, y2) => {
     const l = document.createElementNS(SVG, "line");
-    Object.entries({ x1, y1, x2, y2 }).forEach(([k, v]) => l.setAttribute(k, v));
+    Object.entries({ x1, y1, x2, y2 }).forEach(([k, v]) => l.setAttribute(k, String(v)));
     svg.append(l);
   };
+  /** @type {(g: Element, x: number, y: number, text: string, cls: string) => void} */
   const label = (g, x, y, text, cls) => {
     const t = document.createElementNS(SVG, "text");
     t.setAttribute("x", String(x));
@@ -676,7 +785,7 @@ async function parse() {
   try {
     const entry = state.models.find((m) => m.task === "parse" && m.id === (state.parser?.id ?? m.id));
     if (!entry) throw new Error("no parser model is listed in models/index.json");
-    const engine = state.parser?.engine ?? (await load(entry));
+    const engine = /** @type {Transduce} a parser: Transduce.load's */ (state.parser?.engine ?? (await load(entry)));
     const result = await engine.parse($("parse-input").value, { constrained: $("constrained").checked });
     $("tree").replaceChildren(drawTree(result.tree));
     $("tree").dataset.nodes = String(result.bracketed.split("(").length - 1);
@@ -685,7 +794,7 @@ async function parse() {
     badge(engine);
   } catch (e) {
     $("parse-time").textContent = "";
-    showError(`Parsing failed: ${e.message}`);
+    showError(`Parsing failed: ${/** @type {Error} */ (e).message}`);
   } finally {
     $("parse").disabled = false;
   }

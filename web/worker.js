@@ -10,39 +10,76 @@ import { calibrated, calibrationSizes } from "./calibration.js";
 const BATCH = 16;
 // The decoder's batch limit (crates/transduce-web's MAX_BATCH).
 const MAX_BATCH = 64;
+
+/**
+ * What the worker uses of a wasm module: the CPU, threaded and WebGPU builds share it.
+ * @typedef {Pick<typeof import("./transduce-web.js"), "Engine" | "splitSentences" | "useRelaxedSimd">} Module
+ */
+/** @typedef {import("./transduce-web.js").Engine} Engine */
+/** @typedef {"cpu" | "webgpu"} Backend */
+/** @typedef {{ config: Uint8Array, tokenizer: Uint8Array, weights: Uint8Array }} Files */
+/**
+ * The loaded model (see `current`).
+ * @typedef {object} Current
+ * @property {string | undefined} url the bundle folder's, where it came from one
+ * @property {import("./bundles.js").Shipped} shipped
+ * @property {Files | null} adapted
+ * @property {Request} key
+ * @property {Backend} backend
+ * @property {number} batch sentences decoded together
+ */
+/** @typedef {(value: unknown) => void} Emit an op's progress, posted as an "event" */
+
+// The loaded model. load() sets it with `engineModule` and `current`, and runs once per
+// worker, before any other request (transduce.js): wherever need() passed, all three are
+// there (the casts to Engine, Module and Current below).
+/** @type {Engine | null} */
 let engine = null;
 // The reverse translator that checks the engine's translations (noisy-channel reranking),
 // always on the CPU, from the engine's own module; and its weight.
+/** @typedef {{ engine: Engine, weight: number }} Channel */
+/** @type {Channel | null} */
 let channel = null;
 // The module the engine came from (its splitSentences goes with it).
+/** @type {Module | null} */
 let engineModule = null;
 // `auto` on an engine with the GPU decoder: batches of at least `gpuFrom` sentences go to
 // the GPU, smaller ones to the CPU, as the calibration measured (null: no choice to make).
+/** @type {{ gpuFrom: number | null, reason: string } | null} */
 let policy = null;
 // The loaded bundle as it shipped ({ config, tokenizer, weights }), its adapted weights if
 // any, where it came from, the backend it decodes on and the key its adaptation is stored
 // under (the shipped weights' sha256).
+/** @type {Current | null} */
 let current = null;
 // The adaptation running now: { cancelled }.
+/** @type {{ cancelled: boolean } | null} */
 let adapting = null;
 
 // The wasm module comes in two builds with one API: transduce-web.js, the CPU build that
 // every load uses unless WebGPU may run, and transduce-web-webgpu.js, the same plus the
 // GPU decoder (hand-written WGSL over the browser's WebGPU), fetched only then. Static
 // import() strings, so bundlers see both files.
+/** @type {{ [backend in Backend]?: Promise<Module> }} */
 const modules = {};
 // Each module's relaxed-SIMD kernel (the exports of transduce-relaxed.wasm instantiated over
 // that module's memory), or null where the browser lacks relaxed SIMD.
+/** @type {{ [backend in Backend]?: WebAssembly.Exports | null }} */
 const kernels = {};
 // Each module's linear memory (what memory() reports).
+/** @type {Record<string, WebAssembly.Memory>} */
 const memories = {};
+/**
+ * @param {Backend} backend
+ * @returns {Promise<Module>}
+ */
 function wasm(backend) {
   modules[backend] ??= (backend === "cpu" ? cpuModule() : webgpuModule())
     .catch((e) => {
       delete modules[backend];
       throw new Error(`cannot load the ${backend} wasm module: ${message(e)}`);
     });
-  return modules[backend];
+  return /** @type {Promise<Module>} set above */ (modules[backend]);
 }
 
 async function webgpuModule() {
@@ -55,6 +92,11 @@ async function webgpuModule() {
 
 // The relaxed kernel's instance over `memory`, or null where it does not instantiate (the
 // SIMD128 kernel serves).
+/**
+ * @param {WebAssembly.Module | null} kernel
+ * @param {WebAssembly.Memory} memory
+ * @returns {Promise<WebAssembly.Exports | null>}
+ */
 async function relaxedOver(kernel, memory) {
   if (!kernel) return null;
   try {
@@ -95,6 +137,7 @@ async function cpuModule() {
 
 // The threaded CPU module over one shared memory, its pool of `threads` threads each a Web
 // Worker (thread.js) over the same module and memory. Resolves once every thread is ready.
+/** @param {number} threads */
 async function threadedModule(threads) {
   // The bindings first: where the threaded build was not made (no nightly toolchain), that
   // import fails before any wasm is fetched.
@@ -125,7 +168,12 @@ async function threadedModule(threads) {
 // the page module's memory), compiled where the browser validates relaxed SIMD (Chrome 114
 // on; elsewhere the module's SIMD128 kernel runs, with the same outputs).
 // The threaded CPU module has its own build, which imports a shared memory.
+/** @type {Record<string, Promise<WebAssembly.Module | null>>} */
 const relaxedModules = {};
+/**
+ * @param {string} [file]
+ * @returns {Promise<WebAssembly.Module | null>}
+ */
 function relaxedKernel(file = "./transduce-relaxed.wasm") {
   relaxedModules[file] ??= fetch(new URL(file, import.meta.url))
     .then((r) => (r.ok ? r.arrayBuffer() : null))
@@ -134,20 +182,68 @@ function relaxedKernel(file = "./transduce-relaxed.wasm") {
   return relaxedModules[file];
 }
 
+/**
+ * A request from transduce.js (its #call): `args` are the op's own (`any`: each op takes its
+ * own, and checks what transduce.js does not).
+ * @typedef {{ id: number, op: keyof typeof OPS, args: any }} Call
+ */
+/**
+ * What a thrown error may carry besides its message (hub.js's HubError, the import's errors).
+ * @typedef {{ code?: unknown, file?: unknown, retryAfter?: unknown } | null | undefined} ErrorFields
+ */
+
+/** @param {MessageEvent<Call>} event */
 self.onmessage = async ({ data: { id, op, args } }) => {
+  /** @type {Emit} */
   const emit = (value) => self.postMessage({ id, kind: "event", value });
   try {
-    const value = await OPS[op](args, emit);
+    const value = await /** @type {(args: any, emit: Emit) => Promise<unknown>} each op as called */ (OPS[op])(args, emit);
     self.postMessage({ id, kind: "ok", value });
   } catch (e) {
     // `code` and `file` where the error has them (a model by name: hub.js, the import).
-    self.postMessage({ id, kind: "error", value: { message: message(e), code: e?.code ?? null, file: e?.file ?? null, retryAfter: e?.retryAfter ?? null } });
+    self.postMessage({ id, kind: "error", value: { message: message(e), code: /** @type {ErrorFields} */ (e)?.code ?? null, file: /** @type {ErrorFields} */ (e)?.file ?? null, retryAfter: /** @type {ErrorFields} */ (e)?.retryAfter ?? null } });
   }
 };
 
 const message = errorMessage;
 
+/**
+ * A bundle as transduce.js's bundleArgs gives it: a folder URL, the files, or a model by name.
+ * @typedef {{ url?: string, files?: import("./transduce.js").BundleBytes, hf?: import("./hub.js").HubOptions }} Source
+ */
+/**
+ * load's arguments (transduce.js's Transduce.load).
+ * @typedef {object} LoadArgs
+ * @property {string} [url]
+ * @property {import("./transduce.js").BundleBytes} [files]
+ * @property {import("./hub.js").HubOptions} [hf]
+ * @property {import("./transduce.js").Backend} backend
+ * @property {boolean} cache
+ * @property {boolean | number[]} [calibrate]
+ * @property {boolean} [relaxedSimd]
+ * @property {Source} [channel] the reverse model
+ * @property {number} [channelWeight]
+ * @property {boolean} [adapted] load the stored adaptation
+ */
+/**
+ * adapt's arguments: the pairs as text (transduce.js's pairsText) and the recipe, with
+ * `weights`, how the result's weights are stored (Adaptation.finish's).
+ * @typedef {{ pairs: unknown, options?: Omit<import("./transduce.js").AdaptOptions, "onProgress" | "signal"> & { weights?: string } }} AdaptArgs
+ */
+/**
+ * translate's arguments: the text (the engine's checkRequest checks it) and the options.
+ * @typedef {{ text: string, options?: import("./transduce.js").DecodeOptions & { channel?: unknown, prefix?: unknown, to?: unknown } }} TranslateArgs
+ */
+/**
+ * parse's arguments: the text and the options (the engine's checkRequest checks them).
+ * @typedef {{ text: string, options: import("./transduce.js").DecodeOptions, constrained: unknown }} ParseArgs
+ */
+
 const OPS = {
+  /**
+   * @param {LoadArgs} args
+   * @param {Emit} emit
+   */
   async load({ url, files, hf, backend, cache, calibrate = false, relaxedSimd = true, channel: reverse, channelWeight, adapted: adaptedStore }, emit) {
     // The bundle downloads while the backend is chosen and its module compiles.
     const fetching = bundleBytes({ url, files, hf }, cache, emit);
@@ -163,6 +259,7 @@ const OPS = {
     let adapted = adaptedStore !== false ? await readAdapted(key, shipped) : null;
     // The adapted weights where they load; where they no longer do (and the shipped ones
     // do), the entry is dropped and the shipped model serves.
+    /** @type {(module: Module, backend: Backend) => Promise<Engine>} */
     const open = async (module, backend) => {
       if (adapted) {
         try {
@@ -199,7 +296,7 @@ const OPS = {
     }
     if (reverse) {
       try {
-        const bytes = await fetchingReverse;
+        const bytes = /** @type {import("./bundles.js").Shipped} `reverse` was given */ (await fetchingReverse);
         const checker = await module.Engine.load(bytes.config, bytes.tokenizer, bytes.weights, "cpu");
         const weight = channelWeight ?? loaded.config.channel?.weight;
         try {
@@ -233,7 +330,7 @@ const OPS = {
     policy = null;
     let calibration;
     if (backend === "auto" && engine.hasGpu) {
-      calibration = await calibrated(engine, choice.adapterKey, cache, emit, calibrationSizes(calibrate));
+      calibration = await calibrated(engine, /** @type {string} auto chose the GPU: chooseBackend named its adapter */ (choice.adapterKey), cache, emit, calibrationSizes(calibrate));
       policy = { gpuFrom: calibration.gpuFrom, reason: calibration.reason };
       engine.useBackend(policy.gpuFrom === 1 ? "webgpu" : "cpu");
     }
@@ -255,6 +352,10 @@ const OPS = {
   // a step at a time, yielding between steps so that cancelAdapt is heard. The result
   // replaces the model only when whole, and is stored (one Cache API entry, written at
   // the end: a cancel or a closed tab leaves the stored model as it was).
+  /**
+   * @param {AdaptArgs} args
+   * @param {Emit} emit
+   */
   async adapt({ pairs, options }, emit) {
     const model = need();
     if (model.config.task.kind !== "translate") throw new Error("adapt: only translators can be adapted; this model parses");
@@ -271,10 +372,10 @@ const OPS = {
     try {
       const [module, replayText] = await Promise.all([
         adaptModule(),
-        replay === false ? "" : typeof replay === "string" ? replay : replayPairs(current.url),
+        replay === false ? "" : typeof replay === "string" ? replay : replayPairs(/** @type {Current} */ (current).url),
       ]);
       if (job.cancelled) throw new Error("adaptation cancelled");
-      const from = current.adapted ?? current.shipped;
+      const from = /** @type {Current} */ (current).adapted ?? /** @type {Current} */ (current).shipped;
       const text = new TextEncoder();
       adaptation = new module.Adaptation(
         from.config, from.tokenizer, from.weights,
@@ -289,21 +390,22 @@ const OPS = {
         await new Promise((resolve) => setTimeout(resolve, 0));
         if (job.cancelled) throw new Error("adaptation cancelled");
       }
+      /** @type {Files} */
       const files = adaptation.finish(weights);
-      const next = await engineModule.Engine.load(files.config, files.tokenizer, files.weights, current.backend);
+      const next = await /** @type {Module} */ (engineModule).Engine.load(files.config, files.tokenizer, files.weights, /** @type {Current} */ (current).backend);
       let stored = false;
       let storeError;
       if (store) {
         try {
-          stored = await writeAdapted(current.key, files);
+          stored = await writeAdapted(/** @type {Current} */ (current).key, files);
         } catch (e) {
           storeError = message(e);
         }
       }
-      engine.free();
+      /** @type {Engine} */ (engine).free();
       engine = next;
       if (policy) route(engine, 1);
-      current.adapted = files;
+      /** @type {Current} */ (current).adapted = files;
       return { adaptation: engine.config.adaptation, config: engine.config, stored, storeError, ms: performance.now() - started };
     } finally {
       adaptation?.free();
@@ -320,15 +422,15 @@ const OPS = {
   async reset() {
     need();
     if (adapting) throw new Error("reset: an adaptation is running; cancel it first");
-    await deleteAdapted(current.key);
-    if (current.adapted) {
-      const { config, tokenizer, weights } = current.shipped;
-      const next = await engineModule.Engine.load(config, tokenizer, weights, current.backend);
-      engine.free();
+    await deleteAdapted(/** @type {Current} */ (current).key);
+    if (/** @type {Current} */ (current).adapted) {
+      const { config, tokenizer, weights } = /** @type {Current} */ (current).shipped;
+      const next = await /** @type {Module} */ (engineModule).Engine.load(config, tokenizer, weights, /** @type {Current} */ (current).backend);
+      /** @type {Engine} */ (engine).free();
       engine = next;
-      current.adapted = null;
+      /** @type {Current} */ (current).adapted = null;
     }
-    return { config: engine.config };
+    return { config: /** @type {Engine} */ (engine).config };
   },
 
   // Tests of the fallback: the browser may take the GPU device at any time.
@@ -336,6 +438,10 @@ const OPS = {
     need().loseDevice();
   },
 
+  /**
+   * @param {TranslateArgs} args
+   * @param {Emit} emit
+   */
   async translate({ text, options }, emit) {
     const model = need();
     // Options first, then the text (a string, not empty, not too long): one clear error
@@ -355,17 +461,20 @@ const OPS = {
     // Line breaks are kept; each line is split into sentences, and the sentences are
     // decoded BATCH at a time (one decoder batch; BATCH a thread on the threaded CPU
     // module), results passed on in order.
-    const size = current.batch ?? BATCH;
-    const lines = text.split("\n").map((line) => engineModule.splitSentences(line));
+    const size = /** @type {Current} */ (current).batch ?? BATCH;
+    const lines = text.split("\n").map((line) => /** @type {Module} */ (engineModule).splitSentences(line));
     const flat = lines.flatMap((line, l) => line.map((sentence) => ({ line: l, sentence })));
+    /** @type {string[][]} */
     const outLines = lines.map(() => []);
+    /** @type {import("./transduce.js").SentenceTranslation[]} */
     const sentences = [];
     for (let start = 0; start < flat.length; start += size) {
       const group = flat.slice(start, start + size);
       route(model, group.length);
       const batch = group.map((g) => prefix + g.sentence);
+      /** @type {Omit<import("./transduce.js").SentenceTranslation, "line">[]} */
       const results = check
-        ? await model.translateBatchWithChannel(batch, decode, channel.engine, channel.weight)
+        ? await model.translateBatchWithChannel(batch, decode, /** @type {Channel} `check`: checked above */ (channel).engine, /** @type {Channel} */ (channel).weight)
         : await model.translateBatch(batch, decode);
       results.forEach((result, j) => {
         const { line } = group[j];
@@ -379,6 +488,7 @@ const OPS = {
     return { text: outLines.map((out) => out.join(" ")).join("\n"), sentences, channel: check, ms: performance.now() - started, ...where(model) };
   },
 
+  /** @param {ParseArgs} args */
   async parse({ text, options, constrained }) {
     const model = need();
     model.checkRequest(text, options);
@@ -396,6 +506,7 @@ const OPS = {
     return { wasmBytes: Object.values(bytes).reduce((a, b) => a + b, 0), modules: bytes };
   },
 
+  /** @param {{ sourceIds: unknown, targetIds: unknown }} args a sentence's, as translate() returned it */
   async attention({ sourceIds, targetIds }) {
     const model = need();
     return model.attention(tokenIds(sourceIds, "sourceIds"), tokenIds(targetIds, "targetIds"));
@@ -406,6 +517,7 @@ const OPS = {
 
 // The training module (transduce-adapt.js: burn autodiff and Adam, the same step as
 // `transduce adapt`), fetched only when the visitor adapts.
+/** @type {Promise<typeof import("./transduce-adapt.js")> | null} */
 let adaptModulePromise = null;
 function adaptModule() {
   adaptModulePromise ??= import("./transduce-adapt.js")
@@ -420,7 +532,11 @@ function adaptModule() {
   return adaptModulePromise;
 }
 
-/** The bundle's general pairs (replay.tsv beside it), or "" where it ships none. */
+/**
+ * The bundle's general pairs (replay.tsv beside it), or "" where it ships none.
+ * @param {string | undefined} url
+ * @returns {Promise<string>}
+ */
 async function replayPairs(url) {
   if (!url) return "";
   const at = new URL("replay.tsv", url);
@@ -435,7 +551,12 @@ async function replayPairs(url) {
   return new TextDecoder().decode(new Uint8Array(await response.arrayBuffer()));
 }
 
-/** A list of token ids as the wasm module takes it; anything else is an error. */
+/**
+ * A list of token ids as the wasm module takes it; anything else is an error.
+ * @param {unknown} ids
+ * @param {string} name
+ * @returns {Uint32Array}
+ */
 function tokenIds(ids, name) {
   const list = Array.isArray(ids) || ids instanceof Uint32Array ? ids : null;
   if (!list || !Array.prototype.every.call(list, (id) => Number.isInteger(id) && id >= 0 && id < 2 ** 32)) {
@@ -453,6 +574,9 @@ function need() {
  * "auto": WebGPU may run on a hardware adapter, and the calibration then decides per request.
  * A software adapter (SwiftShader) and Firefox (whose WebGPU polls every 100 ms) stay on the
  * CPU unless `calibrate` asks to measure them too.
+ * @param {import("./transduce.js").Backend} wanted
+ * @param {boolean | number[]} calibrate
+ * @returns {Promise<{ backend: Backend, fallbackReason?: string, adapterKey?: string }>}
  */
 async function chooseBackend(wanted, calibrate) {
   if (wanted === "cpu") return { backend: "cpu" };
@@ -472,7 +596,7 @@ async function chooseBackend(wanted, calibrate) {
   const info = adapter.info ?? {};
   const adapterKey = [info.vendor, info.architecture, info.device, info.description].filter(Boolean).join(" ") || "unknown adapter";
   if (calibrate) return { backend: "webgpu", adapterKey };
-  const fallback = info.isFallbackAdapter ?? adapter.isFallbackAdapter ?? false;
+  const fallback = info.isFallbackAdapter ?? /** @type {GPUAdapter & { isFallbackAdapter?: boolean }} older browsers' place for it */ (adapter).isFallbackAdapter ?? false;
   if (fallback) {
     return { backend: "cpu", fallbackReason: "the only WebGPU adapter is a software fallback, slower than the CPU path" };
   }
@@ -484,22 +608,35 @@ async function chooseBackend(wanted, calibrate) {
 
 // ---- auto: each request to the backend the calibration chose (calibration.js) ----------
 
-/** Sends a request of `n` sentences to the backend the calibration chose for that size. */
+/**
+ * Sends a request of `n` sentences to the backend the calibration chose for that size.
+ * @param {Engine} model
+ * @param {number} n
+ */
 function route(model, n) {
   if (!policy || model.gpuFault) return;
   model.useBackend(policy.gpuFrom !== null && n >= policy.gpuFrom ? "webgpu" : "cpu");
 }
 
-/** Each engine's language codes, read once: the getter walks the whole vocabulary. */
+/**
+ * Each engine's language codes, read once: the getter walks the whole vocabulary.
+ * @type {WeakMap<Engine, string[]>}
+ */
 const languageTokens = new WeakMap();
 
-/** The prefix `options.to` asks for: its code (`>>nld<< ` for "nld"), if the model has it. */
+/**
+ * The prefix `options.to` asks for: its code (`>>nld<< ` for "nld"), if the model has it.
+ * @param {Engine} model
+ * @param {unknown} to
+ * @param {string} given
+ * @returns {string}
+ */
 function targetPrefix(model, to, given) {
   if (typeof to !== "string" || !to.trim()) throw new Error(`options.to must be a language code such as "nld", not ${JSON.stringify(to)}`);
   if (given) throw new Error("options.to and options.prefix both name a target: give one");
   const token = `>>${to.trim()}<<`;
   if (!languageTokens.has(model)) languageTokens.set(model, model.languageTokens);
-  const tokens = languageTokens.get(model);
+  const tokens = /** @type {string[]} set above */ (languageTokens.get(model));
   if (!tokens.includes(token)) {
     const has = tokens.length ? `it has ${tokens.join(" ")}` : "it has none: it translates into one language, so leave options.to out";
     throw new Error(`options.to ${JSON.stringify(to)}: the model has no target-language token ${token}; ${has}`);
@@ -507,7 +644,10 @@ function targetPrefix(model, to, given) {
   return `${token} `;
 }
 
-/** Where a request ran, and why (for the badge). */
+/**
+ * Where a request ran, and why (for the badge).
+ * @param {Engine} model
+ */
 function where(model) {
   const fault = model.gpuFault;
   let why;
