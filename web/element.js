@@ -20,6 +20,9 @@ import { Translator, stagesOf } from "./translator.js";
 /** @typedef {import("./blocks.js").PageBlock} PageBlock */
 /** @typedef {import("./placement.js").Item} Item */
 /** @typedef {import("./transduce.js").Transduce} Transduce */
+/** @typedef {import("./element.js").TranslateElementOptions} Options */
+/** @typedef {{ engine: Transduce, token: string | null | undefined }} Stage a model, and its target token (translator.js's stagesOf) */
+/** @typedef {{ resolve: (value: void) => void, reject: (e: unknown) => void }} Ready `ready`'s ends */
 
 /** The characters one request carries at most: a decoder batch's worth of sentences. */
 const REQUEST_CHARS = 1500;
@@ -49,11 +52,11 @@ const REQUEST_BLOCKS = 24;
  *     last, the layer Marian's guided alignment trains).
  * Returns a PageTranslation at once; its `ready` says when the blocks in view are done.
  * @param {Element} root
- * @param {{ to: string, from?: string, translator?: any, lazy?: boolean, onProgress?: (p: { translated: number, total: number }) => void, alignmentLayer?: number, decode?: { beam?: number, alpha?: number, maxExtra?: number } }} options
+ * @param {Options} options
  */
 export function translateElement(root, options) {
   if (!root || root.nodeType !== 1) throw new TypeError("translateElement: root must be an element");
-  const { to, from, translator, lazy = true, onProgress, alignmentLayer, decode = {} } = options ?? /** @type {any} */ ({});
+  const { to, from, translator, lazy = true, onProgress, alignmentLayer, decode = {} } = options ?? /** @type {Partial<Options>} */ ({});
   if (typeof decode !== "object" || decode === null || Object.keys(decode).some((k) => !["beam", "alpha", "maxExtra"].includes(k))) {
     throw new TypeError("translateElement: options.decode must be { beam, alpha, maxExtra }");
   }
@@ -72,7 +75,7 @@ export function translateElement(root, options) {
 /**
  * The whole document: translateElement(document.documentElement) with the document's
  * `lang` (the source by default) set to the target while translated.
- * @param {{ to: string, from?: string, translator?: any, lazy?: boolean, onProgress?: (p: { translated: number, total: number }) => void, alignmentLayer?: number, decode?: { beam?: number, alpha?: number, maxExtra?: number } }} options
+ * @param {Options} options
  * @param {Document} [doc]
  */
 export function translateDocument(options, doc = globalThis.document) {
@@ -92,18 +95,28 @@ export class PageTranslation {
   #layer;
   #decode;
   #onProgress;
-  /** @type {Promise<{ engine: Transduce, token: string | null }[]>} */
+  /** @type {Promise<Stage[]>} */
   #stages;
-  /** A Translator made here: destroyed when done with. */
+  /**
+   * A Translator made here: destroyed when done with.
+   * @type {Translator | null}
+   */
   #own = null;
   /** @type {PageBlock[]} */
   #queue = [];
-  /** Blocks waiting for the visitor to scroll near, by the element observed. */
+  /**
+   * Blocks waiting for the visitor to scroll near, by the element observed.
+   * @type {Map<Element, PageBlock[]>}
+   */
   #waiting = new Map();
   /** @type {Applied[]} */
   #applied = [];
-  /** Nodes and attributes already queued or translated, so nothing is translated twice. */
+  /**
+   * Nodes and attributes already queued or translated, so nothing is translated twice.
+   * @type {WeakSet<Node>}
+   */
   #seen = new WeakSet();
+  /** @type {WeakMap<Element, Set<string>>} */
   #attributesSeen = new WeakMap();
   #total = 0;
   #translated = 0;
@@ -115,15 +128,23 @@ export class PageTranslation {
   #readyAt = Infinity;
   #running = false;
   #stopped = false;
+  /** @type {(() => void)[]} */
   #restoreHooks = [];
-  /** @type {{ resolve: () => void, reject: (e: any) => void }[]} */
+  /** @type {{ resolve: () => void, reject: (e: unknown) => void }[]} */
   #idle = [];
-  #visible = null;
+  /** @type {Ready} set in the constructor (the executor runs at once) */
+  #visible = /** @type {Ready} */ (/** @type {unknown} */ (null));
   /** Resolves once the blocks wanted at the start are queued (the observer's first report). */
   #reported = Promise.resolve();
+  /** @type {IntersectionObserver | null} */
   #intersection = null;
+  /** @type {MutationObserver | null} */
   #mutation = null;
 
+  /**
+   * @param {Element} root
+   * @param {Options & { lazy: boolean }} options
+   */
   constructor(root, { to, from, translator, lazy, onProgress, alignmentLayer, decode }) {
     this.#decode = decode ?? {};
     this.#root = root;
@@ -134,7 +155,10 @@ export class PageTranslation {
     this.#stages = this.#engines(translator, from, to);
     // Unhandled until someone waits: the same error reaches ready and idle().
     this.#stages.catch(() => {});
-    /** Resolves when the blocks in view at the start are translated (rejects if the model cannot load). */
+    /**
+     * Resolves when the blocks in view at the start are translated (rejects if the model cannot load).
+     * @type {Promise<void>}
+     */
     this.ready = new Promise((resolve, reject) => (this.#visible = { resolve, reject }));
     this.ready.catch(() => {});
     this.#start();
@@ -176,15 +200,24 @@ export class PageTranslation {
     for (const hook of this.#restoreHooks) hook();
   }
 
-  /** `hook` runs after restore() (translateDocument puts the document's lang back). */
+  /**
+   * `hook` runs after restore() (translateDocument puts the document's lang back).
+   * @param {() => void} hook
+   */
   onRestore(hook) {
     this.#restoreHooks.push(hook);
   }
 
+  /**
+   * @param {Options["translator"]} translator
+   * @param {string | undefined} from
+   * @param {string} to
+   * @returns {Promise<Stage[]>}
+   */
   async #engines(translator, from, to) {
-    if (translator && typeof translator.attention === "function") return [{ engine: translator, token: null }];
-    if (translator) return stagesOf(translator);
-    const made = await Translator.create({ sourceLanguage: from, targetLanguage: to });
+    if (translator && typeof /** @type {{ attention?: unknown }} */ (translator).attention === "function") return [{ engine: /** @type {Transduce} it has attention() */ (translator), token: null }];
+    if (translator) return stagesOf(/** @type {Translator} not a Transduce */ (translator));
+    const made = await Translator.create({ sourceLanguage: /** @type {string} translateElement checked it */ (from), targetLanguage: to });
     if (this.#stopped) {
       made.destroy();
       return [];
@@ -197,6 +230,7 @@ export class PageTranslation {
     const blocks = this.#collect(this.#root);
     // The root's own window (an iframe's element has its own).
     const view = /** @type {any} */ (this.#root.ownerDocument.defaultView ?? globalThis);
+    /** @type {typeof IntersectionObserver | undefined} */
     const IO = view.IntersectionObserver;
     if (!IO) {
       // No layout to ask (node): document order, all of them.
@@ -213,12 +247,14 @@ export class PageTranslation {
       }, { rootMargin: "50% 0px" });
       if (!blocks.length) reported();
       // The document's <title> has no box to scroll to: it goes with the first requests.
+      /** @param {PageBlock} b */
       const unseen = (b) => (b.kind === "attribute" ? b.element : b.parent).closest("head");
       this.#heads = blocks.filter(unseen).length;
       this.#enqueue(blocks.filter(unseen));
       for (const block of blocks.filter((b) => !unseen(b))) this.#watch(block);
       if (!blocks.length) this.#visible.resolve();
     }
+    /** @type {typeof MutationObserver | undefined} */
     const MO = view.MutationObserver;
     if (MO) {
       this.#mutation = new MO((records) => this.#added(records));
@@ -226,8 +262,12 @@ export class PageTranslation {
     }
   }
 
-  /** The blocks under `node` not seen before, marked seen. */
+  /**
+   * The blocks under `node` not seen before, marked seen.
+   * @param {Element} node
+   */
   #collect(node) {
+    /** @param {Node} n */
     const skip = (n) => this.#seen.has(n);
     const blocks = collect(node, { to: this.#to, skip }).filter((b) => {
       if (b.kind === "attribute") {
@@ -244,20 +284,29 @@ export class PageTranslation {
     return blocks;
   }
 
-  /** The element whose visibility says when a block is wanted. */
+  /**
+   * The element whose visibility says when a block is wanted.
+   * @param {PageBlock} block
+   */
   #watch(block) {
     const target = block.kind === "attribute" ? block.element : block.parent;
     const list = this.#waiting.get(target);
     if (list) list.push(block);
     else {
       this.#waiting.set(target, [block]);
-      this.#intersection.observe(target);
+      /** @type {IntersectionObserver} blocks are watched only where there is one */ (this.#intersection).observe(target);
     }
   }
 
-  /** The observer's report: blocks near the view go now; at the start, in view first. */
+  /**
+   * The observer's report: blocks near the view go now; at the start, in view first.
+   * @param {IntersectionObserverEntry[]} entries
+   * @param {boolean} first
+   */
   #seeing(entries, first) {
+    /** @type {PageBlock[]} */
     const near = [];
+    /** @type {PageBlock[]} */
     const far = [];
     for (const entry of entries) {
       const blocks = this.#waiting.get(entry.target);
@@ -268,13 +317,14 @@ export class PageTranslation {
         const inView = rect.bottom > 0 && rect.top < (globalThis.innerHeight || Infinity);
         (inView ? near : far).push(...blocks);
         this.#waiting.delete(entry.target);
-        this.#intersection.unobserve(entry.target);
+        /** @type {IntersectionObserver} it reports */ (this.#intersection).unobserve(entry.target);
       } else if (!this.#lazy) {
         far.push(...blocks);
         this.#waiting.delete(entry.target);
-        this.#intersection.unobserve(entry.target);
+        /** @type {IntersectionObserver} it reports */ (this.#intersection).unobserve(entry.target);
       }
     }
+    /** @param {PageBlock[]} list */
     const byOrder = (list) => list.sort((a, b) => order(a, b));
     if (first) {
       // `ready`: when the requests holding what is in view are done; they go alone, so the
@@ -287,9 +337,13 @@ export class PageTranslation {
     this.#enqueue(byOrder(far));
   }
 
-  /** New content: its blocks, when it is not inside a block already handled. */
+  /**
+   * New content: its blocks, when it is not inside a block already handled.
+   * @param {MutationRecord[]} records
+   */
   #added(records) {
     if (this.#stopped) return;
+    /** @type {PageBlock[]} */
     const blocks = [];
     for (const record of records) {
       for (const node of record.addedNodes) {
@@ -306,6 +360,7 @@ export class PageTranslation {
     else this.#enqueue(blocks);
   }
 
+  /** @param {PageBlock[]} blocks */
   #enqueue(blocks) {
     if (!blocks.length || this.#stopped) return;
     this.#queue.push(...blocks);
@@ -359,14 +414,22 @@ export class PageTranslation {
   }
 }
 
-/** Document order of two blocks. */
+/**
+ * Document order of two blocks.
+ * @param {PageBlock} a @param {PageBlock} b
+ */
 function order(a, b) {
+  /** @param {PageBlock} x */
   const node = (x) => (x.kind === "attribute" ? x.element : x.nodes[0]);
   const position = node(a).compareDocumentPosition(node(b));
   return position & 4 ? -1 : position & 2 ? 1 : 0;
 }
 
-/** Whether `el` or an element above it is a translated block's parent, or one of its nodes. */
+/**
+ * Whether `el` or an element above it is a translated block's parent, or one of its nodes.
+ * @param {Element | null} el
+ * @param {WeakSet<Node>} seen
+ */
 function ancestorSeen(el, seen) {
   for (let e = el; e; e = e.parentElement) if (seen.has(e)) return true;
   return false;
@@ -375,7 +438,7 @@ function ancestorSeen(el, seen) {
 /**
  * Translates blocks (one line each) through the stages and lays each out: null for a block
  * that got no translation.
- * @param {{ engine: Transduce, token: string | null }[]} stages
+ * @param {Stage[]} stages
  * @param {import("./placement.js").Block[]} blocks
  * @param {number | undefined} layer
  * @param {{ beam?: number, alpha?: number, maxExtra?: number }} [decode]
@@ -383,14 +446,16 @@ function ancestorSeen(el, seen) {
  */
 export async function translateBlocks(stages, blocks, layer, decode = {}) {
   const [first, ...rest] = stages;
+  /** @param {Stage} stage */
   const prefix = (stage) => (stage.token ? `${stage.token} ` : "");
+  /** @param {Stage} stage */
   const options = (stage) => ({ ...decode, ...(stage.token ? { prefix: prefix(stage) } : {}) });
   const { sentences } = await first.engine.translate(blocks.map((b) => b.text).join("\n"), options(first));
-  /** @type {any[][]} */
+  /** @type {import("./transduce.js").SentenceTranslation[][]} */
   const byLine = blocks.map(() => []);
   for (const sentence of sentences) byLine[sentence.line]?.push(sentence);
   // Through a pivot: the first model's lines through the rest; aligned by position.
-  /** @type {any[][] | null} */
+  /** @type {import("./transduce.js").SentenceTranslation[][] | null} */
   let final = null;
   if (rest.length) {
     let lines = byLine.map((list) => list.map((s) => s.target).join(" "));
@@ -457,7 +522,7 @@ function apply(block, items, to) {
   for (const el of block.elements) children.set(el, [...el.childNodes]);
   const anchor = block.whole ? null : block.nodes[block.nodes.length - 1].nextSibling;
   const lang = block.whole ? block.parent.getAttribute("lang") : null;
-  /** @returns {Node[]} */
+  /** @param {Item[]} list @returns {Node[]} */
   const build = (list) =>
     list.map((item) => {
       if ("text" in item) return doc.createTextNode(item.text);
@@ -477,7 +542,10 @@ function apply(block, items, to) {
   return { block, fresh, children, anchor, lang, value: null };
 }
 
-/** Gives a block back its original nodes, text and attributes. */
+/**
+ * Gives a block back its original nodes, text and attributes.
+ * @param {Applied} applied
+ */
 function putBack({ block, fresh, children, anchor, lang, value }) {
   if (block.kind === "attribute") {
     if (value === null) block.element.removeAttribute(block.name);

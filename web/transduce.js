@@ -13,8 +13,52 @@
 /** Where the worker script lives; override with `options.workerUrl`. */
 const DEFAULT_WORKER = new URL("./worker.js", import.meta.url);
 
+/** @typedef {import("./transduce.js").Transduce} Declared the class as transduce.d.ts declares it */
+/** @typedef {NonNullable<NonNullable<Parameters<Declared["translate"]>[1]>["onPartial"]>} OnPartial */
+/**
+ * What the worker's load answers (worker.js's OPS.load), kept for the getters; each
+ * request's `backend`, `device` and `why` replace its own (#ran).
+ * @typedef {object} Info
+ * @property {"webgpu" | "cpu"} backend
+ * @property {string} device
+ * @property {string} [fallbackReason]
+ * @property {Declared["threads"]} threads
+ * @property {string} [why]
+ * @property {Declared["calibration"]} [calibration]
+ * @property {Declared["hub"]} [hub]
+ * @property {Declared["config"]} config the bundle's config.json
+ * @property {string[]} [languageTokens]
+ * @property {Declared["channel"]} [channel]
+ */
+/**
+ * Each op of the worker (worker.js's OPS): what it answers, and the callback that gets what
+ * it posts on the way (`never`: nothing).
+ * @typedef {object} Ops
+ * @property {{ answer: Info, onEvent: NonNullable<import("./transduce.js").LoadOptions["onProgress"]> }} load
+ * @property {{ answer: import("./transduce.js").AdaptResult & { config: Declared["config"] }, onEvent: NonNullable<import("./transduce.js").AdaptOptions["onProgress"]> }} adapt
+ * @property {{ answer: boolean, onEvent: never }} cancelAdapt
+ * @property {{ answer: { config: Declared["config"] }, onEvent: never }} reset
+ * @property {{ answer: import("./transduce.js").TranslateResult, onEvent: OnPartial }} translate
+ * @property {{ answer: import("./transduce.js").ParseResult, onEvent: never }} parse
+ * @property {{ answer: import("./transduce.js").Attention, onEvent: never }} attention
+ * @property {{ answer: Awaited<ReturnType<Declared["memory"]>>, onEvent: never }} memory
+ * @property {{ answer: void, onEvent: never }} loseDevice
+ */
+/**
+ * A request in flight: its promise's ends, and the caller's callback of its events.
+ * @typedef {{ resolve: (value: unknown) => void, reject: (reason: unknown) => void, onEvent?: (value: unknown) => void }} Pending
+ */
+/**
+ * What the worker posts (worker.js's onmessage): an op's event or answer, or its error.
+ * @typedef {{ id: number, kind: "event", value: unknown } | { id: number, kind: "ok", value: unknown } | { id: number, kind: "error", value: { message: string, code: import("./transduce.js").ErrorCode | null, file: string | null, retryAfter: number | null } }} Reply
+ */
+
 export class TransduceError extends Error {
-  /** `code` and `file` say what went wrong and where, where known (a model by name). */
+  /**
+   * `code` and `file` say what went wrong and where, where known (a model by name).
+   * @param {string} message
+   * @param {{ code?: import("./transduce.js").ErrorCode | null, file?: string | null, retryAfter?: number | null }} [fields]
+   */
   constructor(message, { code = null, file = null, retryAfter = null } = {}) {
     super(message);
     this.name = "TransduceError";
@@ -28,9 +72,12 @@ export class TransduceError extends Error {
 export class Transduce {
   #worker;
   #next = 1;
+  /** @type {Map<number, Pending>} */
   #pending = new Map();
-  #info;
+  /** @type {Info} load() sets it before it returns the instance */
+  #info = /** @type {Info} */ (/** @type {unknown} */ (undefined));
 
+  /** @param {Worker} worker */
   constructor(worker) {
     this.#worker = worker;
     worker.onmessage = ({ data }) => this.#receive(data);
@@ -77,6 +124,8 @@ export class Transduce {
    *   model's config.json records, chosen on val).
    * options.adapted: load the visitor's adaptation of this model where one is stored
    *   (`adapt()`; default true). false: the shipped weights, the stored ones kept.
+   * @param {string | URL | import("./transduce.js").BundleBytes} source
+   * @param {import("./transduce.js").LoadOptions} [options]
    */
   static async load(source, options = {}) {
     const { backend = "auto", onProgress, cache = true, calibrate = false, relaxedSimd = true, workerUrl = DEFAULT_WORKER, adapted = true, hub, weights, languages, token } = options;
@@ -97,7 +146,7 @@ export class Transduce {
     try {
       worker = new Worker(workerUrl, { type: "module" });
     } catch (e) {
-      throw new TransduceError(`cannot start the worker at ${workerUrl}: ${e.message}`);
+      throw new TransduceError(`cannot start the worker at ${workerUrl}: ${/** @type {Error} */ (e).message}`);
     }
     const t = new Transduce(worker);
     const args = { ...bundle, backend, cache, calibrate: Array.isArray(calibrate) ? calibrate : !!calibrate, relaxedSimd: !!relaxedSimd, channel, channelWeight, adapted: adapted !== false };
@@ -163,6 +212,8 @@ export class Transduce {
    * options.replay: general pairs (same format) instead of the bundle's replay.tsv, or
    *   false for none. options.store: keep the result across reloads (default true).
    * Resolves to { adaptation, stored, storeError, ms }.
+   * @param {Parameters<Declared["adapt"]>[0]} pairs
+   * @param {Parameters<Declared["adapt"]>[1]} [options]
    */
   async adapt(pairs, options = {}) {
     if (!isOptions(options)) return rejectOptions(options);
@@ -198,6 +249,8 @@ export class Transduce {
    * see languageTokens) or prefix (text put before every sentence, e.g. ">>nld<< ").
    * Resolves to { text, sentences: [{ source, target, sourceTokens, targetTokens,
    * sourceIds, targetIds, line }], channel, ms, backend, device, why }.
+   * @param {string} text
+   * @param {Parameters<Declared["translate"]>[1]} [options]
    */
   translate(text, options = {}) {
     if (!isOptions(options)) return rejectOptions(options);
@@ -212,6 +265,8 @@ export class Transduce {
    * Parses one English sentence (§6.3). options: { beam, alpha, maxExtra, constrained }.
    * Resolves to { words, tree, bracketed, wellFormed, ms }; `tree` nodes are
    * { label, children } or { label (the tag), word }.
+   * @param {string} text
+   * @param {Parameters<Declared["parse"]>[1]} [options]
    */
   parse(text, options = {}) {
     if (!isOptions(options)) return rejectOptions(options);
@@ -219,7 +274,12 @@ export class Transduce {
     return this.#call("parse", { text, options: decode, constrained }).then((r) => this.#ran(r));
   }
 
-  /** Records where a request ran, so `backend`, `device` and `why` follow it. */
+  /**
+   * Records where a request ran, so `backend`, `device` and `why` follow it.
+   * @template {{ backend: "webgpu" | "cpu", device: string, why?: string }} R
+   * @param {R} result
+   * @returns {R}
+   */
   #ran(result) {
     if (result?.backend) {
       this.#info = { ...this.#info, backend: result.backend, device: result.device, why: result.why };
@@ -246,6 +306,7 @@ export class Transduce {
    * Attention weights for one translated sentence (an entry of `translate().sentences`):
    * { sourceTokens, targetTokens, encoderSelf, decoderSelf, cross }, each a list of layers
    * { heads, rows, cols, data } with data row-major [head][row][col].
+   * @param {import("./transduce.js").SentenceTranslation} sentence
    */
   attention(sentence) {
     if (typeof sentence !== "object" || sentence === null) {
@@ -263,20 +324,28 @@ export class Transduce {
     this.#pending.clear();
   }
 
+  /**
+   * @template {keyof Ops} Op
+   * @param {Op} op
+   * @param {object} args
+   * @param {Ops[Op]["onEvent"]} [onEvent]
+   * @returns {Promise<Ops[Op]["answer"]>}
+   */
   #call(op, args, onEvent) {
     const id = this.#next++;
-    return new Promise((resolve, reject) => {
-      this.#pending.set(id, { resolve, reject, onEvent });
+    return /** @type {Promise<Ops[Op]["answer"]>} the worker answers each op with its own (Ops) */ (new Promise((/** @type {(value: unknown) => void} */ resolve, reject) => {
+      this.#pending.set(id, { resolve, reject, onEvent: /** @type {Pending["onEvent"]} the worker posts each op's own events (Ops) */ (onEvent) });
       try {
         this.#worker.postMessage({ id, op, args });
       } catch (e) {
         // Arguments the worker cannot receive (functions, DOM nodes, …).
         this.#pending.delete(id);
-        reject(new TransduceError(`cannot send ${op}() its arguments: ${e.message}`));
+        reject(new TransduceError(`cannot send ${op}() its arguments: ${/** @type {Error} */ (e).message}`));
       }
-    });
+    }));
   }
 
+  /** @param {Reply} reply */
   #receive({ id, kind, value }) {
     const pending = this.#pending.get(id);
     if (!pending) return;
@@ -294,6 +363,9 @@ export class Transduce {
  * A bundle as the worker takes it: { url } for a folder URL (relative to the page), { hf }
  * for a model by name, { files } for { config, tokenizer, weights }; undefined when `source`
  * is left out; anything else is an error naming `what`.
+ * @param {string | URL | import("./transduce.js").BundleBytes | undefined} source
+ * @param {string} what
+ * @param {Pick<import("./transduce.js").LoadOptions, "hub" | "weights" | "languages" | "token">} [byName] how a model by name loads
  */
 function bundleArgs(source, what, { hub = undefined, weights = undefined, languages = undefined, token = undefined } = {}) {
   if (source === undefined || source === null) return undefined;
@@ -316,7 +388,10 @@ function bundleArgs(source, what, { hub = undefined, weights = undefined, langua
   throw new TransduceError(`${what} needs a bundle URL or { config, tokenizer, weights }`);
 }
 
-/** Pairs as the worker takes them: TSV text, from text or from [source, translation] lists. */
+/**
+ * Pairs as the worker takes them: TSV text, from text or from [source, translation] lists.
+ * @param {Parameters<Declared["adapt"]>[0]} pairs
+ */
 function pairsText(pairs) {
   if (typeof pairs === "string") return pairs;
   if (!Array.isArray(pairs)) {
@@ -334,11 +409,15 @@ function pairsText(pairs) {
     .join("\n");
 }
 
-/** Options are an object, or left out. */
+/**
+ * Options are an object, or left out.
+ * @param {unknown} options
+ */
 function isOptions(options) {
   return options === undefined || options === null || (typeof options === "object" && !Array.isArray(options));
 }
 
+/** @param {unknown} options */
 function rejectOptions(options) {
   const kind = Array.isArray(options) ? "an array" : typeof options;
   return Promise.reject(new TransduceError(`options must be an object, not ${kind}`));

@@ -60,7 +60,7 @@ export declare class Translator {
 }
 
 /** A Helsinki-NLP model family, by its names (web/routes.js). */
-export type OpusMtFamily = "tiny" | "base" | "tc-base" | "tc-big";
+export type OpusMtFamily = "tiny" | "base" | "tc-base" | "tc-big" | "tc-bible";
 
 export interface ModelChoice {
   /** The models in order: "Helsinki-NLP/opus-mt-tc-big-en-fr", or a bundle URL of the site's table. */
@@ -127,7 +127,7 @@ export default Translator;
 
 /**
  * The models a translator of this package runs, in order: one, or two through English, each
- * with its target token (or null). For element.js, which needs each sentence's pieces and
+ * with its target token (or undefined). For element.js, which needs each sentence's pieces and
  * attention, not the text alone.
  */
-export declare function stagesOf(translator: Translator): { engine: import("./transduce.js").Transduce; token: string | null }[];
+export declare function stagesOf(translator: Translator): { engine: import("./transduce.js").Transduce; token: string | undefined }[];

@@ -17,11 +17,29 @@ import { DEFAULT_HUB, exists, isCached, searchModels } from "./hub.js";
 import { FAMILIES, choose, direct, same, searches } from "./routes.js";
 import { BUNDLE_CACHE, openCache } from "./store.js";
 
+/** @typedef {import("./translator.js").ModelChoice} ModelChoice */
+/** @typedef {ReturnType<typeof import("./translator.js").stagesOf>[number]} Stage a model a translator runs, and its target token */
+/**
+ * A model of a pair's route: by name (an hf: reference) or a bundle folder of the site's
+ * table, with the target token put before every sentence.
+ * @typedef {{ reference?: string, url?: string, token?: string }} Part
+ */
+/**
+ * The site's entry for a pair (configure()): models by name, or a bundle folder URL.
+ * @typedef {{ parts: { reference: string, token?: string }[], source: string, target: string, url?: undefined, token?: undefined } | { url: string, source: string, target: string, token?: string, parts?: undefined }} Entry
+ */
+/**
+ * How a pair is translated (route()): its models in order and why (`model`); `url` and
+ * `token` where it is a bundle of the site's table, `pivot` where it goes through English.
+ * @typedef {{ parts: Part[], source: string, target: string, url?: string, token?: string, pivot?: string, model: ModelChoice }} Route
+ */
+/** @typedef {typeof globalThis & { Translator?: unknown }} WithTranslator globalThis with the browser's own Translator, where it has one */
+
 /** The worker refuses longer texts in one call (crates/transduce-web MAX_CHARS). */
 const INPUT_QUOTA = 100_000;
 
 /** Language pair → { url, languages } and loading options, set by configure()/install(). */
-/** @type {{ models: Map<string, any>, backend: import("./transduce.js").Backend, workerUrl: string | URL | undefined, channel: boolean, hub: string, opusMt: boolean, prefer: "small" | "quality" }} */
+/** @type {{ models: Map<string, Entry>, backend: import("./transduce.js").Backend, workerUrl: string | URL | undefined, channel: boolean, hub: string, opusMt: boolean, prefer: "small" | "quality" }} */
 const settings = { models: new Map(), backend: "auto", workerUrl: undefined, channel: false, hub: DEFAULT_HUB, opusMt: false, prefer: "small" };
 /** Bundle URL → number of create() calls downloading it now. */
 const downloading = new Map();
@@ -29,11 +47,17 @@ const downloading = new Map();
 const loadedUrls = new Set();
 
 /** How much of the download bar each bundle file fills (see create()). */
+/** @type {Record<string, number>} */
 const SHARE = { "config.json": 0.01, "tokenizer.json": 0.09, "model.safetensors": 0.9 };
 
+/** @param {string} name @param {string} message */
 const error = (name, message) => new DOMException(message, name);
 
-/** A BCP 47 tag in canonical form (`EN-us` → `en-US`), or null if it is not one. */
+/**
+ * A BCP 47 tag in canonical form (`EN-us` → `en-US`), or null if it is not one.
+ * @param {unknown} tag
+ * @returns {string | null}
+ */
 function canonical(tag) {
   if (typeof tag !== "string") return null;
   try {
@@ -43,11 +67,15 @@ function canonical(tag) {
   }
 }
 
-/** The site's entry for a pair: the exact tags first, then their primary languages (`en-US` → `en`). */
+/**
+ * The site's entry for a pair: the exact tags first, then their primary languages (`en-US` → `en`).
+ * @param {string} sourceLanguage @param {string} targetLanguage
+ */
 function lookup(sourceLanguage, targetLanguage) {
   const source = canonical(sourceLanguage);
   const target = canonical(targetLanguage);
   if (!source || !target) return null;
+  /** @param {string} tag */
   const primary = (tag) => tag.split("-")[0];
   for (const key of [`${source}→${target}`, `${primary(source)}→${primary(target)}`]) {
     const entry = settings.models.get(key);
@@ -56,11 +84,12 @@ function lookup(sourceLanguage, targetLanguage) {
   return null;
 }
 
+/** @param {import("./translator.js").TranslatorLanguages} options */
 function checkLanguages(options) {
   if (typeof options !== "object" || options === null) {
     throw new TypeError("Translator: expected { sourceLanguage, targetLanguage }");
   }
-  for (const field of ["sourceLanguage", "targetLanguage"]) {
+  for (const field of /** @type {const} */ (["sourceLanguage", "targetLanguage"])) {
     if (typeof options[field] !== "string") throw new TypeError(`Translator: ${field} must be a string`);
     if (!canonical(options[field])) throw new RangeError(`Translator: ${field} "${options[field]}" is not a BCP 47 language tag`);
   }
@@ -143,6 +172,8 @@ const ORG = "Helsinki-NLP";
  * or null. The hub is searched per pair (two- and three-letter codes, and once for all of
  * tc-bible), the pairs through English only where they could win; each answer is kept for
  * the page's life.
+ * @param {string} sourceLanguage @param {string} targetLanguage checked (checkLanguages)
+ * @returns {Promise<Route | null>}
  */
 async function route(sourceLanguage, targetLanguage) {
   const entry = lookup(sourceLanguage, targetLanguage);
@@ -151,15 +182,19 @@ async function route(sourceLanguage, targetLanguage) {
     return entry.parts ? { ...entry, model } : { ...entry, parts: [{ url: entry.url, token: entry.token }], model };
   }
   if (!settings.opusMt) return null;
-  const s = canonical(sourceLanguage).split("-")[0];
-  const t = canonical(targetLanguage).split("-")[0];
+  const s = /** @type {string} checkLanguages passed */ (canonical(sourceLanguage)).split("-")[0];
+  const t = /** @type {string} checkLanguages passed */ (canonical(targetLanguage)).split("-")[0];
   if (same(s, t)) return null;
+  /** @param {unknown} e */
   const limited = (e) => notKnown(e, []);
   const found = new Map();
-  /** The pair's models, or null where the hub has no search (then the names are probed). */
+  /**
+   * The pair's models, or null where the hub has no search (then the names are probed).
+   * @param {string} a @param {string} b
+   */
   const pair = async (a, b) => {
     const lists = await Promise.all(searches(a, b).map((q) => searchModels(ORG, q, settings.hub).catch(limited)));
-    const models = lists.some((l) => l === null) ? null : direct(lists.flat(), a, b);
+    const models = lists.some((l) => l === null) ? null : direct(/** @type {string[][]} none is null */ (lists).flat(), a, b);
     found.set(`${a}-${b}`, models ?? []);
     return models;
   };
@@ -182,16 +217,27 @@ async function route(sourceLanguage, targetLanguage) {
 /**
  * A failed question to the hub: `no` (the answer "none"), except that a hub that limits us
  * (429) is not a "no": availability() rejects with the wait.
+ * @template T
+ * @param {any} e whatever was thrown (`any`: its `code` is checked; hub.js's HubError)
+ * @param {T} no
+ * @returns {T}
  */
 function notKnown(e, no) {
   if (e?.code === "rate-limited") throw error("NetworkError", `${e.message}: Translator.availability cannot tell now`);
   return no;
 }
 
-/** For a hub without the model search: the 2020 names, probed one by one. */
+/**
+ * For a hub without the model search: the 2020 names, probed one by one.
+ * @param {string} s @param {string} t
+ * @returns {Promise<Route | null>}
+ */
 async function probe(s, t) {
+  /** @param {string} a @param {string} b */
   const name = (a, b) => `${ORG}/opus-mt-${a}-${b}`;
+  /** @param {string} repo */
   const has = (repo) => exists(repo, settings.hub).catch((e) => notKnown(e, false));
+  /** @type {(ids: string[], why: string) => ModelChoice} */
   const model = (ids, why) => ({ names: ids, families: ids.map(() => "base"), bytes: ids.length * FAMILIES.base.params, why });
   if (await has(name(s, t))) {
     return { parts: [{ reference: `hf:${name(s, t)}` }], source: s, target: t, model: model([name(s, t)], "the hub has no model search: the 2020 model of the pair") };
@@ -206,16 +252,23 @@ async function probe(s, t) {
   return null;
 }
 
-/** A key per part, for the downloading and loaded sets. */
+/** A key per part, for the downloading and loaded sets. @param {Part} part */
 const partKey = (part) => part.url ?? `${settings.hub} ${part.reference}`;
 
-/** The bundle URLs a pair's translator loads: its own, and with `channel` the reverse pair's. */
+/**
+ * The bundle URLs a pair's translator loads: its own, and with `channel` the reverse pair's
+ * (undefined where that is a model by name).
+ * @param {Route} entry a bundle of the site's table
+ */
 function bundleUrls(entry) {
   const reverse = settings.channel ? settings.models.get(`${entry.target}→${entry.source}`) : undefined;
   return reverse ? [entry.url, reverse.url] : [entry.url];
 }
 
-/** Whether the bundle's files are in the Cache API under the sums its config.json lists. */
+/**
+ * Whether the bundle's files are in the Cache API under the sums its config.json lists.
+ * @param {string | undefined} url
+ */
 async function cached(url) {
   if (typeof caches === "undefined") return false;
   try {
@@ -233,8 +286,10 @@ async function cached(url) {
   }
 }
 
+/** @param {EventTarget} target */
 function monotonic(target) {
   let last = -1;
+  /** @param {number} fraction */
   return (fraction) => {
     const loaded = Math.min(1, Math.max(last, fraction));
     if (loaded === last) return;
@@ -244,15 +299,30 @@ function monotonic(target) {
 }
 
 export class Translator {
-  /** The models in order, [{ engine, token }]: one, or two for a pivot. */
+  /**
+   * The models in order, [{ engine, token }]: one, or two for a pivot.
+   * @type {Stage[]}
+   */
   #stages;
-  /** Why these models: the route's choice (see `model`). */
+  /**
+   * Why these models: the route's choice (see `model`).
+   * @type {ModelChoice | null}
+   */
   #choice = null;
   #destroyed = false;
+  /** @type {AbortSignal | undefined} */
   #signal;
+  /** @type {Set<(reason: unknown) => void>} */
   #pending = new Set();
 
-  /** Not for callers: use Translator.create(). */
+  /**
+   * Not for callers: use Translator.create().
+   * @param {Stage[]} stages
+   * @param {string} sourceLanguage
+   * @param {string} targetLanguage
+   * @param {AbortSignal | undefined} signal
+   * @param {unknown} secret
+   */
   constructor(stages, sourceLanguage, targetLanguage, signal, secret) {
     if (secret !== CREATE) throw new TypeError("Illegal constructor: use Translator.create()");
     this.#stages = stages;
@@ -263,7 +333,11 @@ export class Translator {
     signal?.addEventListener("abort", () => this.destroy(), { once: true });
   }
 
-  /** "unavailable", "downloadable", "downloading" or "available" for a language pair. */
+  /**
+   * "unavailable", "downloadable", "downloading" or "available" for a language pair.
+   * @param {import("./translator.js").TranslatorLanguages} options
+   * @returns {Promise<import("./translator.js").Availability>}
+   */
   static async availability(options) {
     checkLanguages(options);
     const entry = await route(options.sourceLanguage, options.targetLanguage);
@@ -272,7 +346,7 @@ export class Translator {
       const keys = entry.parts.map(partKey);
       if (keys.every((k) => loadedUrls.has(k))) return "available";
       if (keys.some((k) => downloading.get(k))) return "downloading";
-      const stored = await Promise.all(entry.parts.map((p) => isCached(p.reference, settings.hub)));
+      const stored = await Promise.all(entry.parts.map((p) => isCached(/** @type {string} a model by name */ (p.reference), settings.hub)));
       return stored.every(Boolean) ? "available" : "downloadable";
     }
     const urls = bundleUrls(entry);
@@ -285,6 +359,8 @@ export class Translator {
    * Loads the pair's bundle (fetched with progress, or from the Cache API) in a worker.
    * options: { sourceLanguage, targetLanguage, monitor(m), signal }; `m` receives
    * "downloadprogress" events whose `loaded` runs from 0 to 1.
+   * @param {import("./translator.js").TranslatorCreateOptions} options
+   * @returns {Promise<Translator>}
    */
   static async create(options) {
     checkLanguages(options);
@@ -298,7 +374,7 @@ export class Translator {
     const events = new EventTarget();
     if (monitor !== undefined) {
       if (typeof monitor !== "function") throw new TypeError("Translator.create: monitor must be a function");
-      monitor(events);
+      monitor(/** @type {import("./translator.js").CreateMonitor} it dispatches the "downloadprogress" events (monotonic) */ (events));
     }
     const progress = monotonic(events);
     if (entry.parts.some((p) => p.reference)) return Translator.#createByName(entry, progress, signal);
@@ -308,7 +384,7 @@ export class Translator {
     let engine;
     try {
       progress(0);
-      const loading = Transduce.load(entry.url, {
+      const loading = Transduce.load(/** @type {string} no part has a name: the site's bundle */ (entry.url), {
         backend: settings.backend,
         workerUrl: settings.workerUrl,
         channel: urls[1],
@@ -342,6 +418,10 @@ export class Translator {
   /**
    * Loads the models of a route by name (one, or two through English), each in its own
    * worker; one bar across all of them: the bytes loaded over the bytes of every file.
+   * @param {Route} entry
+   * @param {(fraction: number) => void} progress
+   * @param {AbortSignal | undefined} signal
+   * @returns {Promise<Translator>}
    */
   static async #createByName(entry, progress, signal) {
     const keys = entry.parts.map(partKey);
@@ -352,7 +432,7 @@ export class Translator {
       progress(0);
       const loads = entry.parts.map((part, i) =>
         abortable(
-          Transduce.load(part.reference ?? part.url, {
+          Transduce.load(/** @type {string} a part has one */ (part.reference ?? part.url), {
             backend: settings.backend,
             workerUrl: settings.workerUrl,
             hub: settings.hub,
@@ -438,6 +518,7 @@ export class Translator {
   /** @param {unknown} input @param {{ signal?: AbortSignal }} [options] */
   translateStreaming(input, { signal } = {}) {
     let sent = "";
+    /** @type {Promise<{ text: string }> | undefined} */
     let run;
     return new ReadableStream({
       start: (controller) => {
@@ -465,6 +546,8 @@ export class Translator {
   /**
    * Extension (not in the Translator API): fine-tunes this translator on the visitor's own
    * pairs in its worker, kept for this language pair across reloads (Transduce#adapt).
+   * @param {string | [string, string][]} pairs
+   * @param {import("./transduce.js").AdaptOptions} [options]
    */
   async adapt(pairs, options = {}) {
     this.#check(options?.signal);
@@ -491,16 +574,24 @@ export class Translator {
     this.#pending.clear();
   }
 
+  /** @param {string} text @param {(p: { text: string }) => void} [onPartial] */
   #translate(text, onPartial) {
     return chain(this.#stages, text, onPartial);
   }
 
+  /** @param {AbortSignal} [signal] */
   #check(signal) {
     if (this.#destroyed) throw error("InvalidStateError", "the translator was destroyed");
     this.#signal?.throwIfAborted();
     signal?.throwIfAborted();
   }
 
+  /**
+   * @param {unknown} input
+   * @param {AbortSignal | undefined} signal
+   * @param {(p: { text: string }) => void} [onPartial]
+   * @returns {Promise<{ text: string }>}
+   */
   async #run(input, signal, onPartial) {
     this.#check(signal);
     const text = String(input);
@@ -508,7 +599,9 @@ export class Translator {
       throw error("QuotaExceededError", `the input is longer than inputQuota (${INPUT_QUOTA} characters)`);
     }
     if (!text.trim()) return { text: "" };
-    let reject;
+    /** @type {(reason: unknown) => void} */
+    let reject = () => {}; // set by the executor, which runs at once
+    /** @type {Promise<never>} */
     const destroyed = new Promise((_, r) => (reject = r));
     this.#pending.add(reject);
     try {
@@ -528,10 +621,10 @@ const STAGES = new WeakMap();
 
 /**
  * The models a translator runs, in order, [{ engine (a Transduce), token (its target
- * token, or null) }]: one, or two through English. For element.js, which needs each
+ * token, or undefined) }]: one, or two through English. For element.js, which needs each
  * sentence's pieces and attention, not the text alone.
  * @param {Translator} translator
- * @returns {{ engine: Transduce, token: string | null }[]}
+ * @returns {{ engine: Transduce, token: string | undefined }[]}
  */
 export function stagesOf(translator) {
   const stages = STAGES.get(translator);
@@ -543,17 +636,24 @@ export function stagesOf(translator) {
  * Through every stage: one model as it is; a pivot sentence by sentence, each sentence of the
  * first model handed to the second as soon as it is decoded (the two workers run side by
  * side), the output streamed in the input's order with its lines kept.
+ * @param {Stage[]} stages
+ * @param {string} text
+ * @param {(p: { text: string }) => void} [onPartial]
+ * @returns {Promise<{ text: string }>}
  */
 async function chain(stages, text, onPartial) {
   const [first, ...rest] = stages;
+  /** @param {Stage} stage @param {Parameters<Transduce["translate"]>[1]} [extra] */
   const options = (stage, extra = {}) => ({ ...(stage.token ? { prefix: `${stage.token} ` } : {}), ...extra });
   if (rest.length === 0) return first.engine.translate(text, options(first, onPartial ? { onPartial } : {}));
   const lines = text.split("\n");
+  /** @type {string[][]} */
   const out = lines.map(() => []);
   let emitted = Promise.resolve();
   const done = [];
   for (const [l, line] of lines.entries()) {
     if (!line.trim()) continue;
+    /** @type {Promise<string>[]} */
     const pending = [];
     await first.engine.translate(line, options(first, {
       onPartial: ({ index, sentence }) => {
@@ -579,6 +679,11 @@ async function chain(stages, text, onPartial) {
 /**
  * `promise`, or its rejection with the signal's reason (an AbortError by default) as soon as
  * the signal aborts; `dispose(value)` frees a value that arrives after the abort.
+ * @template T
+ * @param {Promise<T>} promise
+ * @param {AbortSignal} [signal]
+ * @param {(value: T) => void} [dispose]
+ * @returns {Promise<T>}
  */
 function abortable(promise, signal, dispose) {
   if (!signal) return promise;
@@ -605,12 +710,13 @@ function abortable(promise, signal, dispose) {
  * polyfill where the browser has no Translator of its own, or where `replaceNative` asks
  * for it over the browser's (whose own models may come from its vendor's servers, and wait
  * there offline). Returns true if it defined it.
+ * @param {Parameters<typeof import("./translator.js").install>[0]} [options]
  */
 export function install(options = {}) {
   const { replaceNative = false, ...rest } = options;
   if (typeof replaceNative !== "boolean") throw new TypeError(`Translator: replaceNative must be true or false, not ${typeof replaceNative}`);
   configure(rest);
-  if (typeof globalThis.Translator !== "undefined" && globalThis.Translator !== Translator && !replaceNative) return false;
+  if (typeof /** @type {WithTranslator} */ (globalThis).Translator !== "undefined" && /** @type {WithTranslator} */ (globalThis).Translator !== Translator && !replaceNative) return false;
   Object.defineProperty(globalThis, "Translator", { value: Translator, configurable: true, writable: true });
   return true;
 }
