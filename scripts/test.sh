@@ -170,6 +170,7 @@ if $quick; then
     # engine's, the GPU decoder's equality, the behaviour tests).
     cargo_tests --workspace --lib
     phase "node tests"
+    ensure_node_modules
     node_tests
     finish
 fi
@@ -269,7 +270,7 @@ example_train() {
     rm -rf "$dir"
     return $status
 }
-phase "the library example, the CTranslate2 check, node tests"
+phase "the library example, the CTranslate2 check"
 step "examples/train.rs trains tiny through the library" example_train
 
 # The CTranslate2 export (scripts/ct2.py) decodes each shipped translator (every
@@ -297,7 +298,6 @@ ct2_check() {
     return $status
 }
 step "CTranslate2 export decodes as transduce (scripts/ct2.py check, beam 4 and greedy)" ct2_check
-node_tests
 
 phase "waiting for the page's side"
 log "waiting for the page's side (wasm modules, tools, npm package)"
@@ -312,6 +312,9 @@ phase_rows+=("  beside the above: the page's tools"$'\t'"$((${page_tools:-0} - $
 phase_rows+=("  beside the above: tools, the page and the npm package in all"$'\t'"${page_all:-$((SECONDS - page_started))}")
 rm -f "$page_log" "$page_log.times"
 ensure_node_modules
+# After the page's side, which installs the node packages (linkedom for element.js's tests):
+# from nothing they are not there before it.
+node_tests
 pinned=$(awk -F'"' '/^wasm_bindgen = / { print $2 }' Trunk.toml)
 step "Trunk.toml pins Cargo.lock's wasm-bindgen ($(wasm_bindgen_version))" \
     test "$pinned" = "$(wasm_bindgen_version)"
