@@ -1,9 +1,9 @@
 //! One shape class's buffers and bind groups, and the recording of the encoder pass and
 //! of a decoder step (§3.1, §6.1).
 //!
-//! One file on purpose (about 860 lines): the buffers a shape class allocates and the
-//! dispatches that bind them are two halves of one layout (each dispatch names buffers by
-//! the fields made here); split apart, a change to one would silently desynchronise the other.
+//! One file on purpose: the buffers a shape class allocates and the dispatches that bind
+//! them are two halves of one layout (each dispatch names buffers by the fields made here);
+//! split apart, a change to one would silently desynchronise the other.
 //!
 //! A shape class is (sources, source rows, decoder rows, positions, candidates per row):
 //! its buffers and bind groups are made once and reused by every step and by later batches
@@ -279,18 +279,327 @@ fn record(pass: &mut wgpu::ComputePass<'_>, dispatches: &[Dispatch], rows: u32) 
     }
 }
 
+/// The buffers only the dispatches bind (activations, the caches, the position tables):
+/// the bind groups keep them alive, so the workspace does not.
+struct Scratch {
+    /// The encoder's output (§3.1).
+    memory: wgpu::Buffer,
+    /// The decoder rows' activations.
+    x: wgpu::Buffer,
+    qkv: wgpu::Buffer,
+    context: wgpu::Buffer,
+    hidden: wgpu::Buffer,
+    /// An output projection's result, before the residual and LayerNorm.
+    projected: wgpu::Buffer,
+    logits: wgpu::Buffer,
+    /// Each decoder layer's keys and values of the sources.
+    cross: Vec<wgpu::Buffer>,
+    /// Each decoder layer's keys and values of the positions so far.
+    caches: Vec<wgpu::Buffer>,
+    /// The source's and the target's position tables.
+    positions: (wgpu::Buffer, wgpu::Buffer),
+}
+
+impl Scratch {
+    fn new(model: &Resident, shape: Shape) -> Scratch {
+        let gpu = &model.gpu;
+        let c = &model.config;
+        let (hk, hv) = (c.n_heads * c.d_k, c.n_heads * c.d_v);
+        let (rows, srows, cap) = (shape.rows, shape.source_rows, shape.cap);
+        let f32s = |n: usize| n * 4;
+        let none = wgpu::BufferUsages::empty();
+        let biggest = rows.max(srows);
+        let layers = model.weights.decoder.len();
+        let positions = {
+            let (src, tgt) = model.position_tables(shape.positions);
+            (model.upload(&src), model.upload(&tgt))
+        };
+        Scratch {
+            memory: storage(gpu, f32s(srows * c.d_model), none),
+            x: storage(gpu, f32s(rows * c.d_model), none),
+            qkv: storage(gpu, f32s(biggest * (hk + hk + hv)), none),
+            context: storage(gpu, f32s(biggest * hv), none),
+            hidden: storage(gpu, f32s(biggest * c.d_ff), none),
+            projected: storage(gpu, f32s(biggest * c.d_model), none),
+            logits: storage(gpu, f32s(rows * c.vocab_size), none),
+            cross: (0..layers)
+                .map(|_| storage(gpu, f32s(srows * (hk + hv)), none))
+                .collect(),
+            caches: (0..layers)
+                .map(|_| storage(gpu, f32s(rows * cap * (hk + hv)), none))
+                .collect(),
+            positions,
+        }
+    }
+}
+
+/// What a pass's dispatches are made from: the model's shaders, the shape class, and the
+/// buffers every layer binds. The shapes of dispatch a layer is made of: products,
+/// residual + LayerNorm after a product, attention.
+struct Binder<'a> {
+    model: &'a Resident,
+    shape: Shape,
+    sources: &'a wgpu::Buffer,
+    history: &'a wgpu::Buffer,
+    scratch: &'a Scratch,
+}
+
+impl Binder<'_> {
+    /// A product over `rows` rows. Products also get the wide geometry for batches of many
+    /// rows (shaders.rs) where this workspace can hold that many.
+    fn linear(
+        &self,
+        (params, rows): (&wgpu::Buffer, usize),
+        l: &Linear,
+        store: Store,
+        input: &wgpu::Buffer,
+        out: &[&wgpu::Buffer],
+    ) -> Dispatch {
+        let mut buffers = vec![params, input, &l.w, &l.b];
+        buffers.extend_from_slice(out);
+        let geometry = |wide: bool| {
+            let grid = Grid::Blocks(shaders::linear_blocks(l.k, l.n, wide), shaders::LINEAR_ROWS);
+            bind(
+                &self.model.gpu,
+                &self.model.shaders.linear(l.k, l.n, store, wide),
+                &buffers,
+                grid,
+                Depth::linear(l.k, wide),
+            )
+        };
+        let mut dispatch = geometry(false);
+        if rows >= shaders::MANY_ROWS as usize {
+            dispatch.wide = Some(Box::new(geometry(true)));
+        }
+        dispatch
+    }
+
+    /// The output projection, then the residual and LayerNorm: two dispatches.
+    fn add_norm(
+        &self,
+        pass: (&wgpu::Buffer, usize),
+        l: &Linear,
+        norm: &LayerNorm,
+        input: &wgpu::Buffer,
+        res: &wgpu::Buffer,
+    ) -> [Dispatch; 2] {
+        let projected = &self.scratch.projected;
+        let product = self.linear(pass, l, Store::Plain, input, &[projected]);
+        let buffers = [pass.0, projected, &norm.gamma, &norm.beta, res];
+        let pipeline = self.model.shaders.norm(l.n);
+        let norm = bind(
+            &self.model.gpu,
+            &pipeline,
+            &buffers,
+            Grid::Rows,
+            Depth::norm(l.n),
+        );
+        [product, norm]
+    }
+
+    /// An attention pipeline over `keys`, with its depth.
+    fn attention(&self, layout: AttentionLayout, keys: Keys) -> (wgpu::ComputePipeline, Depth) {
+        let c = &self.model.config;
+        let pipeline = self
+            .model
+            .shaders
+            .attention(c.n_heads, c.d_k, c.d_v, layout, keys);
+        (pipeline, Depth::attention(c.d_k, c.d_v, keys))
+    }
+
+    fn attend(
+        &self,
+        params: &wgpu::Buffer,
+        (pipeline, depth): &(wgpu::ComputePipeline, Depth),
+        rows: &wgpu::Buffer,
+        q: &wgpu::Buffer,
+        kv: &wgpu::Buffer,
+        out: &wgpu::Buffer,
+    ) -> Dispatch {
+        let buffers = [params, rows, self.sources, self.history, q, kv, out];
+        let heads = Grid::Heads(self.model.config.n_heads as u32);
+        bind(&self.model.gpu, pipeline, &buffers, heads, *depth)
+    }
+
+    /// The FFN's inner product stores through the model's non-linearity (§3.3).
+    fn ffn(&self) -> Store {
+        match self.model.config.activation {
+            transduce::config::Activation::Relu => Store::Relu,
+            transduce::config::Activation::Swish => Store::Swish,
+        }
+    }
+
+    fn embed(&self) -> wgpu::ComputePipeline {
+        let c = &self.model.config;
+        let scale = (c.d_model as f64).sqrt() as f32;
+        self.model.shaders.embed(c.d_model, c.vocab_size, scale)
+    }
+
+    /// The encoder pass (§3.1), then each decoder layer's keys and values of the sources.
+    fn encoder_pass(&self, params: &wgpu::Buffer, enc_rows: &wgpu::Buffer) -> Vec<Dispatch> {
+        let (c, w, s) = (&self.model.config, &self.model.weights, self.scratch);
+        let (hk, hv) = (c.n_heads * c.d_k, c.n_heads * c.d_v);
+        let width = hk + hk + hv;
+        let embedding = [
+            params,
+            enc_rows,
+            &w.src_embedding,
+            &s.positions.0,
+            self.sources,
+            &s.positions.0,
+            &s.memory,
+        ];
+        let embed = self.embed();
+        let mut encoder = vec![bind(
+            &self.model.gpu,
+            &embed,
+            &embedding,
+            Grid::Rows,
+            Depth::embed(c.d_model),
+        )];
+        let ffn = self.ffn();
+        let attention = self.attention(layout(width, width, hk, 2 * hk), Keys::Source);
+        // The encoder's products run over the source rows.
+        let p = (params, self.shape.source_rows);
+        for l in &w.encoder {
+            encoder.push(self.linear(p, &l.qkv, Store::Plain, &s.memory, &[&s.qkv]));
+            encoder.push(self.attend(params, &attention, enc_rows, &s.qkv, &s.qkv, &s.context));
+            encoder.extend(self.add_norm(p, &l.o, &l.attn_norm, &s.context, &s.memory));
+            encoder.push(self.linear(p, &l.fc1, ffn, &s.memory, &[&s.hidden]));
+            encoder.extend(self.add_norm(p, &l.fc2, &l.ffn_norm, &s.hidden, &s.memory));
+        }
+        for (l, kv) in w.decoder.iter().zip(&s.cross) {
+            encoder.push(self.linear(p, &l.cross_kv, Store::Plain, &s.memory, &[kv]));
+        }
+        encoder
+    }
+
+    /// The decoder step (§3.1): embedding, then in each layer masked self-attention over
+    /// the cache, encoder–decoder attention and the FFN.
+    fn decoder_layers(&self, params: &wgpu::Buffer, dec_rows: &wgpu::Buffer) -> Vec<Dispatch> {
+        let (c, w, s) = (&self.model.config, &self.model.weights, self.scratch);
+        let (hk, hv, cap) = (c.n_heads * c.d_k, c.n_heads * c.d_v, self.shape.cap as u32);
+        let embedding = [
+            params,
+            dec_rows,
+            &w.tgt_embedding,
+            &s.positions.1,
+            self.sources,
+            &s.memory,
+            &s.x,
+        ];
+        let embed = self.embed();
+        let mut step = vec![
+            bind(
+                &self.model.gpu,
+                &embed,
+                &embedding,
+                Grid::Rows,
+                Depth::embed(c.d_model),
+            )
+            .named("embedding"),
+        ];
+        let kv_layout = layout(hk, hk + hv, 0, hk);
+        let self_attention = self.attention(kv_layout, Keys::Cache { cap });
+        let cross_attention = self.attention(kv_layout, Keys::Source);
+        let split = Store::Split { q: hk as u32, cap };
+        let ffn = self.ffn();
+        let p = (params, self.shape.rows);
+        for ((l, kv), cache) in w.decoder.iter().zip(&s.cross).zip(&s.caches) {
+            let qkv_product = self.linear(p, &l.qkv, split, &s.x, &[&s.qkv, cache]);
+            step.push(qkv_product.named("self Q/K/V"));
+            let a = self.attend(params, &self_attention, dec_rows, &s.qkv, cache, &s.context);
+            step.push(a.named("self-attention"));
+            let [o, n] = self.add_norm(p, &l.o, &l.self_norm, &s.context, &s.x);
+            step.extend([o.named("self out"), n.named("self residual + norm")]);
+            let q = self.linear(p, &l.cross_q, Store::Plain, &s.x, &[&s.qkv]);
+            step.push(q.named("cross Q"));
+            let a = self.attend(params, &cross_attention, dec_rows, &s.qkv, kv, &s.context);
+            step.push(a.named("cross-attention"));
+            let [o, n] = self.add_norm(p, &l.cross_o, &l.cross_norm, &s.context, &s.x);
+            step.extend([o.named("cross out"), n.named("cross residual + norm")]);
+            let f = self.linear(p, &l.fc1, ffn, &s.x, &[&s.hidden]);
+            step.push(f.named(match ffn {
+                Store::Swish => "FFN inner (swish)",
+                _ => "FFN inner (ReLU)",
+            }));
+            let [f, n] = self.add_norm(p, &l.fc2, &l.ffn_norm, &s.hidden, &s.x);
+            step.extend([f.named("FFN outer"), n.named("FFN residual + norm")]);
+        }
+        step
+    }
+
+    /// The output projection (§3.4), then the top-k over many workgroups per row (parts of
+    /// the vocabulary) and one workgroup per row merging the parts.
+    fn output_and_top_k(
+        &self,
+        params: &wgpu::Buffer,
+        (dec_rows, masks): (&wgpu::Buffer, &wgpu::Buffer),
+        (candidates, next_rows): (&wgpu::Buffer, &wgpu::Buffer),
+    ) -> [Dispatch; 3] {
+        let (gpu, k, s) = (&self.model.gpu, &self.model.shaders, self.scratch);
+        let (vocab, rows, top) = (self.model.config.vocab_size, self.shape.rows, self.shape.k);
+        let p = (params, rows);
+        let output = self.linear(
+            p,
+            &self.model.weights.output,
+            Store::Plain,
+            &s.x,
+            &[&s.logits],
+        );
+        let parts = shaders::select_parts(vocab);
+        let none = wgpu::BufferUsages::empty();
+        let part_stats = storage(gpu, rows * parts * 8, none);
+        let part_best = storage(
+            gpu,
+            rows * parts * top * std::mem::size_of::<Candidate>(),
+            none,
+        );
+        let part = bind(
+            gpu,
+            &k.select_part(vocab, top),
+            &[params, &s.logits, masks, dec_rows, &part_stats, &part_best],
+            Grid::Heads(parts as u32),
+            Depth::select_part(vocab),
+        );
+        let merge = bind(
+            gpu,
+            &k.select_merge(vocab, top),
+            &[
+                params,
+                &part_stats,
+                &part_best,
+                candidates,
+                dec_rows,
+                next_rows,
+            ],
+            Grid::Rows,
+            Depth::select_merge(vocab, top),
+        );
+        [
+            output.named("output projection"),
+            part.named("log-softmax + top-k"),
+            merge.named("top-k merge"),
+        ]
+    }
+}
+
+/// Where an attention's queries, keys and values sit in the rows it reads.
+fn layout(qs: usize, kvs: usize, ko: usize, vo: usize) -> AttentionLayout {
+    AttentionLayout {
+        qs: qs as u32,
+        qo: 0,
+        kvs: kvs as u32,
+        ko: ko as u32,
+        vo: vo as u32,
+    }
+}
+
 impl Workspace {
     /// Buffers and bind groups for batches of `shape` on `model`.
     pub(crate) fn new(model: &Resident, shape: Shape) -> Result<Workspace> {
         let gpu = &model.gpu;
-        let c = &model.config;
-        let k = &model.shaders;
-        let w = &model.weights;
-        let (d, dff, h) = (c.d_model, c.d_ff, c.n_heads);
-        let (hk, hv) = (h * c.d_k, h * c.d_v);
-        let vocab = c.vocab_size;
-        let limits = gpu.limits();
-        let max_rows = limits.max_compute_workgroups_per_dimension as usize;
+        let max_rows = gpu.limits().max_compute_workgroups_per_dimension as usize;
         if shape.rows > max_rows || shape.source_rows > max_rows {
             return Err(Error::Input(format!(
                 "a batch of {} decoder rows over {} source tokens is more than the GPU \
@@ -299,28 +608,20 @@ impl Workspace {
             )));
         }
         let (rows, srows, cap) = (shape.rows, shape.source_rows, shape.cap);
-        let f32s = |n: usize| n * 4;
-        let none = wgpu::BufferUsages::empty();
         let dst = wgpu::BufferUsages::COPY_DST;
-        let width = hk + hk + hv;
-        let biggest = rows.max(srows);
-
+        let src = wgpu::BufferUsages::COPY_SRC;
         let enc_params = uniform(gpu);
         let dec_params = uniform(gpu);
         let enc_rows = storage(gpu, srows * std::mem::size_of::<Row>(), dst);
         let dec_rows = storage(gpu, rows * std::mem::size_of::<Row>(), dst);
         let sources = storage(gpu, shape.sources * std::mem::size_of::<Source>(), dst);
-        let words = vocab.div_ceil(32);
+        let words = model.config.vocab_size.div_ceil(32);
         let masks = storage(gpu, rows * words * 4, dst);
         let history = storage(gpu, rows * cap * 4, dst);
-        let next_history = storage(gpu, rows * cap * 4, wgpu::BufferUsages::COPY_SRC);
+        let next_history = storage(gpu, rows * cap * 4, src);
         let cand_bytes = rows * shape.k * std::mem::size_of::<Candidate>();
-        let candidates = storage(gpu, cand_bytes, wgpu::BufferUsages::COPY_SRC);
-        let next_rows = storage(
-            gpu,
-            rows * std::mem::size_of::<Row>(),
-            wgpu::BufferUsages::COPY_SRC,
-        );
+        let candidates = storage(gpu, cand_bytes, src);
+        let next_rows = storage(gpu, rows * std::mem::size_of::<Row>(), src);
         let staging = [(); 2].map(|_| {
             gpu.device.create_buffer(&wgpu::BufferDescriptor {
                 label: None,
@@ -335,226 +636,32 @@ impl Workspace {
             usage: wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         });
-        let memory = storage(gpu, f32s(srows * d), none);
-        let x = storage(gpu, f32s(rows * d), none);
-        let qkv = storage(gpu, f32s(biggest * width), none);
-        let context = storage(gpu, f32s(biggest * hv), none);
-        let hidden = storage(gpu, f32s(biggest * dff), none);
-        // An output projection's result, before the residual and LayerNorm.
-        let projected = storage(gpu, f32s(biggest * d), none);
-        let logits = storage(gpu, f32s(rows * vocab), none);
-        let cross: Vec<wgpu::Buffer> = w
-            .decoder
-            .iter()
-            .map(|_| storage(gpu, f32s(srows * (hk + hv)), none))
-            .collect();
-        let caches: Vec<wgpu::Buffer> = w
-            .decoder
-            .iter()
-            .map(|_| storage(gpu, f32s(rows * cap * (hk + hv)), none))
-            .collect();
-        let positions = {
-            let (src, tgt) = model.position_tables(shape.positions);
-            (model.upload(&src), model.upload(&tgt))
-        };
 
-        let scale = (d as f64).sqrt() as f32;
-        let embed = k.embed(d, vocab, scale);
-        // The shapes of dispatch a layer is made of: products, residual + LayerNorm after
-        // a product, attention. Products also get the wide geometry for batches of many
-        // rows (shaders.rs) where this workspace can hold that many.
-        let many = |rows: usize| rows >= shaders::MANY_ROWS as usize;
-        let linear = |params: &wgpu::Buffer,
-                      l: &Linear,
-                      store: Store,
-                      input: &wgpu::Buffer,
-                      out: &[&wgpu::Buffer]| {
-            let mut buffers = vec![params, input, &l.w, &l.b];
-            buffers.extend_from_slice(out);
-            // The encoder's products run over the source rows.
-            let rows = if std::ptr::eq(params, &enc_params) {
-                srows
-            } else {
-                rows
-            };
-            let geometry = |wide: bool| {
-                let grid =
-                    Grid::Blocks(shaders::linear_blocks(l.k, l.n, wide), shaders::LINEAR_ROWS);
-                bind(
-                    gpu,
-                    &k.linear(l.k, l.n, store, wide),
-                    &buffers,
-                    grid,
-                    Depth::linear(l.k, wide),
-                )
-            };
-            let mut dispatch = geometry(false);
-            if many(rows) {
-                dispatch.wide = Some(Box::new(geometry(true)));
-            }
-            dispatch
+        let scratch = Scratch::new(model, shape);
+        let binder = Binder {
+            model,
+            shape,
+            sources: &sources,
+            history: &history,
+            scratch: &scratch,
         };
-        // The output projection, then the residual and LayerNorm: two dispatches.
-        let add_norm = |params: &wgpu::Buffer,
-                        l: &Linear,
-                        norm: &LayerNorm,
-                        input: &wgpu::Buffer,
-                        res: &wgpu::Buffer| {
-            let product = linear(params, l, Store::Plain, input, &[&projected]);
-            let buffers = [params, &projected, &norm.gamma, &norm.beta, res];
-            let norm = bind(gpu, &k.norm(l.n), &buffers, Grid::Rows, Depth::norm(l.n));
-            [product, norm]
-        };
-        let attend = |params: &wgpu::Buffer,
-                      (pipeline, depth): &(wgpu::ComputePipeline, Depth),
-                      rows: &wgpu::Buffer,
-                      q: &wgpu::Buffer,
-                      kv: &wgpu::Buffer,
-                      out: &wgpu::Buffer| {
-            let buffers = [params, rows, &sources, &history, q, kv, out];
-            bind(gpu, pipeline, &buffers, Grid::Heads(h as u32), *depth)
-        };
-        let layout = |qs: usize, kvs: usize, ko: usize, vo: usize| AttentionLayout {
-            qs: qs as u32,
-            qo: 0,
-            kvs: kvs as u32,
-            ko: ko as u32,
-            vo: vo as u32,
-        };
-
-        // The encoder pass (§3.1), then each decoder layer's keys and values of the sources.
-        let mut encoder = vec![bind(
-            gpu,
-            &embed,
-            &[
-                &enc_params,
-                &enc_rows,
-                &w.src_embedding,
-                &positions.0,
-                &sources,
-                &positions.0,
-                &memory,
-            ],
-            Grid::Rows,
-            Depth::embed(d),
-        )];
-        // The FFN's inner product stores through the model's non-linearity (§3.3).
-        let ffn = match c.activation {
-            transduce::config::Activation::Relu => Store::Relu,
-            transduce::config::Activation::Swish => Store::Swish,
-        };
-        let attention = |layout, keys| {
-            let pipeline = k.attention(h, c.d_k, c.d_v, layout, keys);
-            (pipeline, Depth::attention(c.d_k, c.d_v, keys))
-        };
-        let enc_attention = attention(layout(width, width, hk, 2 * hk), Keys::Source);
-        let p = &enc_params;
-        for l in &w.encoder {
-            encoder.push(linear(p, &l.qkv, Store::Plain, &memory, &[&qkv]));
-            encoder.push(attend(p, &enc_attention, &enc_rows, &qkv, &qkv, &context));
-            encoder.extend(add_norm(p, &l.o, &l.attn_norm, &context, &memory));
-            encoder.push(linear(p, &l.fc1, ffn, &memory, &[&hidden]));
-            encoder.extend(add_norm(p, &l.fc2, &l.ffn_norm, &hidden, &memory));
-        }
-        for (l, kv) in w.decoder.iter().zip(&cross) {
-            encoder.push(linear(p, &l.cross_kv, Store::Plain, &memory, &[kv]));
-        }
-
-        // The decoder step (§3.1): masked self-attention over the cache, encoder–decoder
-        // attention, FFN; then the output projection (§3.4) and the top-k.
+        let encoder = binder.encoder_pass(&enc_params, &enc_rows);
+        // A step: the history of each row (beam reordering as an index), the layers, the
+        // output projection and the top-k.
         let history_step = bind(
             gpu,
-            &k.history(cap as u32),
+            &model.shaders.history(cap as u32),
             &[&dec_params, &dec_rows, &history, &next_history],
             Grid::History(cap as u32),
             Depth::history(),
         )
         .named("history");
-        let mut step = vec![
-            bind(
-                gpu,
-                &embed,
-                &[
-                    &dec_params,
-                    &dec_rows,
-                    &w.tgt_embedding,
-                    &positions.1,
-                    &sources,
-                    &memory,
-                    &x,
-                ],
-                Grid::Rows,
-                Depth::embed(d),
-            )
-            .named("embedding"),
-        ];
-        let kv_layout = layout(hk, hk + hv, 0, hk);
-        let self_attention = attention(kv_layout, Keys::Cache { cap: cap as u32 });
-        let cross_attention = attention(kv_layout, Keys::Source);
-        let split = Store::Split {
-            q: hk as u32,
-            cap: cap as u32,
-        };
-        let p = &dec_params;
-        for ((l, kv), cache) in w.decoder.iter().zip(&cross).zip(&caches) {
-            let qkv_product = linear(p, &l.qkv, split, &x, &[&qkv, cache]);
-            step.push(qkv_product.named("self Q/K/V"));
-            let a = attend(p, &self_attention, &dec_rows, &qkv, cache, &context);
-            step.push(a.named("self-attention"));
-            let [o, n] = add_norm(p, &l.o, &l.self_norm, &context, &x);
-            step.extend([o.named("self out"), n.named("self residual + norm")]);
-            let q = linear(p, &l.cross_q, Store::Plain, &x, &[&qkv]);
-            step.push(q.named("cross Q"));
-            let a = attend(p, &cross_attention, &dec_rows, &qkv, kv, &context);
-            step.push(a.named("cross-attention"));
-            let [o, n] = add_norm(p, &l.cross_o, &l.cross_norm, &context, &x);
-            step.extend([o.named("cross out"), n.named("cross residual + norm")]);
-            let f = linear(p, &l.fc1, ffn, &x, &[&hidden]);
-            step.push(f.named(match ffn {
-                Store::Swish => "FFN inner (swish)",
-                _ => "FFN inner (ReLU)",
-            }));
-            let [f, n] = add_norm(p, &l.fc2, &l.ffn_norm, &hidden, &x);
-            step.extend([f.named("FFN outer"), n.named("FFN residual + norm")]);
-        }
-        let output = linear(p, &w.output, Store::Plain, &x, &[&logits]);
-        step.push(output.named("output projection"));
-        // The top-k over many workgroups per row (parts of the vocabulary), then one
-        // workgroup per row merging the parts.
-        let parts = shaders::select_parts(vocab);
-        let part_stats = storage(gpu, rows * parts * 8, none);
-        let part_best = storage(
-            gpu,
-            rows * parts * shape.k * std::mem::size_of::<Candidate>(),
-            none,
-        );
-        step.push(
-            bind(
-                gpu,
-                &k.select_part(vocab, shape.k),
-                &[p, &logits, &masks, &dec_rows, &part_stats, &part_best],
-                Grid::Heads(parts as u32),
-                Depth::select_part(vocab),
-            )
-            .named("log-softmax + top-k"),
-        );
-        step.push(
-            bind(
-                gpu,
-                &k.select_merge(vocab, shape.k),
-                &[
-                    p,
-                    &part_stats,
-                    &part_best,
-                    &candidates,
-                    &dec_rows,
-                    &next_rows,
-                ],
-                Grid::Rows,
-                Depth::select_merge(vocab, shape.k),
-            )
-            .named("top-k merge"),
-        );
+        let mut step = binder.decoder_layers(&dec_params, &dec_rows);
+        step.extend(binder.output_and_top_k(
+            &dec_params,
+            (&dec_rows, &masks),
+            (&candidates, &next_rows),
+        ));
         Ok(Workspace {
             shape,
             enc_params,

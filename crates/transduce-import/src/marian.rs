@@ -99,110 +99,12 @@ pub fn import_config(
     config: &Map<String, Value>,
     generation: Option<&Map<String, Value>>,
 ) -> Result<Imported, Refusal> {
-    match get(config, "model_type").and_then(Value::as_str) {
-        Some("marian") => {}
-        Some(other) => {
-            return Err(Refusal::new(
-                "model_type",
-                format!("{other:?} is not \"marian\": only Marian (OPUS-MT) models are imported"),
-            ));
-        }
-        None => return Err(Refusal::new("model_type", "missing (expected \"marian\")")),
-    }
-    // Layouts Marian's code never builds but a config could ask for: refused, not ignored.
-    for field in [
-        "normalize_before",
-        "normalize_embedding",
-        "layernorm_embedding",
-        "add_final_layer_norm",
-    ] {
-        if bool_field(config, field, false)? {
-            return Err(Refusal::new(
-                field,
-                "true: only the post-norm layers of the paper (§3.1) are supported, with no norm \
-                 on the embeddings or after the stacks",
-            ));
-        }
-    }
-    if !bool_field(config, "scale_embedding", false)? {
-        return Err(Refusal::new(
-            "scale_embedding",
-            "false (or absent): our embeddings are always scaled by √d_model (§3.4)",
-        ));
-    }
-    if !bool_field(config, "share_encoder_decoder_embeddings", true)? {
-        return Err(Refusal::new(
-            "share_encoder_decoder_embeddings",
-            "false: separate source and target vocabularies are not supported (one shared \
-             vocabulary, §3.4)",
-        ));
-    }
-    let vocab = usize_field(config, "vocab_size", 58_101)?;
-    if let Some(decoder_vocab) = get(config, "decoder_vocab_size")
-        && decoder_vocab.as_u64() != Some(vocab as u64)
-    {
-        return Err(Refusal::new(
-            "decoder_vocab_size",
-            format!(
-                "{decoder_vocab} differs from vocab_size {vocab}: one shared vocabulary is supported"
-            ),
-        ));
-    }
-    let d_model = usize_field(config, "d_model", 1024)?;
-    // Marian's students have fewer decoder layers than encoder layers (6 and 2).
-    let n_layers = usize_field(config, "encoder_layers", 12)?;
-    let decoder_layers = usize_field(config, "decoder_layers", 12)?;
-    for (field, depth) in [
-        ("encoder_layers", n_layers),
-        ("decoder_layers", decoder_layers),
-    ] {
-        if depth == 0 {
-            return Err(Refusal::new(field, "0: a stack needs at least one layer"));
-        }
-    }
-    let heads = same(
-        config,
-        "encoder_attention_heads",
-        "decoder_attention_heads",
-        16,
-    )?;
-    let d_ff = same(config, "encoder_ffn_dim", "decoder_ffn_dim", 4096)?;
-    if heads == 0 || !d_model.is_multiple_of(heads) {
-        return Err(Refusal::new(
-            "encoder_attention_heads",
-            format!("{heads} does not divide d_model {d_model}"),
-        ));
-    }
-    let activation = match get(config, "activation_function")
-        .map(|v| v.as_str().unwrap_or(""))
-        .unwrap_or("gelu")
-    {
-        "swish" | "silu" => Activation::Swish,
-        "relu" => Activation::Relu,
-        other => {
-            return Err(Refusal::new(
-                "activation_function",
-                format!("{other:?} is not supported (relu, swish or silu)"),
-            ));
-        }
-    };
-    let pad = usize_field(config, "pad_token_id", 58_100)? as u32;
-    let eos = usize_field(config, "eos_token_id", 0)? as u32;
-    let start = usize_field(config, "decoder_start_token_id", 58_100)? as u32;
-    if start != pad {
-        return Err(Refusal::new(
-            "decoder_start_token_id",
-            format!("{start} differs from pad_token_id {pad}: Marian decoders start from padding"),
-        ));
-    }
-    for (field, id) in [("pad_token_id", pad), ("eos_token_id", eos)] {
-        if id as usize >= vocab {
-            return Err(Refusal::new(
-                field,
-                format!("{id} is outside the vocabulary of {vocab}"),
-            ));
-        }
-    }
+    check_model_type(config)?;
+    check_layout(config)?;
+    let vocab = vocabulary(config)?;
+    let shape = shape(config)?;
+    let activation = activation(config)?;
+    let (pad, eos) = special_ids(config, vocab)?;
     let tied = bool_field(config, "tie_word_embeddings", true)?;
     let max_len = usize_field(config, "max_position_embeddings", 1024)?;
     let dropout = f64_field(config, "dropout", 0.1)?;
@@ -215,6 +117,13 @@ pub fn import_config(
              not applied when fine-tuning: it affects training only"
         ));
     }
+    let Shape {
+        d_model,
+        n_layers,
+        decoder_layers,
+        heads,
+        d_ff,
+    } = shape;
     let model = ModelConfig {
         vocab_size: vocab + 1,
         n_layers,
@@ -248,6 +157,150 @@ pub fn import_config(
         tied,
         notes,
     })
+}
+
+fn check_model_type(config: &Map<String, Value>) -> Result<(), Refusal> {
+    match get(config, "model_type").and_then(Value::as_str) {
+        Some("marian") => Ok(()),
+        Some(other) => Err(Refusal::new(
+            "model_type",
+            format!("{other:?} is not \"marian\": only Marian (OPUS-MT) models are imported"),
+        )),
+        None => Err(Refusal::new("model_type", "missing (expected \"marian\")")),
+    }
+}
+
+/// The paper's layout (§3.1, §3.4), which every OPUS-MT model has: post-norm layers, no
+/// norm on the embeddings or after the stacks, embeddings scaled by √d_model, one shared
+/// vocabulary. Layouts Marian's code never builds but a config could ask for are refused,
+/// not ignored.
+fn check_layout(config: &Map<String, Value>) -> Result<(), Refusal> {
+    for field in [
+        "normalize_before",
+        "normalize_embedding",
+        "layernorm_embedding",
+        "add_final_layer_norm",
+    ] {
+        if bool_field(config, field, false)? {
+            return Err(Refusal::new(
+                field,
+                "true: only the post-norm layers of the paper (§3.1) are supported, with no norm \
+                 on the embeddings or after the stacks",
+            ));
+        }
+    }
+    if !bool_field(config, "scale_embedding", false)? {
+        return Err(Refusal::new(
+            "scale_embedding",
+            "false (or absent): our embeddings are always scaled by √d_model (§3.4)",
+        ));
+    }
+    if !bool_field(config, "share_encoder_decoder_embeddings", true)? {
+        return Err(Refusal::new(
+            "share_encoder_decoder_embeddings",
+            "false: separate source and target vocabularies are not supported (one shared \
+             vocabulary, §3.4)",
+        ));
+    }
+    Ok(())
+}
+
+/// `vocab_size`, which `decoder_vocab_size` (where given) must equal.
+fn vocabulary(config: &Map<String, Value>) -> Result<usize, Refusal> {
+    let vocab = usize_field(config, "vocab_size", 58_101)?;
+    if let Some(decoder_vocab) = get(config, "decoder_vocab_size")
+        && decoder_vocab.as_u64() != Some(vocab as u64)
+    {
+        return Err(Refusal::new(
+            "decoder_vocab_size",
+            format!(
+                "{decoder_vocab} differs from vocab_size {vocab}: one shared vocabulary is supported"
+            ),
+        ));
+    }
+    Ok(vocab)
+}
+
+/// The stacks' sizes (§3.1–3.3).
+struct Shape {
+    d_model: usize,
+    n_layers: usize,
+    decoder_layers: usize,
+    heads: usize,
+    d_ff: usize,
+}
+
+/// The stacks' sizes: depths may differ (Marian's students have 6 encoder layers and 2
+/// decoder layers), heads and FFN widths may not (our layers share one setting).
+fn shape(config: &Map<String, Value>) -> Result<Shape, Refusal> {
+    let d_model = usize_field(config, "d_model", 1024)?;
+    let n_layers = usize_field(config, "encoder_layers", 12)?;
+    let decoder_layers = usize_field(config, "decoder_layers", 12)?;
+    for (field, depth) in [
+        ("encoder_layers", n_layers),
+        ("decoder_layers", decoder_layers),
+    ] {
+        if depth == 0 {
+            return Err(Refusal::new(field, "0: a stack needs at least one layer"));
+        }
+    }
+    let heads = same(
+        config,
+        "encoder_attention_heads",
+        "decoder_attention_heads",
+        16,
+    )?;
+    let d_ff = same(config, "encoder_ffn_dim", "decoder_ffn_dim", 4096)?;
+    if heads == 0 || !d_model.is_multiple_of(heads) {
+        return Err(Refusal::new(
+            "encoder_attention_heads",
+            format!("{heads} does not divide d_model {d_model}"),
+        ));
+    }
+    Ok(Shape {
+        d_model,
+        n_layers,
+        decoder_layers,
+        heads,
+        d_ff,
+    })
+}
+
+/// The FFN's activation (§3.3 has ReLU; most OPUS-MT models swish).
+fn activation(config: &Map<String, Value>) -> Result<Activation, Refusal> {
+    match get(config, "activation_function")
+        .map(|v| v.as_str().unwrap_or(""))
+        .unwrap_or("gelu")
+    {
+        "swish" | "silu" => Ok(Activation::Swish),
+        "relu" => Ok(Activation::Relu),
+        other => Err(Refusal::new(
+            "activation_function",
+            format!("{other:?} is not supported (relu, swish or silu)"),
+        )),
+    }
+}
+
+/// The padding and end ids, inside the vocabulary; decoders start from padding.
+fn special_ids(config: &Map<String, Value>, vocab: usize) -> Result<(u32, u32), Refusal> {
+    let pad = usize_field(config, "pad_token_id", 58_100)? as u32;
+    let eos = usize_field(config, "eos_token_id", 0)? as u32;
+    let start = usize_field(config, "decoder_start_token_id", 58_100)? as u32;
+    if start != pad {
+        return Err(Refusal::new(
+            "decoder_start_token_id",
+            format!("{start} differs from pad_token_id {pad}: Marian decoders start from padding"),
+        ));
+    }
+    for (field, id) in [("pad_token_id", pad), ("eos_token_id", eos)] {
+        if id as usize >= vocab {
+            return Err(Refusal::new(
+                field,
+                format!("{id} is outside the vocabulary of {vocab}"),
+            ));
+        }
+    }
+    Ok((pad, eos))
 }
 
 /// `generate`'s defaults as our decoding options: `num_beams` (1 when absent, as

@@ -23,6 +23,13 @@ let native = null;
 
 const EN_DE = "hf:Helsinki-NLP/opus-mt-en-de";
 
+/** The families published since 2021, each by a name of its family and its fixture. */
+const FAMILIES = [
+  ["Helsinki-NLP/opus-mt-tc-big-en-de", "tc"],
+  ["Helsinki-NLP/opus-mt_tiny_eng-deu", "student"],
+  ["Helsinki-NLP/opus-mt-tc-bible-big-en-deu_nld", "bible"],
+];
+
 /** Starts the test hub and computes the native references (imports into the scratch folder). */
 export async function mount(scratch) {
   hub = await startHub();
@@ -154,7 +161,7 @@ export const onCpu = step(name, async ({ b }) => {
   await test("hub: tc-big's layout, a tiny student's and a tc-bible model's open by their family names in the page and translate as transformers", async () => {
     // In f32, as transformers computes: the student fixture copies badly on purpose (greedy
     // margins down to 0.0018), so int8 storage may change its outputs.
-    for (const [name, fixture] of [["Helsinki-NLP/opus-mt-tc-big-en-de", "tc"], ["Helsinki-NLP/opus-mt_tiny_eng-deu", "student"], ["Helsinki-NLP/opus-mt-tc-bible-big-en-deu_nld", "bible"]]) {
+    for (const [name, fixture] of FAMILIES) {
       const ref = JSON.parse(await readFile(join(repo, `tests/fixtures/marian/${fixture}/reference.json`), "utf8"));
       const cases = ref.generate.slice(0, 8);
       const page = await b.context.newPage();
@@ -286,6 +293,31 @@ export const onWebgpu = step(name, async ({ b }) => {
     });
     assertEqual(found.backend, "webgpu", "backend");
     same(found.texts, native.enDe.f32, "WebGPU beam 4");
+  }, { needsTestServer: true });
+
+  await test("hub: tc-big's layout, a tiny student's and a tc-bible model's translate on WebGPU as transformers", async () => {
+    // f32 weights, as transformers computes; four sentences of each, greedy and beam 4.
+    const page = await b.context.newPage();
+    await page.goto(`${base}/index.html?backend=cpu`);
+    for (const [name, fixture] of FAMILIES) {
+      const ref = JSON.parse(await readFile(join(repo, `tests/fixtures/marian/${fixture}/reference.json`), "utf8"));
+      const cases = ref.generate.slice(0, 4);
+      const found = await page.evaluate(async ({ reference, hub, texts }) => {
+        const { Transduce } = await import("/transduce.js");
+        const t = await Transduce.load(reference, { hub, backend: "webgpu", weights: "f32" });
+        const out = { backend: t.backend, beam: [], greedy: [] };
+        for (const s of texts) {
+          out.beam.push((await t.translate(s, { beam: 4 })).text);
+          out.greedy.push((await t.translate(s, { beam: 1 })).text);
+        }
+        t.free();
+        return out;
+      }, { reference: `hf:${name}`, hub: hubUrl(), texts: cases.map((c) => c.text) });
+      assertEqual(found.backend, "webgpu", `${name}: backend`);
+      same(found.beam, cases.map((c) => c.beam4.text), `${name} on WebGPU, beam 4`);
+      same(found.greedy, cases.map((c) => c.greedy.text), `${name} on WebGPU, greedy`);
+    }
+    await page.close();
   }, { needsTestServer: true });
 }, { ownPage: true });
 

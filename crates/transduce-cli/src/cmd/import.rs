@@ -30,8 +30,10 @@ pub struct ImportCmd {
     /// The model: a folder holding config.json, model.safetensors or pytorch_model.bin,
     /// source.spm, vocab.json (generation_config.json and README.md when present), as the
     /// Hugging Face hub serves OPUS-MT models; or a name on the hub,
-    /// `hf:ORG/NAME[@REVISION]` (e.g. hf:Helsinki-NLP/opus-mt-en-fr), downloaded into
-    /// ~/.cache/transduce/hub/ (`$TRANSDUCE_HUB_CACHE`).
+    /// `hf:ORG/NAME[@REVISION]` (e.g. hf:Helsinki-NLP/opus-mt-en-fr), read from or
+    /// downloaded into the Hugging Face cache that transformers shares (`$HF_HUB_CACHE`,
+    /// else `$HF_HOME/hub`, else ~/.cache/huggingface/hub; `$TRANSDUCE_HUB_CACHE` overrides;
+    /// `HF_HUB_OFFLINE=1` reads the cache without asking the hub).
     pub dir: PathBuf,
     /// The hub `hf:` names are fetched from (`$HF_ENDPOINT`, else https://huggingface.co).
     #[arg(long)]

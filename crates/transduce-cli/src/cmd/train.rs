@@ -20,6 +20,7 @@ pub enum Resume {
     Auto,
 }
 use crate::options;
+use transduce_train::train::job;
 use transduce_train::{distributed, fsutil, model_folder, train};
 
 #[derive(Args)]
@@ -225,196 +226,41 @@ pub fn run(cmd: TrainCmd) -> Result<()> {
         cmd.backend.check_number(Some(number))?;
     }
     cross_machine_sums(&cmd)?;
-    let local = LocalRanks::requested(
-        cmd.nproc_per_node,
-        &cmd.devices,
-        cmd.nnodes,
-        cmd.node_rank,
-        cmd.master_addr.as_deref(),
-        cmd.master_port,
-    )?;
-    match (&local, &launch) {
-        (Some(local), None) => return spawn::run(local),
-        (Some(_), Some(launch)) if !spawn::is_started_rank() => {
-            return Err(Error::Usage(format!(
-                "{} started this process as rank {} of {}, and --nproc-per-node, --nnodes or --devices listing several would start ranks too: use one or the other",
-                launch.launcher, launch.rank, launch.world
-            )));
-        }
-        _ => {}
+    if let Some(local) = local_ranks(&cmd, launch.as_ref())? {
+        return spawn::run(&local);
     }
     transduce_train::backend::set_fusion(!cmd.no_fusion)?;
-    let timeout = std::time::Duration::try_from_secs_f64(cmd.collective_timeout)
-        .unwrap_or(std::time::Duration::MAX);
-    let collective = distributed::join::join(launch.as_ref(), timeout)?;
-    let lead = collective.as_ref().is_none_or(|c| c.leads());
-    let number = match (&launch, cmd.devices.as_slice()) {
-        // One device a rank: its LOCAL_RANK's (on CUDA among those CUDA_VISIBLE_DEVICES
-        // leaves visible), or the LOCAL_RANK-th listed.
-        (Some(launch), []) if cmd.backend == Backend::Cuda => Some(distributed::env::cuda_device(
-            launch.local_rank,
-            std::env::var("CUDA_VISIBLE_DEVICES").ok().as_deref(),
-        )?),
-        (Some(launch), []) if cmd.backend == Backend::Wgpu => {
-            if std::env::var_os("CUDA_VISIBLE_DEVICES").is_some() && lead {
-                eprintln!(
-                    "wgpu numbers its own adapters: CUDA_VISIBLE_DEVICES is not read (rank r \
-                     takes adapter LOCAL_RANK; --devices picks others)"
-                );
-            }
-            Some(launch.local_rank)
-        }
-        (Some(launch), listed) if listed.len() > 1 => {
-            let id = listed.get(launch.local_rank).ok_or_else(|| {
-                Error::Usage(format!(
-                    "--devices lists {} devices, but this is local rank {}: list one per rank on this machine",
-                    listed.len(),
-                    launch.local_rank
-                ))
-            })?;
-            Some(*id)
-        }
-        (_, listed) => listed.first().copied(),
-    };
-    let device = cmd.backend.device_numbered(number)?;
-    let graph = replays(cmd.backend, cmd.eager, cmd.graph);
-    let collective = distributed::exchange_mode::on_device(
-        collective,
-        cmd.exchange,
-        cmd.backend,
-        (number.unwrap_or(0), graph, lead),
-        timeout,
+    let rank = job::Rank::join(
+        launch.as_ref(),
+        &job::JobOptions {
+            backend: cmd.backend,
+            devices: &cmd.devices,
+            exchange: cmd.exchange,
+            eager: cmd.eager,
+            graph: cmd.graph,
+            timeout: std::time::Duration::try_from_secs_f64(cmd.collective_timeout)
+                .unwrap_or(std::time::Duration::MAX),
+        },
     )?;
-    if let (Some(c), Some(launch)) = (&collective, &launch) {
-        // One write, newline included: stderr is unbuffered, and ranks writing piece by
-        // piece interleave their lines.
-        let line = format!(
-            "rank {} of {} ({}, local rank {}) on {device:?}\n",
-            c.rank(),
-            c.world(),
-            launch.launcher,
-            launch.local_rank
-        );
-        let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
-    } else {
-        eprintln!("device: {device:?}");
-    }
-    let world = collective.as_ref().map_or(1, |c| c.world());
-    for (var, launcher) in [
-        ("TORCHELASTIC_RESTART_COUNT", "torchrun"),
-        ("SLURM_RESTART_COUNT", "SLURM"),
-    ] {
-        if let Some(count) = std::env::var(var)
-            .ok()
-            .filter(|c| c != "0" && !c.is_empty())
-            && lead
-        {
-            eprintln!("restart {count} of this job ({launcher}, {var})");
-        }
-    }
     let resume = match cmd.resume {
-        None => false,
-        Some(Resume::Yes) => {
-            if cmd.init.is_some() {
-                return Err(Error::Usage(
-                    "--init starts a new run and --resume continues one: pass one of them \
-                     (or --resume auto, which uses --init only when it starts the run)"
-                        .into(),
-                ));
-            }
-            true
-        }
-        Some(Resume::Auto) => {
-            let found = lead
-                && cmd.out.join(train::RUN_FILE).exists()
-                && !train::checkpoint::list(&cmd.out)?.is_empty();
-            let found = match collective.as_deref() {
-                Some(c) => transduce_train::distributed::agree(c, found)?,
-                None => found,
-            };
-            if lead {
-                eprintln!(
-                    "--resume auto: {}",
-                    if found {
-                        "a checkpoint is there: resuming"
-                    } else {
-                        "no checkpoint yet: starting a new run"
-                    }
-                );
-            }
-            found
-        }
+        None => job::Resume::No,
+        Some(Resume::Yes) => job::Resume::Yes,
+        Some(Resume::Auto) => job::Resume::Auto,
     };
-    let (data_dir, run_config) = if resume {
-        let run = train::RunConfig::read(&cmd.out)?;
-        (run.data.clone(), Some(run))
-    } else {
-        let data = cmd
-            .data
-            .clone()
-            .ok_or_else(|| Error::Usage("--data is required for a new run".into()))?;
-        (data, None)
-    };
-    let prepared = Prepared::load(&data_dir)?;
-    let config = match run_config {
-        Some(run) => run,
-        None => {
-            let init = cmd
-                .init
-                .as_deref()
-                .map(|path| model_folder::init_weights(path, &prepared.tokenizer, &data_dir))
-                .transpose()?;
-            let init_model = init.as_ref().and_then(|i| i.model.clone());
-            train::RunConfig {
-                model: model_config(&cmd, prepared.tokenizer.vocab_size(), init_model)?,
-                options: train::TrainOptions {
-                    max_tokens: cmd.max_tokens,
-                    accum: cmd.accum,
-                    warmup: cmd.warmup,
-                    lr_factor: cmd.lr_factor,
-                    max_steps: cmd.max_steps,
-                    max_epochs: cmd.max_epochs,
-                    max_minutes: cmd.max_minutes,
-                    checkpoint_minutes: Some(cmd.checkpoint_minutes),
-                    checkpoint_steps: cmd.checkpoint_steps,
-                    keep: cmd.keep,
-                    valid_every: cmd.valid_every,
-                    seed: cmd.seed,
-                    precision: cmd.precision,
-                    world,
-                    shapes: cmd.shapes.unwrap_or(match cmd.backend {
-                        Backend::Cpu => Shapes::Exact,
-                        Backend::Wgpu | Backend::Cuda => Shapes::Classes,
-                    }),
-                },
-                data: data_dir.clone(),
-                init: init.map(|i| i.weights),
-            }
-        }
-    };
-    let mut config = config;
-    if resume {
-        // Stop conditions may be extended when resuming.
-        config.options.max_steps = cmd.max_steps.or(config.options.max_steps);
-        config.options.max_epochs = cmd.max_epochs.or(config.options.max_epochs);
-        config.options.max_minutes = cmd.max_minutes.or(config.options.max_minutes);
-        keep_step_batches(&mut config.options, world, lead)?;
-    }
-    let mut prepared = prepared;
+    let resume = job::resumes(resume, cmd.init.is_some(), &cmd.out, &rank)?;
+    let (config, mut prepared) = run_config(&cmd, resume, &rank)?;
     prepared.train.close_sources(&config.model);
     if let Some(valid) = &mut prepared.valid {
         valid.close_sources(&config.model);
     }
     let focus = train::focus_rule(&config.model, &prepared.tokenizer)?;
-    if lead {
+    // The other ranks say only which they are: their settings are rank 0's.
+    if rank.lead {
         std::fs::create_dir_all(&cmd.out).map_err(io(&cmd.out))?;
         fsutil::write_atomic(
             &cmd.out.join(TOKENIZER_FILE),
             prepared.tokenizer.to_json()?.as_bytes(),
         )?;
-    }
-    // The other ranks say only which they are: their settings are rank 0's.
-    if lead {
         eprintln!(
             "model: {} parameters; {} training pairs",
             config.model.num_params(),
@@ -427,65 +273,110 @@ pub fn run(cmd: TrainCmd) -> Result<()> {
         train: &prepared.train,
         valid: prepared.valid.as_ref(),
         focus,
-        device,
+        device: rank.device.clone(),
         resume,
         progress: !cmd.quiet,
         log_every: cmd.log_every,
-        graph,
+        graph: rank.graph,
         fused: !cmd.no_fused_layers,
-        collective: collective.as_deref(),
+        collective: rank.collective.as_deref(),
     }
     .run()?;
-    if !lead {
-        return Ok(());
-    }
-    eprintln!(
-        "stopped at step {} (epoch {}, {:.0} s); checkpoint {}{}",
-        summary.state.step,
-        summary.state.epoch,
-        summary.state.elapsed_secs,
-        summary
-            .last_checkpoint
-            .map(|p| p.display().to_string())
-            .unwrap_or_default(),
-        summary
-            .valid_nll
-            .map(|n| format!("; validation perplexity {:.3}", n.exp()))
-            .unwrap_or_default()
-    );
-    Ok(())
-}
-
-/// A run resumed by another number of ranks than it was trained with keeps its batches per
-/// step (`accum × world`, the step's data and dropout) by taking `--accum` from them, so
-/// it continues as it would have; a world size that cannot share them evenly is refused.
-fn keep_step_batches(options: &mut train::TrainOptions, world: usize, lead: bool) -> Result<()> {
-    if options.world == world {
-        return Ok(());
-    }
-    let batches = options.accum.max(1) * options.world;
-    if !batches.is_multiple_of(world) {
-        return Err(Error::Usage(format!(
-            "this run takes {batches} batches a step ({} rank(s) × --accum {}); {world} ranks cannot share them evenly: resume it with a number of ranks that divides {batches}",
-            options.world, options.accum
-        )));
-    }
-    let accum = batches / world;
-    if lead {
+    if rank.lead {
         eprintln!(
-            "resuming a run of {} rank(s) × --accum {} as {world} rank(s) × --accum {accum}: the same {batches} batches a step",
-            options.world, options.accum
+            "stopped at step {} (epoch {}, {:.0} s); checkpoint {}{}",
+            summary.state.step,
+            summary.state.epoch,
+            summary.state.elapsed_secs,
+            summary
+                .last_checkpoint
+                .map(|p| p.display().to_string())
+                .unwrap_or_default(),
+            summary
+                .valid_nll
+                .map(|n| format!("; validation perplexity {:.3}", n.exp()))
+                .unwrap_or_default()
         );
     }
-    options.accum = accum;
-    options.world = world;
     Ok(())
 }
 
-/// Whether a run's steps are captured and replayed: by default on the GPU backends, never
-/// with `--eager`, on any backend with `--graph` (the CPU then runs the same steps eagerly).
-pub fn replays(backend: Backend, eager: bool, graph: bool) -> bool {
-    graph || (!eager && matches!(backend, Backend::Wgpu | Backend::Cuda))
+/// The ranks this command starts on this machine (`--nproc-per-node`, `--nnodes`, several
+/// `--devices`), unless a launcher started this process as a rank, or none are asked for.
+fn local_ranks(cmd: &TrainCmd, launch: Option<&Launch>) -> Result<Option<LocalRanks>> {
+    let local = LocalRanks::requested(
+        cmd.nproc_per_node,
+        &cmd.devices,
+        cmd.nnodes,
+        cmd.node_rank,
+        cmd.master_addr.as_deref(),
+        cmd.master_port,
+    )?;
+    match (local, launch) {
+        (Some(local), None) => Ok(Some(local)),
+        (Some(_), Some(launch)) if !spawn::is_started_rank() => Err(Error::Usage(format!(
+            "{} started this process as rank {} of {}, and --nproc-per-node, --nnodes or --devices listing several would start ranks too: use one or the other",
+            launch.launcher, launch.rank, launch.world
+        ))),
+        _ => Ok(None),
+    }
+}
+
+/// The run's settings and data: a resumed run's own (`run.json`, its stop conditions
+/// extended by the flags, its batches a step kept over another number of ranks), or a new
+/// run's from the flags, on `--data` (and `--init`'s weights).
+fn run_config(
+    cmd: &TrainCmd,
+    resume: bool,
+    rank: &job::Rank,
+) -> Result<(train::RunConfig, Prepared)> {
+    if resume {
+        let mut config = train::RunConfig::read(&cmd.out)?;
+        let prepared = Prepared::load(&config.data)?;
+        let options = &mut config.options;
+        options.max_steps = cmd.max_steps.or(options.max_steps);
+        options.max_epochs = cmd.max_epochs.or(options.max_epochs);
+        options.max_minutes = cmd.max_minutes.or(options.max_minutes);
+        job::keep_step_batches(options, rank.world(), rank.lead)?;
+        return Ok((config, prepared));
+    }
+    let data = cmd
+        .data
+        .clone()
+        .ok_or_else(|| Error::Usage("--data is required for a new run".into()))?;
+    let prepared = Prepared::load(&data)?;
+    let init = cmd
+        .init
+        .as_deref()
+        .map(|path| model_folder::init_weights(path, &prepared.tokenizer, &data))
+        .transpose()?;
+    let init_model = init.as_ref().and_then(|i| i.model.clone());
+    let config = train::RunConfig {
+        model: model_config(cmd, prepared.tokenizer.vocab_size(), init_model)?,
+        options: train::TrainOptions {
+            max_tokens: cmd.max_tokens,
+            accum: cmd.accum,
+            warmup: cmd.warmup,
+            lr_factor: cmd.lr_factor,
+            max_steps: cmd.max_steps,
+            max_epochs: cmd.max_epochs,
+            max_minutes: cmd.max_minutes,
+            checkpoint_minutes: Some(cmd.checkpoint_minutes),
+            checkpoint_steps: cmd.checkpoint_steps,
+            keep: cmd.keep,
+            valid_every: cmd.valid_every,
+            seed: cmd.seed,
+            precision: cmd.precision,
+            world: rank.world(),
+            shapes: cmd.shapes.unwrap_or(match cmd.backend {
+                Backend::Cpu => Shapes::Exact,
+                Backend::Wgpu | Backend::Cuda => Shapes::Classes,
+            }),
+        },
+        data,
+        init: init.map(|i| i.weights),
+    };
+    Ok((config, prepared))
 }
 
 /// A model config as JSON (`--config`), with the file, line and column of what is wrong.

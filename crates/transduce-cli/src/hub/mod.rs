@@ -1,37 +1,28 @@
 //! `transduce import hf:ORG/NAME`: a model's files from the Hugging Face hub (or any server
-//! with its layout, `--hub`), kept in `~/.cache/transduce/hub/`.
+//! with its layout, `--hub`), kept in the Hugging Face cache ([`cache`]), which transformers
+//! and candle share.
 //!
-//! Layout of the cache, per model: `refs/REVISION` holds the commit the revision last
-//! resolved to, `COMMIT/FILE` each complete file, `COMMIT/FILE.part` a download under way
-//! (with `FILE.part.etag`, the ETag of the answer that served it, so a resumed download
-//! continues only the same content). Files are fetched at the listing's commit. A file is
-//! renamed into place only once its length matches `Content-Length` and its sha256 the
-//! listing's (`lfs.sha256`; else the hub's `X-Linked-Etag` where that is a sha256, never a
-//! CDN's ETag, which is a Xet hash): a partial file is never read. The token (`HF_TOKEN`)
-//! goes to the hub's origin only, its redirects there included. With the hub unreachable,
-//! a revision whose files are all cached is read from there.
+//! Files are fetched at the listing's commit. A file is moved into the cache only once its
+//! length matches `Content-Length` and its sha256 the listing's (`lfs.sha256`; else the
+//! hub's `X-Linked-Etag` where that is a sha256, never a CDN's ETag, which is a Xet hash): a
+//! partial file is never read. A cut download resumes with `If-Range` on the ETag of the
+//! answer that served it. The token (`HF_TOKEN`) goes to the hub's origin only, its
+//! redirects there included. With the hub unreachable, rate-limiting or failing, or with
+//! `HF_HUB_OFFLINE` set, a revision whose files are all cached is read from there.
+
+mod cache;
 
 use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use transduce_import::hub::{Listing, Reference, parse_listing};
 use transduce_import::{ModelFiles, OPTIONAL, PYTORCH, REQUIRED, SAFETENSORS};
 
 use transduce_train::error::{Error, Result, io};
-use transduce_train::fsutil;
 
-/// Where downloads are kept: `$TRANSDUCE_HUB_CACHE`, else `~/.cache/transduce/hub`.
-pub fn cache_root() -> PathBuf {
-    if let Some(dir) = std::env::var_os("TRANSDUCE_HUB_CACHE") {
-        return PathBuf::from(dir);
-    }
-    let base = std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
-        .unwrap_or_else(std::env::temp_dir);
-    base.join("transduce").join("hub")
-}
+use cache::Repo;
+pub use cache::cache_root;
 
 /// The model's files, and the commit they are of.
 pub struct Fetched {
@@ -69,7 +60,7 @@ impl Client {
         Client {
             agent,
             hub: hub.trim_end_matches('/').to_string(),
-            token: std::env::var("HF_TOKEN").ok().filter(|t| !t.is_empty()),
+            token: cache::token(),
         }
     }
 
@@ -219,10 +210,10 @@ fn sha256_etag(etag: &str) -> Option<String> {
 /// The model's files at `reference`, from the cache or the hub.
 pub fn fetch(reference: &Reference, hub: &str, cache: &Path) -> Result<Fetched> {
     let client = Client::new(hub);
-    let dir = cache.join(&reference.org).join(&reference.name);
-    let refs = dir
-        .join("refs")
-        .join(reference.revision().replace('/', "%2F"));
+    let repo = Repo::of(cache, reference);
+    if cache::offline_mode() {
+        return offline(reference, &repo, "HF_HUB_OFFLINE is set");
+    }
     let listing = match client.get(&reference.api_url(hub), None) {
         Ok((response, _)) => {
             let mut body = Vec::new();
@@ -261,48 +252,36 @@ pub fn fetch(reference: &Reference, hub: &str, cache: &Path) -> Result<Fetched> 
             } else {
                 ""
             };
-            return offline(
-                reference,
-                &dir,
-                &refs,
-                &format!("the hub answered {what}{limit}"),
-            );
+            return offline(reference, &repo, &format!("the hub answered {what}{limit}"));
         }
         Err(Failure::Status(_, what)) => return Err(hub_error(reference, what)),
         Err(Failure::Unreachable(why)) => {
-            return offline(
-                reference,
-                &dir,
-                &refs,
-                &format!("the hub is unreachable ({why})"),
-            );
+            return offline(reference, &repo, &format!("the hub is unreachable ({why})"));
         }
     };
     let commit = listing.as_ref().and_then(|l| l.commit.clone());
-    fetch_files(reference, &client, &dir, &refs, listing, commit)
+    if let Some(commit) = &commit {
+        cache::check_commit(reference, commit)?;
+    }
+    fetch_files(reference, &client, &repo, listing, commit)
 }
 
-/// The hub is unreachable, rate-limiting or failing (`why` says which): the revision's
-/// files from the cache, if all are there.
-fn offline(reference: &Reference, dir: &Path, refs: &Path, why: &str) -> Result<Fetched> {
-    let commit = std::fs::read_to_string(refs)
-        .ok()
-        .map(|s| s.trim().to_string());
-    let Some(commit) = commit.filter(|c| !c.is_empty()) else {
+/// The hub is unreachable, rate-limiting or failing, or not to be asked (`why` says
+/// which): the revision's files from the cache, if all are there.
+fn offline(reference: &Reference, repo: &Repo, why: &str) -> Result<Fetched> {
+    let Some(commit) = repo.commit_of(reference.revision()) else {
         return Err(hub_error(
             reference,
             format!("{why}, and this revision is not cached"),
         ));
     };
-    let snapshot = dir.join(&commit);
     let mut files = ModelFiles::new();
     for name in REQUIRED
         .iter()
         .chain(&OPTIONAL)
         .chain(&[SAFETENSORS, PYTORCH])
     {
-        let path = snapshot.join(name);
-        if path.is_file() {
+        if let Some(path) = repo.cached(&commit, name) {
             files.insert(*name, std::fs::read(&path).map_err(io(&path))?);
         }
     }
@@ -321,8 +300,7 @@ fn offline(reference: &Reference, dir: &Path, refs: &Path, why: &str) -> Result<
 fn fetch_files(
     reference: &Reference,
     client: &Client,
-    dir: &Path,
-    refs: &Path,
+    repo: &Repo,
     listing: Option<Listing>,
     mut commit: Option<String>,
 ) -> Result<Fetched> {
@@ -358,7 +336,7 @@ fn fetch_files(
             continue;
         }
         let sum = listing.as_ref().and_then(|l| l.sha256_of(name));
-        match download(reference, client, dir, name, &mut commit, sum)? {
+        match download(reference, client, repo, name, &mut commit, sum)? {
             Some(bytes) => files.insert(name, bytes),
             None if required => {
                 return Err(hub_error(
@@ -389,8 +367,9 @@ fn fetch_files(
         ));
     }
     let commit = commit.unwrap_or_else(|| reference.revision().to_string());
-    std::fs::create_dir_all(refs.parent().expect("refs/")).map_err(io(refs))?;
-    fsutil::write_atomic(refs, commit.as_bytes())?;
+    if cache::is_commit(&commit) {
+        repo.set_ref(reference.revision(), &commit)?;
+    }
     Ok(Fetched { files, commit })
 }
 
@@ -401,16 +380,13 @@ fn fetch_files(
 fn download(
     reference: &Reference,
     client: &Client,
-    dir: &Path,
+    repo: &Repo,
     name: &str,
     commit: &mut Option<String>,
     listed_sum: Option<&str>,
 ) -> Result<Option<Vec<u8>>> {
-    if let Some(c) = commit.as_deref() {
-        let cached = dir.join(c).join(name);
-        if cached.is_file() {
-            return std::fs::read(&cached).map(Some).map_err(io(&cached));
-        }
+    if let Some(cached) = commit.as_deref().and_then(|c| repo.cached(c, name)) {
+        return std::fs::read(&cached).map(Some).map_err(io(&cached));
     }
     let url = match commit.as_deref() {
         Some(c) => reference.at(c).resolve_url(&client.hub, name),
@@ -420,9 +396,10 @@ fn download(
     // `If-Range` on the ETag the answer that served it gave (a CDN's own).
     let part = commit
         .as_deref()
-        .map(|c| dir.join(c).join(format!("{name}.part")));
+        .map(|c| repo.partial(c, name, listed_sum))
+        .transpose()?;
     let resume = part.as_ref().and_then(|p| {
-        let etag = std::fs::read_to_string(p.with_extension("part.etag")).ok()?;
+        let etag = std::fs::read_to_string(etag_of(p)).ok()?;
         let len = std::fs::metadata(p).ok()?.len();
         (len > 0).then_some((len, etag))
     });
@@ -447,16 +424,21 @@ fn download(
                 ),
             ));
         }
-        (None, Some(served)) => *commit = Some(served.to_string()),
+        (None, Some(served)) => {
+            cache::check_commit(reference, served)?;
+            *commit = Some(served.to_string());
+        }
         _ => {}
     }
+    // A hub that names no commit (a plain file server): the files go under the revision.
     let c = commit
         .clone()
-        .unwrap_or_else(|| reference.revision().to_string());
-    let snapshot = dir.join(&c);
-    std::fs::create_dir_all(&snapshot).map_err(io(&snapshot))?;
-    let part = part.unwrap_or_else(|| snapshot.join(format!("{name}.part")));
-    let etag_path = part.with_extension("part.etag");
+        .unwrap_or_else(|| reference.revision().replace('/', "%2F"));
+    let part = match part {
+        Some(part) => part,
+        None => repo.partial(&c, name, listed_sum)?,
+    };
+    let etag_path = etag_of(&part);
     let partial = response.status().as_u16() == 206;
     let mut bytes = if partial {
         std::fs::read(&part).map_err(io(&part))?
@@ -517,9 +499,9 @@ fn download(
     let sum = listed_sum
         .map(str::to_string)
         .or_else(|| headers.linked.as_deref().and_then(sha256_etag));
-    if let Some(sum) = sum {
+    if let Some(sum) = &sum {
         let found = transduce::bundle::sha256_hex(&bytes);
-        if found != sum {
+        if found != *sum {
             let _ = std::fs::remove_file(&part);
             let _ = std::fs::remove_file(&etag_path);
             return Err(hub_error(
@@ -531,8 +513,8 @@ fn download(
             ));
         }
     }
-    let done = snapshot.join(name);
-    std::fs::rename(&part, &done).map_err(io(&done))?;
+    let id = cache::blob_id(sum.as_deref(), headers.linked.as_deref(), &bytes);
+    repo.store(&part, &c, name, &id)?;
     let _ = std::fs::remove_file(&etag_path);
     let seconds = started.elapsed().as_secs_f64();
     eprintln!(
@@ -545,6 +527,13 @@ fn download(
         }
     );
     Ok(Some(bytes))
+}
+
+/// The ETag of the answer that served a partial download, kept beside it.
+fn etag_of(part: &Path) -> std::path::PathBuf {
+    let mut name = part.as_os_str().to_owned();
+    name.push(".etag");
+    name.into()
 }
 
 #[cfg(test)]

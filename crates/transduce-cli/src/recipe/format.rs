@@ -241,11 +241,7 @@ impl Recipe {
 
     /// Checks a recipe's text; `path` names it in errors.
     pub fn parse(path: &Path, text: &str) -> Result<Recipe> {
-        let err = |offset: usize, message: String| Error::Recipe {
-            path: path.to_path_buf(),
-            line: line_of(text, offset),
-            message,
-        };
+        let source = Source { path, text };
         let name = path
             .file_stem()
             .and_then(|s| s.to_str())
@@ -259,160 +255,21 @@ impl Recipe {
             })?
             .to_string();
         let file: FileDe = toml::from_str(text).map_err(|e| {
-            err(
+            source.err(
                 e.span().map_or(0, |s| s.start),
                 e.message().trim().to_string(),
             )
         })?;
         if file.stage.is_empty() {
-            return Err(err(0, "no stages: add a [[stage]] table".into()));
+            return Err(source.err(0, "no stages: add a [[stage]] table".into()));
         }
-        let header_err = |field: &str, offset: usize, message: String| {
-            err(offset, format!("[recipe], field `{field}`: {message}"))
-        };
         let header = file.recipe.as_ref();
-        let (scales, scales_line) = match header.and_then(|h| h.scales.as_ref()) {
-            None => (vec![Scale::Full], 1),
-            Some(list) => {
-                let mut scales = Vec::new();
-                for name in list.get_ref() {
-                    let scale = Scale::from_name(name.get_ref())
-                        .filter(|s| *s != Scale::Smoke)
-                        .ok_or_else(|| {
-                            header_err(
-                                "scales",
-                                name.span().start,
-                                format!(
-                                    "`{}` is not a scale to declare; expected full, paper or \
-                                     reduced (smoke is every recipe's)",
-                                    name.get_ref()
-                                ),
-                            )
-                        })?;
-                    if !scales.contains(&scale) {
-                        scales.push(scale);
-                    }
-                }
-                if scales.is_empty() {
-                    return Err(header_err(
-                        "scales",
-                        list.span().start,
-                        "an empty list".into(),
-                    ));
-                }
-                (scales, line_of(text, list.span().start))
-            }
-        };
-        let default_scale = match header.and_then(|h| h.default_scale.as_ref()) {
-            None => scales[0],
-            Some(name) => Scale::from_name(name.get_ref())
-                .filter(|s| scales.contains(s))
-                .ok_or_else(|| {
-                    header_err(
-                        "default_scale",
-                        name.span().start,
-                        format!(
-                            "`{}` is not one of the recipe's scales ({})",
-                            name.get_ref(),
-                            scales
-                                .iter()
-                                .map(|s| s.name())
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        ),
-                    )
-                })?,
-        };
+        let (scales, scales_line) = source.scales(header)?;
+        let default_scale = source.default_scale(header, &scales)?;
         let mut stages: Vec<Stage> = Vec::new();
         for table in &file.stage {
-            let at = table.span().start;
-            let mut fields = BTreeMap::new();
-            for (key, value) in table.get_ref() {
-                fields.insert(
-                    key.get_ref().clone(),
-                    Field {
-                        value: value.get_ref().clone(),
-                        line: line_of(text, key.span().start),
-                    },
-                );
-            }
-            let name_field = fields
-                .remove("name")
-                .ok_or_else(|| err(at, "a stage without a `name`".into()))?;
-            let stage_name = match &name_field.value {
-                toml::Value::String(s) if valid_name(s) => s.clone(),
-                v => {
-                    return Err(Error::Recipe {
-                        path: path.to_path_buf(),
-                        line: name_field.line,
-                        message: format!(
-                            "field `name`: {v} is not a stage name (letters, digits, `-`, `_`)"
-                        ),
-                    });
-                }
-            };
-            let at_field = |field: &str, line: usize, message: String| Error::Recipe {
-                path: path.to_path_buf(),
-                line,
-                message: format!("stage `{stage_name}`, field `{field}`: {message}"),
-            };
-            if let Some(first) = stages.iter().find(|s| s.name == stage_name) {
-                return Err(at_field(
-                    "name",
-                    name_field.line,
-                    format!(
-                        "a second stage of this name (the first is on line {})",
-                        first.line
-                    ),
-                ));
-            }
-            let kind_field = fields.remove("kind").ok_or_else(|| {
-                at_field(
-                    "kind",
-                    name_field.line,
-                    format!("missing; expected one of {}", kind_names()),
-                )
-            })?;
-            let kind = match &kind_field.value {
-                toml::Value::String(s) => Kind::from_name(s),
-                _ => None,
-            }
-            .ok_or_else(|| {
-                at_field(
-                    "kind",
-                    kind_field.line,
-                    format!(
-                        "unknown stage kind {}; expected one of {}",
-                        kind_field.value,
-                        kind_names()
-                    ),
-                )
-            })?;
-            for (key, field) in &fields {
-                per_scale(&field.value, &scales)
-                    .map_err(|message| at_field(key, field.line, message))?;
-            }
-            if let Some(allowed) = kind.fields() {
-                for (key, field) in &fields {
-                    if !allowed.contains(&key.as_str()) {
-                        return Err(at_field(
-                            key,
-                            field.line,
-                            format!(
-                                "a {} stage has no such field; its fields are {}",
-                                kind.name(),
-                                allowed.join(", ")
-                            ),
-                        ));
-                    }
-                }
-            }
-            stages.push(Stage {
-                name: stage_name,
-                kind,
-                line: name_field.line,
-                fields,
-            });
+            let stage = source.stage(table, &scales, &stages)?;
+            stages.push(stage);
         }
         Ok(Recipe {
             path: path.to_path_buf(),
@@ -578,6 +435,187 @@ fn collect_references(value: &toml::Value, out: &mut Vec<std::result::Result<Ref
         toml::Value::Array(items) => items.iter().for_each(|v| collect_references(v, out)),
         toml::Value::Table(t) => t.values().for_each(|v| collect_references(v, out)),
         _ => {}
+    }
+}
+
+/// A recipe's text and file, for errors that name the line.
+struct Source<'a> {
+    path: &'a Path,
+    text: &'a str,
+}
+
+impl Source<'_> {
+    fn err(&self, offset: usize, message: String) -> Error {
+        Error::Recipe {
+            path: self.path.to_path_buf(),
+            line: line_of(self.text, offset),
+            message,
+        }
+    }
+
+    fn header_err(&self, field: &str, offset: usize, message: String) -> Error {
+        self.err(offset, format!("[recipe], field `{field}`: {message}"))
+    }
+
+    /// An error in stage `stage`'s field `field`, on `line`.
+    fn field_err(&self, stage: &str, field: &str, line: usize, message: String) -> Error {
+        Error::Recipe {
+            path: self.path.to_path_buf(),
+            line,
+            message: format!("stage `{stage}`, field `{field}`: {message}"),
+        }
+    }
+
+    /// `[recipe]`'s `scales` (default: full alone), each once, and the line they are on.
+    fn scales(&self, header: Option<&HeaderDe>) -> Result<(Vec<Scale>, usize)> {
+        let Some(list) = header.and_then(|h| h.scales.as_ref()) else {
+            return Ok((vec![Scale::Full], 1));
+        };
+        let mut scales = Vec::new();
+        for name in list.get_ref() {
+            let scale = Scale::from_name(name.get_ref())
+                .filter(|s| *s != Scale::Smoke)
+                .ok_or_else(|| {
+                    self.header_err(
+                        "scales",
+                        name.span().start,
+                        format!(
+                            "`{}` is not a scale to declare; expected full, paper or \
+                             reduced (smoke is every recipe's)",
+                            name.get_ref()
+                        ),
+                    )
+                })?;
+            if !scales.contains(&scale) {
+                scales.push(scale);
+            }
+        }
+        if scales.is_empty() {
+            return Err(self.header_err("scales", list.span().start, "an empty list".into()));
+        }
+        Ok((scales, line_of(self.text, list.span().start)))
+    }
+
+    /// `[recipe]`'s `default_scale`, one of `scales` (default: the first).
+    fn default_scale(&self, header: Option<&HeaderDe>, scales: &[Scale]) -> Result<Scale> {
+        let Some(name) = header.and_then(|h| h.default_scale.as_ref()) else {
+            return Ok(scales[0]);
+        };
+        Scale::from_name(name.get_ref())
+            .filter(|s| scales.contains(s))
+            .ok_or_else(|| {
+                self.header_err(
+                    "default_scale",
+                    name.span().start,
+                    format!(
+                        "`{}` is not one of the recipe's scales ({})",
+                        name.get_ref(),
+                        scales
+                            .iter()
+                            .map(|s| s.name())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                )
+            })
+    }
+
+    /// One `[[stage]]` table: its name (not one of `before`'s) and kind, and its other
+    /// fields, each with its line, checked against the kind's fields and the recipe's scales.
+    fn stage(
+        &self,
+        table: &Spanned<BTreeMap<Spanned<String>, Spanned<toml::Value>>>,
+        scales: &[Scale],
+        before: &[Stage],
+    ) -> Result<Stage> {
+        let mut fields = BTreeMap::new();
+        for (key, value) in table.get_ref() {
+            fields.insert(
+                key.get_ref().clone(),
+                Field {
+                    value: value.get_ref().clone(),
+                    line: line_of(self.text, key.span().start),
+                },
+            );
+        }
+        let name_field = fields
+            .remove("name")
+            .ok_or_else(|| self.err(table.span().start, "a stage without a `name`".into()))?;
+        let name = match &name_field.value {
+            toml::Value::String(s) if valid_name(s) => s.clone(),
+            v => {
+                return Err(Error::Recipe {
+                    path: self.path.to_path_buf(),
+                    line: name_field.line,
+                    message: format!(
+                        "field `name`: {v} is not a stage name (letters, digits, `-`, `_`)"
+                    ),
+                });
+            }
+        };
+        if let Some(first) = before.iter().find(|s| s.name == name) {
+            return Err(self.field_err(
+                &name,
+                "name",
+                name_field.line,
+                format!(
+                    "a second stage of this name (the first is on line {})",
+                    first.line
+                ),
+            ));
+        }
+        let kind_field = fields.remove("kind").ok_or_else(|| {
+            self.field_err(
+                &name,
+                "kind",
+                name_field.line,
+                format!("missing; expected one of {}", kind_names()),
+            )
+        })?;
+        let kind = match &kind_field.value {
+            toml::Value::String(s) => Kind::from_name(s),
+            _ => None,
+        }
+        .ok_or_else(|| {
+            self.field_err(
+                &name,
+                "kind",
+                kind_field.line,
+                format!(
+                    "unknown stage kind {}; expected one of {}",
+                    kind_field.value,
+                    kind_names()
+                ),
+            )
+        })?;
+        for (key, field) in &fields {
+            per_scale(&field.value, scales)
+                .map_err(|message| self.field_err(&name, key, field.line, message))?;
+        }
+        let unknown = kind.fields().and_then(|allowed| {
+            fields
+                .iter()
+                .find(|(k, _)| !allowed.contains(&k.as_str()))
+                .map(|f| (allowed, f))
+        });
+        if let Some((allowed, (key, field))) = unknown {
+            return Err(self.field_err(
+                &name,
+                key,
+                field.line,
+                format!(
+                    "a {} stage has no such field; its fields are {}",
+                    kind.name(),
+                    allowed.join(", ")
+                ),
+            ));
+        }
+        Ok(Stage {
+            name,
+            kind,
+            line: name_field.line,
+            fields,
+        })
     }
 }
 

@@ -60,47 +60,9 @@ pub fn run(request: RunRequest) -> Result<()> {
         },
         kind::output,
     )?;
-    // Every stage is read before any runs: a wrong field stops here.
-    let specs: Vec<Option<Box<dyn Spec>>> = (0..plan.nodes.len())
-        .map(|n| {
-            plan.order
-                .contains(&n)
-                .then(|| kind::read(&plan, n))
-                .transpose()
-        })
-        .collect::<Result<_>>()?;
-    let order: Vec<usize> = match &request.stage {
-        None => plan.order.clone(),
-        Some(name) => {
-            let node = plan
-                .order
-                .iter()
-                .copied()
-                .find(|&n| plan.label(n) == *name)
-                .ok_or_else(|| {
-                    let names: Vec<String> = plan.order.iter().map(|&n| plan.label(n)).collect();
-                    Error::Usage(format!(
-                        "--stage {name}: no such stage in {} (its plan: {})",
-                        request.file.display(),
-                        names.join(", ")
-                    ))
-                })?;
-            vec![node]
-        }
-    };
-    // Every planned stage was read above.
-    let spec =
-        |n: usize| -> &dyn Spec { specs[n].as_deref().expect("every planned stage is read") };
-    let state_of = |n: usize, spec: &dyn Spec, pending: &[bool]| {
-        state::state(
-            &plan,
-            n,
-            spec.target_steps(scale),
-            || spec.output_check(&plan, n),
-            pending,
-        )
-    };
-    let recipe = &plan.recipes[0];
+    let stages = Stages::read(plan, scale)?;
+    let order = stages.order(request.stage.as_deref(), &request.file)?;
+    let recipe = &stages.plan.recipes[0];
     eprintln!(
         "recipe {} ({} stages at scale {}; work in {}; data {})",
         request.file.display(),
@@ -112,29 +74,139 @@ pub fn run(request: RunRequest) -> Result<()> {
     if !recipe.description.is_empty() {
         eprintln!("  {}", recipe.description.trim());
     }
-    // The states as they will be when each stage's turn comes.
-    let mut pending = vec![false; plan.nodes.len()];
-    let mut states = Vec::new();
-    for &n in &order {
-        let s = state_of(n, spec(n), &pending)?;
-        pending[n] = s != State::Done;
-        states.push(s);
-    }
+    let (states, pending) = stages.states(&order)?;
     if request.dry_run {
+        stages.print(&order, &states);
+        return Ok(());
+    }
+    if let Some((&n, s)) = order
+        .iter()
+        .zip(&states)
+        .find(|(_, s)| matches!(s, State::Refused(_)))
+    {
+        return Err(Error::Usage(format!("stage {}: {s}", stages.plan.label(n))));
+    }
+    if request.stage.is_some() {
+        stages.inputs_done(order[0], &pending)?;
+    }
+    let options = RunOptions {
+        backend: request.backend,
+        devices: request.devices.clone(),
+        command: request.command.clone(),
+    };
+    let mut ran = vec![false; stages.plan.nodes.len()];
+    let started = std::time::Instant::now();
+    for (i, (&n, state)) in order.iter().zip(&states).enumerate() {
+        let head = format!(
+            "[{}/{}] {} ({})",
+            i + 1,
+            order.len(),
+            stages.plan.label(n),
+            stages.plan.stage_of(n).1.kind.name()
+        );
+        stages.run_stage(n, state, &head, &mut ran, &options)?;
+    }
+    eprintln!(
+        "recipe {}: every stage done ({} in this call)",
+        request.file.display(),
+        cost::format_seconds(started.elapsed().as_secs_f64())
+    );
+    Ok(())
+}
+
+/// A recipe's plan with each planned stage read ([`Spec`]), at one scale.
+struct Stages {
+    plan: Plan,
+    /// The planned nodes' specs (`None` for a node not in the plan's order).
+    specs: Vec<Option<Box<dyn Spec>>>,
+    scale: Scale,
+}
+
+impl Stages {
+    /// Reads every stage before any runs: a wrong field stops here.
+    fn read(plan: Plan, scale: Scale) -> Result<Self> {
+        let specs = (0..plan.nodes.len())
+            .map(|n| {
+                plan.order
+                    .contains(&n)
+                    .then(|| kind::read(&plan, n))
+                    .transpose()
+            })
+            .collect::<Result<_>>()?;
+        Ok(Stages { plan, specs, scale })
+    }
+
+    /// A planned stage's spec (every one was read).
+    fn spec(&self, n: usize) -> &dyn Spec {
+        self.specs[n]
+            .as_deref()
+            .expect("every planned stage is read")
+    }
+
+    /// Where node `n` stands, the nodes marked in `pending` counted as not yet done.
+    fn state(&self, n: usize, spec: &dyn Spec, pending: &[bool]) -> Result<State> {
+        state::state(
+            &self.plan,
+            n,
+            spec.target_steps(self.scale),
+            || spec.output_check(&self.plan, n),
+            pending,
+        )
+    }
+
+    /// The nodes to run: the whole plan, or the one `--stage` names.
+    fn order(&self, stage: Option<&str>, file: &Path) -> Result<Vec<usize>> {
+        let plan = &self.plan;
+        let Some(name) = stage else {
+            return Ok(plan.order.clone());
+        };
+        let node = plan
+            .order
+            .iter()
+            .copied()
+            .find(|&n| plan.label(n) == name)
+            .ok_or_else(|| {
+                let names: Vec<String> = plan.order.iter().map(|&n| plan.label(n)).collect();
+                Error::Usage(format!(
+                    "--stage {name}: no such stage in {} (its plan: {})",
+                    file.display(),
+                    names.join(", ")
+                ))
+            })?;
+        Ok(vec![node])
+    }
+
+    /// The states as they will be when each stage's turn comes, and which nodes will have
+    /// run by then (those not done).
+    fn states(&self, order: &[usize]) -> Result<(Vec<State>, Vec<bool>)> {
+        let mut pending = vec![false; self.plan.nodes.len()];
+        let mut states = Vec::new();
+        for &n in order {
+            let s = self.state(n, self.spec(n), &pending)?;
+            pending[n] = s != State::Done;
+            states.push(s);
+        }
+        Ok((states, pending))
+    }
+
+    /// `--dry-run`: each stage, its state, its folder, its data and its estimated cost.
+    fn print(&self, order: &[usize], states: &[State]) {
+        let plan = &self.plan;
+        let spec_of = |n: usize| self.spec(n);
         let mut total = 0.0;
         println!(
             "{:<4} {:<22} {:<8} {:<44} {:>10}",
             "", "stage", "kind", "state", "cost"
         );
-        for (i, (&n, s)) in order.iter().zip(&states).enumerate() {
+        for (i, (&n, s)) in order.iter().zip(states).enumerate() {
             let (_, stage) = plan.stage_of(n);
             let at = CostAt {
-                plan: &plan,
+                plan,
                 node: n,
                 state: s,
-                spec_of: &spec,
+                spec_of: &spec_of,
             };
-            let cost = kind::cost(spec(n), &at);
+            let cost = kind::cost(self.spec(n), &at);
             total += cost.map_or(0.0, |c| c.0);
             let cost = match cost {
                 Some((_, "done")) => "-".to_string(),
@@ -150,7 +222,7 @@ pub fn run(request: RunRequest) -> Result<()> {
                 cost
             );
             println!("     → {}", plan.nodes[n].dir.display());
-            for file in spec(n).data_files() {
+            for file in self.spec(n).data_files() {
                 let missing = if file.exists() { "" } else { " (missing)" };
                 println!("     ← {}{missing}", file.display());
             }
@@ -160,63 +232,55 @@ pub fn run(request: RunRequest) -> Result<()> {
              has begun, else from the model's size)",
             cost::format_seconds(total)
         );
-        return Ok(());
     }
-    if let Some((&n, s)) = order
-        .iter()
-        .zip(&states)
-        .find(|(_, s)| matches!(s, State::Refused(_)))
-    {
-        return Err(Error::Usage(format!("stage {}: {s}", plan.label(n))));
-    }
-    if request.stage.is_some() {
-        let n = order[0];
-        for (dep, _) in &plan.nodes[n].deps {
+
+    /// `--stage`: node `n`'s inputs must be done already.
+    fn inputs_done(&self, n: usize, pending: &[bool]) -> Result<()> {
+        for (dep, _) in &self.plan.nodes[n].deps {
             let read;
-            let dep_spec = match &specs[*dep] {
+            let dep_spec = match &self.specs[*dep] {
                 Some(s) => s.as_ref(),
                 None => {
-                    read = kind::read(&plan, *dep)?;
+                    read = kind::read(&self.plan, *dep)?;
                     read.as_ref()
                 }
             };
-            let s = state_of(*dep, dep_spec, &pending)?;
+            let s = self.state(*dep, dep_spec, pending)?;
             if s != State::Done {
                 return Err(Error::Usage(format!(
                     "--stage {}: its input {} is not done ({s}); run it first, or the \
                      recipe without --stage",
-                    plan.label(n),
-                    plan.label(*dep)
+                    self.plan.label(n),
+                    self.plan.label(*dep)
                 )));
             }
         }
+        Ok(())
     }
-    let options = RunOptions {
-        backend: request.backend,
-        devices: request.devices.clone(),
-        command: request.command.clone(),
-    };
-    let mut ran = vec![false; plan.nodes.len()];
-    let started = std::time::Instant::now();
-    for (i, &n) in order.iter().enumerate() {
-        let (_, st) = plan.stage_of(n);
-        // An input that ran in this call changed its id: look again.
+
+    /// Runs node `n` unless it is done: its folder marked as begun (a resumed one keeps
+    /// its marker), the stage's work, then the marker done with a fresh id. `planned` is
+    /// its state from before the run; an input that ran in this call (`ran`) changed its id,
+    /// so the state is looked at again.
+    fn run_stage(
+        &self,
+        n: usize,
+        planned: &State,
+        head: &str,
+        ran: &mut [bool],
+        options: &RunOptions,
+    ) -> Result<()> {
+        let plan = &self.plan;
+        let none_pending = vec![false; plan.nodes.len()];
         let s = if plan.nodes[n].deps.iter().any(|(d, _)| ran[*d]) {
-            state_of(n, spec(n), &vec![false; plan.nodes.len()])?
+            self.state(n, self.spec(n), &none_pending)?
         } else {
-            states[i].clone()
+            planned.clone()
         };
-        let head = format!(
-            "[{}/{}] {} ({})",
-            i + 1,
-            order.len(),
-            plan.label(n),
-            st.kind.name()
-        );
         match &s {
             State::Done => {
                 eprintln!("==> {head}: done, {}", plan.nodes[n].dir.display());
-                continue;
+                return Ok(());
             }
             State::Refused(_) => {
                 return Err(Error::Usage(format!("stage {}: {s}", plan.label(n))));
@@ -228,13 +292,12 @@ pub fn run(request: RunRequest) -> Result<()> {
         if matches!(s, State::Redo(_)) && dir.exists() {
             std::fs::remove_dir_all(dir).map_err(transduce_train::error::io(dir))?;
         }
-        let inputs = state::input_ids(&plan, n, &vec![false; plan.nodes.len()]).unwrap_or_default();
         let mut marker = Marker {
             recipe: plan.recipes[plan.nodes[n].recipe].name.clone(),
-            stage: st.name.clone(),
-            scale: scale.name().into(),
-            settings: state::settings(&plan, n),
-            inputs,
+            stage: plan.stage_of(n).1.name.clone(),
+            scale: self.scale.name().into(),
+            settings: state::settings(plan, n),
+            inputs: state::input_ids(plan, n, &none_pending).unwrap_or_default(),
             id: String::new(),
             done: false,
         };
@@ -244,13 +307,13 @@ pub fn run(request: RunRequest) -> Result<()> {
         let t = std::time::Instant::now();
         std::fs::create_dir_all(dir).map_err(transduce_train::error::io(dir))?;
         let at = At {
-            plan: &plan,
+            plan,
             node: n,
             dir: dir.clone(),
-            scale,
-            options: &options,
+            scale: self.scale,
+            options,
         };
-        spec(n).run(&at, resume)?;
+        self.spec(n).run(&at, resume)?;
         marker.id = state::fresh_id();
         marker.done = true;
         marker.write(dir)?;
@@ -259,13 +322,8 @@ pub fn run(request: RunRequest) -> Result<()> {
             "==> {head}: done in {}",
             cost::format_seconds(t.elapsed().as_secs_f64())
         );
+        Ok(())
     }
-    eprintln!(
-        "recipe {}: every stage done ({} in this call)",
-        request.file.display(),
-        cost::format_seconds(started.elapsed().as_secs_f64())
-    );
-    Ok(())
 }
 
 /// The data folder when `--data` is not given: `TRANSDUCE_DATA`, else `shared/data` beside

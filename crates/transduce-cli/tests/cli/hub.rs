@@ -57,6 +57,8 @@ fn import(cache: &Path, args: &[&str]) -> (bool, String) {
         .env("TRANSDUCE_HUB_CACHE", cache)
         .env_remove("HF_ENDPOINT")
         .env_remove("HF_TOKEN")
+        .env("HF_TOKEN_PATH", cache.join("no-token"))
+        .env_remove("HF_HUB_OFFLINE")
         .output()
         .unwrap();
     (
@@ -184,6 +186,118 @@ fn a_model_by_name_is_the_folders_import_and_loads_again_with_the_hub_stopped() 
     );
     assert!(
         !ok && said.contains("unreachable") && said.contains("not cached"),
+        "{said}"
+    );
+}
+
+/// The cache is the Hugging Face cache as huggingface_hub lays it out (`file_download.py`),
+/// which transformers and candle share: an import writes `models--ORG--NAME/refs/main`,
+/// each file's bytes as a blob named by its sha256 (the large ones) and the commit's
+/// snapshot as relative links to them; a cache another client laid out that way is read with
+/// the hub stopped; `HF_HUB_OFFLINE` reads it without asking the hub.
+#[test]
+fn the_cache_is_the_hugging_face_caches_layout() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cache = tmp.path().join("cache");
+    let hub = Hub::start();
+    let out = tmp.path().join("by-name");
+    let name = "hf:Helsinki-NLP/opus-mt-en-de";
+    let (ok, said) = import(&cache, &[name, "--hub", &hub.url, "--out", s(&out)]);
+    assert!(ok, "{said}");
+    let repo = cache.join("models--Helsinki-NLP--opus-mt-en-de");
+    let commit = std::fs::read_to_string(repo.join("refs/main")).unwrap();
+    assert!(
+        commit.len() == 40 && commit.bytes().all(|b| b.is_ascii_hexdigit()),
+        "refs/main holds {commit:?}"
+    );
+    let snapshot = repo.join("snapshots").join(&commit);
+    for file in [
+        "config.json",
+        "vocab.json",
+        "source.spm",
+        "model.safetensors",
+    ] {
+        let link = snapshot.join(file);
+        let meta = link
+            .symlink_metadata()
+            .unwrap_or_else(|e| panic!("{}: {e}", link.display()));
+        assert!(
+            meta.file_type().is_symlink(),
+            "{} is not a link",
+            link.display()
+        );
+        let target = std::fs::read_link(&link).unwrap();
+        assert!(
+            target.starts_with("../../blobs"),
+            "{file} links to {}",
+            target.display()
+        );
+        assert!(
+            read(&snapshot, file) == read(&marian_fixture("swish"), file),
+            "{file}"
+        );
+    }
+    // A large file's blob is named by its sha256, as huggingface_hub names it.
+    let weights = read(&snapshot, "model.safetensors");
+    let blob = repo
+        .join("blobs")
+        .join(transduce::bundle::sha256_hex(&weights));
+    assert!(blob.is_file(), "no blob {}", blob.display());
+    let leftovers: Vec<_> = std::fs::read_dir(repo.join("blobs"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains("incomplete"))
+        .collect();
+    assert!(leftovers.is_empty(), "partial files left: {leftovers:?}");
+
+    // A cache laid out by another client, at a commit this hub never served: read with the
+    // hub stopped.
+    let other = tmp.path().join("other-cache");
+    let repo = other.join("models--Helsinki-NLP--opus-mt-en-de");
+    let theirs = "0123456789abcdef0123456789abcdef01234567";
+    let snapshot = repo.join("snapshots").join(theirs);
+    std::fs::create_dir_all(&snapshot).unwrap();
+    std::fs::create_dir_all(repo.join("blobs")).unwrap();
+    for entry in std::fs::read_dir(marian_fixture("swish")).unwrap() {
+        let entry = entry.unwrap();
+        let bytes = std::fs::read(entry.path()).unwrap();
+        let id = transduce::bundle::sha256_hex(&bytes);
+        std::fs::write(repo.join("blobs").join(&id), &bytes).unwrap();
+        let target = PathBuf::from("../../blobs").join(&id);
+        std::os::unix::fs::symlink(target, snapshot.join(entry.file_name())).unwrap();
+    }
+    std::fs::create_dir_all(repo.join("refs")).unwrap();
+    std::fs::write(repo.join("refs/main"), theirs).unwrap();
+    let url = hub.url.clone();
+    drop(hub);
+    let stopped = tmp.path().join("stopped");
+    let (ok, said) = import(&other, &[name, "--hub", &url, "--out", s(&stopped)]);
+    assert!(
+        ok && said.contains(&format!("using the cached commit {theirs}")),
+        "{said}"
+    );
+    for file in ["model.safetensors", "tokenizer.json"] {
+        assert!(read(&stopped, file) == read(&out, file), "{file} differs");
+    }
+    // HF_HUB_OFFLINE: the cache alone, the hub not asked (none is listening anyway).
+    let offline = bin()
+        .args([
+            "import",
+            name,
+            "--hub",
+            &url,
+            "--out",
+            s(&tmp.path().join("offline")),
+        ])
+        .env("TRANSDUCE_HUB_CACHE", &cache)
+        .env("HF_HUB_OFFLINE", "1")
+        .env_remove("HF_TOKEN")
+        .env("HF_TOKEN_PATH", cache.join("no-token"))
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&offline.stderr);
+    assert!(
+        offline.status.success() && said.contains("HF_HUB_OFFLINE is set; using the cached commit"),
         "{said}"
     );
 }
@@ -374,12 +488,24 @@ fn a_broken_download_resumes_and_a_damaged_one_is_never_used() {
         !ok && said.contains("is damaged") && said.contains("deleted"),
         "{said}"
     );
-    let snapshot = std::fs::read_dir(fresh.join("Helsinki-NLP/opus-mt-en-de"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.file_name().unwrap() != "refs")
-        .unwrap();
-    assert!(!snapshot.join("source.spm").exists() && !snapshot.join("source.spm.part").exists());
+    // Nothing of it kept: no partial file, no blob linked as source.spm.
+    let repo = fresh.join("models--Helsinki-NLP--opus-mt-en-de");
+    let names = |dir: &Path| -> Vec<String> {
+        std::fs::read_dir(dir).map_or(Vec::new(), |entries| {
+            entries
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+    };
+    let partial: Vec<String> = names(&repo.join("blobs"))
+        .into_iter()
+        .filter(|n| n.contains("incomplete"))
+        .collect();
+    assert!(partial.is_empty(), "partial files kept: {partial:?}");
+    for commit in names(&repo.join("snapshots")) {
+        let link = repo.join("snapshots").join(commit).join("source.spm");
+        assert!(link.symlink_metadata().is_err(), "{} kept", link.display());
+    }
     // A body shorter than its Content-Length.
     let (ok, said) = import(
         &tmp.path().join("cache3"),
@@ -591,7 +717,8 @@ fn pull_requests_renames_and_gated_repositories_as_the_hub_serves_them() {
             .args(["--out", s(&tmp.path().join(out))])
             .env("TRANSDUCE_HUB_CACHE", &cache)
             .env_remove("HF_ENDPOINT")
-            .env_remove("HF_TOKEN");
+            .env_remove("HF_TOKEN")
+            .env("HF_TOKEN_PATH", tmp.path().join("token"));
         if let Some(t) = token {
             command.env("HF_TOKEN", t);
         }
@@ -640,4 +767,13 @@ fn pull_requests_renames_and_gated_repositories_as_the_hub_serves_them() {
     let (ok, said) = by_name("hf:test/gated-en-de", "gated", Some("hf_testtokengranted"));
     assert!(ok, "{said}");
     assert!(weights("gated") == weights("main"), "gated, with the token");
+    // The token in the file `hf auth login` writes (here at HF_TOKEN_PATH), as
+    // huggingface_hub reads it when HF_TOKEN is not set.
+    std::fs::write(tmp.path().join("token"), "hf_testtokengranted\n").unwrap();
+    let (ok, said) = by_name("hf:test/gated-en-de", "gated-file", None);
+    assert!(ok, "{said}");
+    assert!(
+        weights("gated-file") == weights("main"),
+        "gated, with the token file"
+    );
 }

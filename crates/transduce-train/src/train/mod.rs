@@ -5,6 +5,7 @@
 //! - [`engine`]: one optimizer step, eager or captured and replayed, with its Adam and loss
 //!   scale;
 //! - [`run`]: a run of steps (`Trainer::run`), checkpoints, validation, pending metrics;
+//! - [`job`]: a process's place in a job: its rank, device, replay and whether it resumes;
 //! - [`config`]: the run's settings and `run.json`; [`batches`]: a batch's tokens and
 //!   tensors; [`read`]: device values read back; [`observe`]: what a run
 //!   reports of itself (its steps' census, where its start went).
@@ -15,6 +16,7 @@
 pub mod batches;
 pub mod config;
 pub mod engine;
+pub mod job;
 pub mod observe;
 pub mod read;
 pub mod run;

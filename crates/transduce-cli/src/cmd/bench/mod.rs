@@ -182,7 +182,7 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
         steps: cmd.steps,
         precision: cmd.precision,
         training_only: cmd.training_only,
-        graph: super::train::replays(cmd.backend, cmd.eager, cmd.graph),
+        graph: transduce_train::train::job::replays(cmd.backend, cmd.eager, cmd.graph),
         fused: !cmd.no_fused_layers,
         exchange: cmd.exchange.clone(),
         init: cmd.init.clone(),

@@ -1,24 +1,23 @@
 //! A training run: the loop of optimizer steps (§5) with its stop conditions, the
 //! checkpoints it saves and resumes from ([`checkpoint`]), validation ([`validate`]) and the
-//! `metrics.jsonl` records whose losses are read a few steps late ([`pending`]). Each step
-//! is taken by the engine ([`crate::train::engine`]): replayed graphs where the run allows
-//! them, eager steps otherwise.
+//! `metrics.jsonl` records whose losses are read a few steps late ([`log`], [`pending`]).
+//! Each step is taken by the engine ([`crate::train::engine`], through [`stepper`]):
+//! replayed graphs where the run allows them, eager steps otherwise.
 
 pub mod checkpoint;
+mod log;
 mod pending;
 mod shared_start;
+mod stepper;
 pub mod validate;
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use indicatif::{ProgressBar, ProgressStyle};
 use transduce::Transformer;
 use transduce::burn::optim::ModuleOptimizer;
 use transduce::burn::prelude::*;
-use transduce::ops::is_cpu;
 use transduce::task::focus::WordFocus;
-use transduce::train::TeacherForced;
 use transduce::train::adam;
 use transduce::train::schedule::Noam;
 
@@ -26,17 +25,17 @@ use crate::data::batch::{Batch, epoch_order};
 use crate::data::cache::Pairs;
 use crate::data::shape;
 use crate::distributed::{self, Collective};
-use crate::error::{Error, Result, io};
+use crate::error::{Error, Result};
 use crate::rng;
-use crate::train::batches::{Examples, target_tokens, teacher_forced};
-use crate::train::config::{METRICS_FILE, RunConfig};
-use crate::train::engine::adam::DeviceAdam;
-use crate::train::engine::eager::{StepLoss, StepWork, optimizer_step};
+use crate::train::batches::{Examples, target_tokens};
+use crate::train::config::RunConfig;
+use crate::train::engine::eager::StepWork;
 use crate::train::engine::loss_scale::{self, LossScale};
-use crate::train::engine::replay::{GraphCounts, GraphTrainer, uncapturable};
 use crate::train::observe::start_time::StartWatch;
 use checkpoint::TrainState;
-use pending::{PendingStep, PendingSteps};
+use log::RunLog;
+use pending::PendingStep;
+use stepper::Stepper;
 
 /// What `train` reports when it stops.
 #[derive(Clone, Debug)]
@@ -75,29 +74,61 @@ pub struct Trainer<'a> {
     pub collective: Option<&'a dyn Collective>,
 }
 
-/// How a run takes its optimizer steps.
-enum Stepper {
-    /// burn's Adam over eager steps ([`optimizer_step`]).
-    Eager(ModuleOptimizer),
-    /// Captured and replayed steps with the device-scalar Adam.
-    Graph(Box<GraphTrainer>),
+/// What a run's steps are cut from: the batches (§5.1), their shape classes and the
+/// learning rate's schedule (§5.3).
+struct Plan {
+    batches: Vec<Batch>,
+    classes: Option<usize>,
+    noam: Noam,
 }
 
-impl Stepper {
-    /// Adam's state as a checkpoint stores it (the same format either way).
-    fn optimizer_bytes(&self, run_dir: &Path) -> Result<Vec<u8>> {
-        match self {
-            Stepper::Eager(optimizer) => checkpoint::optimizer_bytes(optimizer, run_dir),
-            Stepper::Graph(trainer) => trainer.adam.to_record_bytes(),
+/// A run's time: from its start and from the checkpoint it resumed (what a checkpoint
+/// saves), and the tokens of the last 30 seconds (the rate a record reports).
+struct Clock {
+    started: Instant,
+    before: f64,
+    window: (Instant, u64),
+}
+
+impl Clock {
+    fn start(before: f64) -> Self {
+        Clock {
+            started: Instant::now(),
+            before,
+            window: (Instant::now(), 0),
         }
+    }
+
+    /// Seconds of the whole run, resumed parts included.
+    fn elapsed(&self) -> f64 {
+        self.before + self.started.elapsed().as_secs_f64()
+    }
+
+    /// Counts a step's tokens; the rate over the window, which starts over every 30 s.
+    fn tokens_per_sec(&mut self, tokens: usize) -> f64 {
+        self.window.1 += tokens as u64;
+        let rate = self.window.1 as f64 / self.window.0.elapsed().as_secs_f64().max(1e-9);
+        if self.window.0.elapsed().as_secs_f64() > 30.0 {
+            self.window = (Instant::now(), 0);
+        }
+        rate
     }
 }
 
-/// Why a run's steps cannot be captured as graphs, if they cannot. `--accum` is captured
-/// (each batch's gradients, then the update), and so are the ranks' steps of a job (their
-/// exchange between the two).
-fn graph_refusal(model: &Transformer, device: &Device) -> Option<String> {
-    uncapturable(model, is_cpu(device))
+/// The checkpoint a run saved last, and its validation.
+#[derive(Default)]
+struct Saved {
+    checkpoint: Option<PathBuf>,
+    valid_nll: Option<f64>,
+}
+
+impl Saved {
+    /// Whether the last checkpoint is step `step`'s.
+    fn holds(&self, step: u64) -> bool {
+        self.checkpoint
+            .as_ref()
+            .is_some_and(|p| p.ends_with(format!("step-{step:08}")))
+    }
 }
 
 impl Trainer<'_> {
@@ -107,89 +138,197 @@ impl Trainer<'_> {
         let options = &self.config.options;
         loss_scale::check(options.precision, std::slice::from_ref(&self.device))?;
         let device = self.device.clone().autodiff();
-        let collective = self.collective;
-        let (ranks, lead) = collective.map_or((1, true), |c| (c.world(), c.leads()));
+        let (ranks, lead) = self
+            .collective
+            .map_or((1, true), |c| (c.world(), c.leads()));
         if lead {
             self.config.write(self.run_dir)?;
         }
-
-        let start = || -> Result<_> {
-            Ok(match (self.resume, checkpoint::list(self.run_dir)?.pop()) {
-                (true, Some((_, latest))) => {
-                    let state = checkpoint::read_state(&latest)?;
-                    let model = checkpoint::load_model(&latest, &self.config.model, &device)?;
-                    let optimizer = checkpoint::load_optimizer(&latest, adam())?;
-                    eprintln!("resuming from {} (step {})", latest.display(), state.step);
-                    (model, optimizer, state)
-                }
-                (true, None) => {
-                    return Err(Error::Usage(format!(
-                        "--resume: no checkpoint in {}",
-                        self.run_dir.join("checkpoints").display()
-                    )));
-                }
-                (false, _) => {
-                    if !checkpoint::list(self.run_dir)?.is_empty() {
-                        return Err(Error::Usage(format!(
-                            "{} already holds checkpoints: pass --resume to continue it, or choose a new --out",
-                            self.run_dir.display()
-                        )));
-                    }
-                    device.seed(options.seed);
-                    let model = match &self.config.init {
-                        Some(weights) => {
-                            eprintln!("starting from the weights in {}", weights.display());
-                            checkpoint::load_weights_file(weights, &self.config.model, &device)?
-                        }
-                        None => Transformer::new(&self.config.model, &device)?,
-                    };
-                    (model, adam(), TrainState::default())
-                }
-            })
-        };
-        let (model, optimizer, mut state) = match collective {
-            // Rank 0 alone reads checkpoints and weights; every rank starts from its bits.
-            Some(c) if ranks > 1 => {
-                let mine = if lead {
-                    start()
-                } else {
-                    Err(Error::Usage("not read".into()))
-                };
-                shared_start::broadcast(c, mine, adam(), &self.config.model, &device)?
-            }
-            _ => start()?,
-        };
-        let model = model
+        let (model, optimizer, mut state) = self.begin(&device, ranks, lead)?;
+        let mut model = model
             .with_precision(options.precision)
             .with_fused(self.fused);
         if state.loss_scale.is_none() {
             state.loss_scale = LossScale::initial(options.precision);
         }
-        let mut stepper = match self.graph {
-            false => Stepper::Eager(optimizer),
-            true => match graph_refusal(&model, &device) {
-                Some(why) => {
-                    if lead {
-                        eprintln!("graph: eager steps: {why}");
-                    }
-                    Stepper::Eager(optimizer)
-                }
-                None => {
-                    // The state restored (or empty), in the one checkpoint format.
-                    let bytes = checkpoint::optimizer_bytes(&optimizer, self.run_dir)?;
-                    let mut adam =
-                        DeviceAdam::from_record_bytes(bytes, &device, 1024)?.with_fused(self.fused);
-                    if let Some(scale) = &state.loss_scale {
-                        adam = adam.with_loss_scale(scale, options.precision);
-                    }
-                    Stepper::Graph(Box::new(
-                        GraphTrainer::new(&device, adam, self.config.model.label_smoothing)
-                            .with_seed(options.seed),
-                    ))
-                }
-            },
+        let choice = stepper::Choice {
+            graph: self.graph,
+            fused: self.fused,
+            precision: options.precision,
+            seed: options.seed,
+            label_smoothing: self.config.model.label_smoothing,
+            run_dir: self.run_dir,
+            lead,
         };
+        let mut stepper = Stepper::choose(&choice, &model, optimizer, &state, &device)?;
+        let plan = self.plan(lead);
+        let mut log = RunLog::open(
+            self.run_dir,
+            lead,
+            self.progress,
+            (state.step, options.max_steps),
+            self.log_every,
+        )?;
+        let mut clock = Clock::start(state.elapsed_secs);
+        let mut last_checkpoint_time = Instant::now();
+        let mut saved = Saved::default();
+        let mut order = epoch_order(plan.batches.len(), options.seed, state.epoch);
+        watch.loaded();
 
+        while !self.stops(&state, clock.elapsed())? {
+            if state.cursor >= plan.batches.len() {
+                state.epoch += 1;
+                state.cursor = 0;
+                order = epoch_order(plan.batches.len(), options.seed, state.epoch);
+                continue;
+            }
+            // One optimizer step over `accum` batches per rank.
+            let group: Vec<&Batch> = order[state.cursor..]
+                .iter()
+                .take(options.accum.max(1) * ranks)
+                .map(|&b| &plan.batches[b])
+                .collect();
+            let group_tokens: usize = group.iter().map(|b| target_tokens(self.train, b)).sum();
+            let work = StepWork {
+                device: &device,
+                group: &group,
+                examples: Examples {
+                    pairs: self.train,
+                    focus: self.focus.as_ref(),
+                    classes: plan.classes,
+                },
+                group_tokens,
+                epsilon: self.config.model.label_smoothing,
+                seed: rng::step_seed(options.seed, state.step),
+                collective: self.collective,
+            };
+            let step = state.step + 1;
+            let taken = stepper.step(
+                model,
+                &work,
+                step,
+                &plan.noam,
+                options.precision,
+                &mut state.loss_scale,
+            )?;
+            model = taken.model;
+            watch.step();
+            state.step = step;
+            state.cursor += group.len();
+            state.tokens += group_tokens as u64;
+            if lead {
+                let rate = clock.tokens_per_sec(group_tokens);
+                log.push(PendingStep {
+                    record: self.record(&state, plan.noam.lr(step), rate, clock.elapsed()),
+                    loss: taken.loss,
+                    tokens: group_tokens,
+                    scale: taken.scale,
+                });
+            }
+
+            let validate_now =
+                lead && options.valid_every > 0 && state.step % options.valid_every == 0;
+            let checkpoint_now = lead
+                && (options
+                    .checkpoint_steps
+                    .is_some_and(|n| state.step % n == 0)
+                    || options
+                        .checkpoint_minutes
+                        .is_some_and(|m| last_checkpoint_time.elapsed().as_secs_f64() >= m * 60.0));
+            if log.due() || validate_now || checkpoint_now {
+                log.flush(&mut state.loss_scale)?;
+            }
+            if validate_now || checkpoint_now {
+                saved.valid_nll = self.validate(&model, &mut log, &state)?;
+            }
+            if checkpoint_now {
+                state.elapsed_secs = clock.elapsed();
+                saved.checkpoint = Some(self.save(&model, &stepper, &state)?);
+                last_checkpoint_time = Instant::now();
+            }
+        }
+        log.flush(&mut state.loss_scale)?;
+        let start_report = watch.report();
+        state.elapsed_secs = clock.elapsed();
+        if lead && !saved.holds(state.step) {
+            saved.valid_nll = self.validate(&model, &mut log, &state)?;
+            saved.checkpoint = Some(self.save(&model, &stepper, &state)?);
+        }
+        log.bar.finish_and_clear();
+        if lead {
+            if let Some(report) = stepper.report(ranks, options.accum) {
+                eprintln!("{report}");
+            }
+            eprintln!("start: {start_report}");
+        }
+        Ok(Summary {
+            state,
+            last_checkpoint: saved.checkpoint,
+            valid_nll: saved.valid_nll,
+        })
+    }
+
+    /// The model, Adam and the counters a run starts from: the newest checkpoint's with
+    /// `resume`, else fresh weights (or `init`'s) in a folder that holds no checkpoint. In
+    /// a job, rank 0 alone reads them and every rank starts from its bits.
+    fn begin(
+        &self,
+        device: &Device,
+        ranks: usize,
+        lead: bool,
+    ) -> Result<(Transformer, ModuleOptimizer, TrainState)> {
+        match self.collective {
+            Some(c) if ranks > 1 => {
+                let mine = if lead {
+                    self.resume_or_start(device)
+                } else {
+                    Err(Error::Usage("not read".into()))
+                };
+                shared_start::broadcast(c, mine, adam(), &self.config.model, device)
+            }
+            _ => self.resume_or_start(device),
+        }
+    }
+
+    fn resume_or_start(
+        &self,
+        device: &Device,
+    ) -> Result<(Transformer, ModuleOptimizer, TrainState)> {
+        let checkpoints = checkpoint::list(self.run_dir)?;
+        match (self.resume, checkpoints.last()) {
+            (true, Some((_, latest))) => {
+                let state = checkpoint::read_state(latest)?;
+                let model = checkpoint::load_model(latest, &self.config.model, device)?;
+                let optimizer = checkpoint::load_optimizer(latest, adam())?;
+                eprintln!("resuming from {} (step {})", latest.display(), state.step);
+                Ok((model, optimizer, state))
+            }
+            (true, None) => Err(Error::Usage(format!(
+                "--resume: no checkpoint in {}",
+                self.run_dir.join("checkpoints").display()
+            ))),
+            (false, Some(_)) => Err(Error::Usage(format!(
+                "{} already holds checkpoints: pass --resume to continue it, or choose a new --out",
+                self.run_dir.display()
+            ))),
+            (false, None) => {
+                device.seed(self.config.options.seed);
+                let model = match &self.config.init {
+                    Some(weights) => {
+                        eprintln!("starting from the weights in {}", weights.display());
+                        checkpoint::load_weights_file(weights, &self.config.model, device)?
+                    }
+                    None => Transformer::new(&self.config.model, device)?,
+                };
+                Ok((model, adam(), TrainState::default()))
+            }
+        }
+    }
+
+    /// The batches of the training pairs by token budget, in the run's shape classes
+    /// (whose padding rank 0 reports), and the schedule.
+    fn plan(&self, lead: bool) -> Plan {
+        let options = &self.config.options;
         let src_lens: Vec<usize> = self.train.src.iter().map(Vec::len).collect();
         let tgt_lens: Vec<usize> = self.train.tgt.iter().map(Vec::len).collect();
         let batches = options
@@ -208,223 +347,45 @@ impl Trainer<'_> {
             warmup: options.warmup,
             factor: options.lr_factor,
         };
-        let epsilon = self.config.model.label_smoothing;
-        let metrics_path = self.run_dir.join(METRICS_FILE);
-        // Only rank 0 writes the log; the other ranks' pending steps are never read.
-        let metrics_file = if lead {
-            metrics_path.clone()
-        } else {
-            PathBuf::from("/dev/null")
-        };
-        let mut metrics = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&metrics_file)
-            .map_err(io(&metrics_file))?;
-
-        let mut model = model;
-        let bar = if self.progress && lead {
-            let bar = match options.max_steps {
-                Some(n) => ProgressBar::new(n),
-                None => ProgressBar::no_length(),
-            };
-            bar.set_style(
-                ProgressStyle::with_template(
-                    "{elapsed_precise} [{bar:30}] step {pos}/{len} eta {eta} {msg}",
-                )
-                .expect("valid template")
-                .progress_chars("=> "),
-            );
-            bar.set_position(state.step);
-            bar
-        } else {
-            ProgressBar::hidden()
-        };
-
-        let started = Instant::now();
-        let base_elapsed = state.elapsed_secs;
-        let mut last_checkpoint_time = Instant::now();
-        let mut last_checkpoint = None;
-        let mut valid_nll = None;
-        let mut window = (Instant::now(), 0u64);
-        let mut order = epoch_order(batches.len(), options.seed, state.epoch);
-        let mut pending = PendingSteps::default();
-        let log_every = self.log_every.max(1);
-        watch.loaded();
-
-        loop {
-            let elapsed = base_elapsed + started.elapsed().as_secs_f64();
-            let mut stop = options.max_steps.is_some_and(|n| state.step >= n)
-                || options.max_epochs.is_some_and(|n| state.epoch >= n)
-                || options.max_minutes.is_some_and(|m| elapsed >= m * 60.0);
-            // Clocks differ between ranks: rank 0's decides a time limit for all.
-            if let (Some(c), Some(_)) = (collective, options.max_minutes) {
-                stop = distributed::agree(c, stop)?;
-            }
-            if stop {
-                break;
-            }
-            if state.cursor >= batches.len() {
-                state.epoch += 1;
-                state.cursor = 0;
-                order = epoch_order(batches.len(), options.seed, state.epoch);
-                continue;
-            }
-
-            // One optimizer step over `accum` batches per rank.
-            let group: Vec<&Batch> = order[state.cursor..]
-                .iter()
-                .take(options.accum.max(1) * ranks)
-                .map(|&b| &batches[b])
-                .collect();
-            let group_tokens: usize = group.iter().map(|b| target_tokens(self.train, b)).sum();
-            let lr = noam.lr(state.step + 1);
-            let work = StepWork {
-                device: &device,
-                group: &group,
-                examples: Examples {
-                    pairs: self.train,
-                    focus: self.focus.as_ref(),
-                    classes,
-                },
-                group_tokens,
-                epsilon,
-                seed: rng::step_seed(options.seed, state.step),
-                collective,
-            };
-            let (next, loss, scale) = match &mut stepper {
-                Stepper::Eager(optimizer) => {
-                    let (next, loss) = optimizer_step(
-                        model,
-                        optimizer,
-                        &work,
-                        lr,
-                        options.precision,
-                        &mut state.loss_scale,
-                    )?;
-                    (next, loss, None)
-                }
-                Stepper::Graph(trainer) => {
-                    let forced: Vec<TeacherForced> = group
-                        .iter()
-                        .map(|&batch| {
-                            let forced = teacher_forced(self.train, batch);
-                            match work.examples.shape(batch) {
-                                Some(shape) => shape::pad_to_shape(forced, shape),
-                                None => forced,
-                            }
-                        })
-                        .collect();
-                    let (step, lr) = (state.step + 1, &|t| noam.lr(t));
-                    let (next, sums) = match collective {
-                        Some(c) => {
-                            trainer.step_ranked(model, &forced, group_tokens, step, lr, c)?
-                        }
-                        None => trainer.step_group(model, &forced, group_tokens, step, lr)?,
-                    };
-                    // `[loss, nll]`, then the loss scale's state in half precision: the
-                    // reads take each tensor's first value.
-                    let scale = state
-                        .loss_scale
-                        .is_some()
-                        .then(|| [2, 3, 4].map(|i| sums.clone().slice(i..i + 1)));
-                    let loss = StepLoss {
-                        nll: sums.clone().slice(1..2),
-                        smoothed: sums,
-                    };
-                    (next, loss, scale)
-                }
-            };
-            model = next;
-            watch.step();
-            state.step += 1;
-            state.cursor += group.len();
-            state.tokens += group_tokens as u64;
-            window.1 += group_tokens as u64;
-            let tokens_per_sec = window.1 as f64 / window.0.elapsed().as_secs_f64().max(1e-9);
-            if window.0.elapsed().as_secs_f64() > 30.0 {
-                window = (Instant::now(), 0);
-            }
-            let mut record = serde_json::json!({
-                "step": state.step, "epoch": state.epoch, "lr": lr, "tokens": state.tokens,
-                "tokens_per_sec": tokens_per_sec,
-                "elapsed_secs": base_elapsed + started.elapsed().as_secs_f64(),
-            });
-            if let Some(scale) = &state.loss_scale {
-                record["loss_scale"] = scale.scale.into();
-                record["skipped_steps"] = scale.skipped.into();
-            }
-            if lead {
-                pending.push(PendingStep {
-                    record,
-                    loss,
-                    tokens: group_tokens,
-                    scale,
-                });
-            }
-
-            let validate_now =
-                lead && options.valid_every > 0 && state.step % options.valid_every == 0;
-            let checkpoint_now = lead
-                && (options
-                    .checkpoint_steps
-                    .is_some_and(|n| state.step % n == 0)
-                    || options
-                        .checkpoint_minutes
-                        .is_some_and(|m| last_checkpoint_time.elapsed().as_secs_f64() >= m * 60.0));
-            if pending.len() >= log_every || validate_now || checkpoint_now {
-                pending.flush(&bar, &mut metrics, &metrics_path, &mut state.loss_scale)?;
-            }
-            if validate_now || checkpoint_now {
-                valid_nll = self.validate(&model, &bar, &mut metrics, &metrics_path, &state)?;
-            }
-            if checkpoint_now {
-                state.elapsed_secs = base_elapsed + started.elapsed().as_secs_f64();
-                last_checkpoint = Some(self.save(&model, &stepper, &state)?);
-                last_checkpoint_time = Instant::now();
-            }
+        Plan {
+            batches,
+            classes,
+            noam,
         }
-        pending.flush(&bar, &mut metrics, &metrics_path, &mut state.loss_scale)?;
-        let start_report = watch.report();
-        state.elapsed_secs = base_elapsed + started.elapsed().as_secs_f64();
-        let already_saved = last_checkpoint
-            .as_ref()
-            .is_some_and(|p: &PathBuf| p.ends_with(format!("step-{:08}", state.step)));
-        if !already_saved && lead {
-            valid_nll = self.validate(&model, &bar, &mut metrics, &metrics_path, &state)?;
-            last_checkpoint = Some(self.save(&model, &stepper, &state)?);
+    }
+
+    /// Whether a stop condition holds: steps, epochs or minutes. Clocks differ between
+    /// ranks, so rank 0's decides a time limit for all.
+    fn stops(&self, state: &TrainState, elapsed: f64) -> Result<bool> {
+        let options = &self.config.options;
+        let stop = options.max_steps.is_some_and(|n| state.step >= n)
+            || options.max_epochs.is_some_and(|n| state.epoch >= n)
+            || options.max_minutes.is_some_and(|m| elapsed >= m * 60.0);
+        match (self.collective, options.max_minutes) {
+            (Some(c), Some(_)) => distributed::agree(c, stop),
+            _ => Ok(stop),
         }
-        bar.finish_and_clear();
-        if let (Stepper::Graph(trainer), true) = (&stepper, lead) {
-            let GraphCounts {
-                eager,
-                captured,
-                replayed,
-            } = trainer.counts;
-            match &trainer.fallback {
-                Some(why) => eprintln!("graph: {eager} eager steps: {why}"),
-                None if ranks > 1 => eprintln!(
-                    "graph: {captured} graphs captured (each batch shape's gradients, the pack and the update), {replayed} runs replayed, {eager} eager (on each of {ranks} ranks: {} batch{}, the pack, the exchange and an update a step)",
-                    options.accum,
-                    if options.accum == 1 { "" } else { "es" }
-                ),
-                None if options.accum > 1 => eprintln!(
-                    "graph: {captured} graphs captured (each batch shape's gradients, and the update), {replayed} runs replayed, {eager} eager ({} batches and an update a step)",
-                    options.accum
-                ),
-                None => eprintln!(
-                    "graph: {captured} shapes captured, {replayed} steps replayed, {eager} eager"
-                ),
-            }
+    }
+
+    /// A step's `metrics.jsonl` record as far as the host knows it: its loss is added when
+    /// read ([`pending`]).
+    fn record(
+        &self,
+        state: &TrainState,
+        lr: f64,
+        tokens_per_sec: f64,
+        elapsed: f64,
+    ) -> serde_json::Value {
+        let mut record = serde_json::json!({
+            "step": state.step, "epoch": state.epoch, "lr": lr, "tokens": state.tokens,
+            "tokens_per_sec": tokens_per_sec,
+            "elapsed_secs": elapsed,
+        });
+        if let Some(scale) = &state.loss_scale {
+            record["loss_scale"] = scale.scale.into();
+            record["skipped_steps"] = scale.skipped.into();
         }
-        if lead {
-            eprintln!("start: {start_report}");
-        }
-        Ok(Summary {
-            state,
-            last_checkpoint,
-            valid_nll,
-        })
+        record
     }
 
     fn save(&self, model: &Transformer, stepper: &Stepper, state: &TrainState) -> Result<PathBuf> {

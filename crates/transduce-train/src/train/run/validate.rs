@@ -2,10 +2,6 @@
 //! perplexity of Table 3), each pair's log-probability for `transduce score`, and a run's
 //! validation records.
 
-use std::io::Write;
-use std::path::Path;
-
-use indicatif::ProgressBar;
 use transduce::Transformer;
 use transduce::burn::prelude::*;
 use transduce::task::focus::WordFocus;
@@ -13,10 +9,11 @@ use transduce::train::loss;
 
 use super::Trainer;
 use super::checkpoint::TrainState;
+use super::log::RunLog;
 use crate::data::batch::make_batches;
 use crate::data::cache::Pairs;
 use crate::data::shape::Shapes;
-use crate::error::{Result, io};
+use crate::error::Result;
 use crate::train::batches::{Examples, batch_tensors, target_tokens};
 use crate::train::read::{read_scalars, values};
 
@@ -76,9 +73,7 @@ impl Trainer<'_> {
     pub(super) fn validate(
         &self,
         model: &Transformer,
-        bar: &ProgressBar,
-        metrics: &mut std::fs::File,
-        metrics_path: &Path,
+        log: &mut RunLog,
         state: &TrainState,
     ) -> Result<Option<f64>> {
         let Some(valid) = self.valid else {
@@ -91,14 +86,14 @@ impl Trainer<'_> {
             self.config.options.max_tokens,
             self.config.options.shapes,
         )?;
-        bar.println(format!(
+        log.bar.println(format!(
             "step {}: validation loss {nll:.4}, perplexity {:.3}",
             state.step,
             nll.exp()
         ));
         let record =
             serde_json::json!({"step": state.step, "valid_nll": nll, "valid_ppl": nll.exp()});
-        writeln!(metrics, "{record}").map_err(io(metrics_path))?;
+        log.write(&record)?;
         Ok(Some(nll))
     }
 }
