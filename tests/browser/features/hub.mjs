@@ -94,6 +94,28 @@ async function translateAll(page, sentences, beam) {
   return out;
 }
 
+/**
+ * The first `n` sentences of a Marian fixture's references, and what the model of `name`
+ * (served by the test hub as that fixture) gives for them in `page` on `backend`, in f32 as
+ * transformers computes: beam 4 and greedy.
+ */
+async function familyTranslations(page, name, fixture, backend, n) {
+  const ref = JSON.parse(await readFile(join(repo, `tests/fixtures/marian/${fixture}/reference.json`), "utf8"));
+  const cases = ref.generate.slice(0, n);
+  const found = await page.evaluate(async ({ reference, hub, backend, texts }) => {
+    const { Transduce } = await import("/transduce.js");
+    const t = await Transduce.load(reference, { hub, backend, weights: "f32" });
+    const out = { backend: t.backend, beam: [], greedy: [] };
+    for (const s of texts) {
+      out.beam.push((await t.translate(s, { beam: 4 })).text);
+      out.greedy.push((await t.translate(s, { beam: 1 })).text);
+    }
+    t.free();
+    return out;
+  }, { reference: `hf:${name}`, hub: hubUrl(), backend, texts: cases.map((c) => c.text) });
+  return { cases, found };
+}
+
 function same(found, want, what) {
   const wrong = found.map((f, i) => (f === want[i] ? null : `${i}: ${JSON.stringify(f)}, want ${JSON.stringify(want[i])}`)).filter(Boolean);
   if (wrong.length) throw new Error(`${what}:\n${wrong.join("\n")}`);
@@ -162,21 +184,9 @@ export const onCpu = step(name, async ({ b }) => {
     // In f32, as transformers computes: the student fixture copies badly on purpose (greedy
     // margins down to 0.0018), so int8 storage may change its outputs.
     for (const [name, fixture] of FAMILIES) {
-      const ref = JSON.parse(await readFile(join(repo, `tests/fixtures/marian/${fixture}/reference.json`), "utf8"));
-      const cases = ref.generate.slice(0, 8);
       const page = await b.context.newPage();
       await page.goto(`${base}/index.html?backend=cpu`);
-      const found = await page.evaluate(async ({ reference, hub, texts }) => {
-        const { Transduce } = await import("/transduce.js");
-        const t = await Transduce.load(reference, { hub, backend: "cpu", weights: "f32" });
-        const out = { beam: [], greedy: [] };
-        for (const s of texts) {
-          out.beam.push((await t.translate(s, { beam: 4 })).text);
-          out.greedy.push((await t.translate(s, { beam: 1 })).text);
-        }
-        t.free();
-        return out;
-      }, { reference: `hf:${name}`, hub: hubUrl(), texts: cases.map((c) => c.text) });
+      const { cases, found } = await familyTranslations(page, name, fixture, "cpu", 8);
       same(found.beam, cases.map((c) => c.beam4.text), `${name}, beam 4`);
       same(found.greedy, cases.map((c) => c.greedy.text), `${name}, greedy`);
       console.log(`    ${name}: ${JSON.stringify(cases[0].text)} → ${JSON.stringify(found.beam[0])}`);
@@ -301,19 +311,7 @@ export const onWebgpu = step(name, async ({ b }) => {
     const page = await b.context.newPage();
     await page.goto(`${base}/index.html?backend=cpu`);
     for (const [name, fixture] of FAMILIES) {
-      const ref = JSON.parse(await readFile(join(repo, `tests/fixtures/marian/${fixture}/reference.json`), "utf8"));
-      const cases = ref.generate.slice(0, 2);
-      const found = await page.evaluate(async ({ reference, hub, texts }) => {
-        const { Transduce } = await import("/transduce.js");
-        const t = await Transduce.load(reference, { hub, backend: "webgpu", weights: "f32" });
-        const out = { backend: t.backend, beam: [], greedy: [] };
-        for (const s of texts) {
-          out.beam.push((await t.translate(s, { beam: 4 })).text);
-          out.greedy.push((await t.translate(s, { beam: 1 })).text);
-        }
-        t.free();
-        return out;
-      }, { reference: `hf:${name}`, hub: hubUrl(), texts: cases.map((c) => c.text) });
+      const { cases, found } = await familyTranslations(page, name, fixture, "webgpu", 2);
       assertEqual(found.backend, "webgpu", `${name}: backend`);
       same(found.beam, cases.map((c) => c.beam4.text), `${name} on WebGPU, beam 4`);
       same(found.greedy, cases.map((c) => c.greedy.text), `${name} on WebGPU, greedy`);

@@ -20,51 +20,47 @@ use transduce_import::hub::Reference;
 use transduce_train::error::{Error, Result, io};
 use transduce_train::fsutil;
 
+/// An environment variable's path, unless unset or empty.
+fn env_path(name: &str) -> Option<PathBuf> {
+    std::env::var_os(name)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+}
+
+/// huggingface_hub's home: `$HF_HOME`, else `$XDG_CACHE_HOME/huggingface`, else
+/// `~/.cache/huggingface`.
+fn hf_home() -> PathBuf {
+    env_path("HF_HOME").unwrap_or_else(|| {
+        env_path("XDG_CACHE_HOME")
+            .or_else(|| env_path("HOME").map(|h| h.join(".cache")))
+            .unwrap_or_else(std::env::temp_dir)
+            .join("huggingface")
+    })
+}
+
 /// Where models are cached: `$TRANSDUCE_HUB_CACHE`, else huggingface_hub's own choice:
-/// `$HF_HUB_CACHE`, else `$HF_HOME/hub`, else `$XDG_CACHE_HOME/huggingface/hub`, else
-/// `~/.cache/huggingface/hub`.
+/// `$HF_HUB_CACHE`, else `$HF_HOME/hub` (its home: [`hf_home`]).
 pub fn cache_root() -> PathBuf {
-    let var = |name: &str| {
-        std::env::var_os(name)
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-    };
-    if let Some(dir) = var("TRANSDUCE_HUB_CACHE").or_else(|| var("HF_HUB_CACHE")) {
-        return dir;
-    }
-    if let Some(home) = var("HF_HOME") {
-        return home.join("hub");
-    }
-    let base = var("XDG_CACHE_HOME")
-        .or_else(|| var("HOME").map(|h| h.join(".cache")))
-        .unwrap_or_else(std::env::temp_dir);
-    base.join("huggingface").join("hub")
+    env_path("TRANSDUCE_HUB_CACHE")
+        .or_else(|| env_path("HF_HUB_CACHE"))
+        .unwrap_or_else(|| hf_home().join("hub"))
 }
 
 /// The hub token as huggingface_hub finds it: `$HF_TOKEN`, else the file `hf auth login`
-/// writes (`$HF_TOKEN_PATH`, else `$HF_HOME/token`, else `~/.cache/huggingface/token`).
+/// writes (`$HF_TOKEN_PATH`, else `$HF_HOME/token`).
 pub fn token() -> Option<String> {
     if let Some(token) = std::env::var("HF_TOKEN").ok().filter(|t| !t.is_empty()) {
         return Some(token);
     }
-    let var = |name: &str| {
-        std::env::var_os(name)
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-    };
-    let path = var("HF_TOKEN_PATH").unwrap_or_else(|| {
-        var("HF_HOME")
-            .or_else(|| {
-                var("XDG_CACHE_HOME")
-                    .or_else(|| var("HOME").map(|h| h.join(".cache")))
-                    .map(|c| c.join("huggingface"))
-            })
-            .unwrap_or_default()
-            .join("token")
-    });
+    let path = env_path("HF_TOKEN_PATH").unwrap_or_else(|| hf_home().join("token"));
     let token = std::fs::read_to_string(path).ok()?;
     let token = token.trim();
     (!token.is_empty()).then(|| token.to_string())
+}
+
+/// An ETag's value: without `W/` and quotes.
+pub fn etag_value(etag: &str) -> &str {
+    etag.trim_start_matches("W/").trim_matches('"')
 }
 
 /// Whether `HF_HUB_OFFLINE` asks for the cache alone (huggingface_hub reads 1, ON, YES and
@@ -178,7 +174,7 @@ fn is_blob_id(text: &str) -> bool {
 /// The blob id of a file: its listed sha256, else the hub's ETag (quotes and `W/` gone),
 /// else the sha256 of its bytes.
 pub fn blob_id(listed_sum: Option<&str>, etag: Option<&str>, bytes: &[u8]) -> String {
-    let etag = etag.map(|e| e.trim_start_matches("W/").trim_matches('"').to_string());
+    let etag = etag.map(|e| etag_value(e).to_string());
     listed_sum
         .map(str::to_string)
         .into_iter()

@@ -203,7 +203,7 @@ fn gated(reference: &Reference, hub: &str, token: bool) -> Error {
 
 /// The ETag's content sum where it is one (the hub's ETag of a large file is its sha256).
 fn sha256_etag(etag: &str) -> Option<String> {
-    let tag = etag.trim_start_matches("W/").trim_matches('"');
+    let tag = cache::etag_value(etag);
     (tag.len() == 64 && tag.bytes().all(|b| b.is_ascii_hexdigit())).then(|| tag.to_lowercase())
 }
 
